@@ -1,0 +1,155 @@
+// Event activities: registering upstream webhooks for an account, and applying the inbox. Each
+// changed object is fetched from the upstream and upserted (an older fetch never overwrites a newer
+// state); DELETE targets and objects the upstream no longer has are marked deleted.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
+import { createWebhook, getObject } from '../connectors/operations.ts';
+import { keyedHash } from '../lib/crypto.ts';
+import { UpstreamNotFoundError } from '../lib/errors.ts';
+import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
+import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
+import { markDeleted, writePage } from '../mirror/records-store.ts';
+import type { PrismaClient } from '../mirror/prisma.ts';
+import { asActivity } from './failures.ts';
+import type { SyncDeps } from './sync.ts';
+
+export interface EventDeps extends SyncDeps {
+  prisma: PrismaClient;
+  /** Base URL at which the upstream reaches the mirror's webhook receiver. */
+  publicBaseUrl: string;
+  hashKey: Buffer;
+}
+
+export interface ApplyResult {
+  applied: number;
+  deleted: number;
+  skipped: number;
+  /** Types whose `target` was `<type>:*`: a pass over them is needed. */
+  fullPassTypes: string[];
+  more: boolean;
+}
+
+export function createEventActivities(deps: EventDeps) {
+  const { pool, accounts, upstream } = deps;
+
+  return {
+    /** Registers CREATE/UPDATE/DELETE webhooks for every type the account's source system supports. */
+    async registerWebhooks(input: { accountId: string }): Promise<{ registered: number }> {
+      return asActivity(async () => {
+        const account = await accounts.get(input.accountId);
+        const profile = knownProfile(account.sourceSystem);
+        if (!profile || profile.webhookTypes.length === 0) return { registered: 0 };
+        const token = await accounts.token(input.accountId);
+        const existing = await deps.prisma.webhookRegistration.findMany({ where: { accountId: input.accountId } });
+        const have = new Set(existing.map((r) => `${r.event}:${r.type}:${r.projectId ?? ''}`));
+        let registered = 0;
+        const projectIds: (string | undefined)[] = [];
+        for (const type of profile.webhookTypes) {
+          const def = resourceForWebhookType(type);
+          if (!def) continue;
+          const kind = scopeKindIn(profile, def.name, def.scope);
+          if (kind === 'project') {
+            if (projectIds.length === 0) {
+              const { rows } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND scope = '' AND deleted_at IS NULL`, [input.accountId]);
+              projectIds.push(...rows.map((r) => r.id));
+            }
+          }
+          const scopes = kind === 'project' ? projectIds : [undefined];
+          for (const projectId of scopes) {
+            for (const event of ['CREATE', 'UPDATE', 'DELETE'] as const) {
+              if (have.has(`${event}:${type}:${projectId ?? ''}`)) continue;
+              const id = randomUUID();
+              const secret = randomBytes(24).toString('base64url');
+              const created = await createWebhook(upstream, { accountToken: token, accountId: input.accountId, sourceSystem: profile.slug }, {
+                callbackUrl: `${deps.publicBaseUrl.replace(/\/+$/, '')}/webhooks/inbound/${id}`,
+                authorizationHeader: secret,
+                event,
+                type,
+                projectId,
+              });
+              await deps.prisma.webhookRegistration.create({
+                data: { id, accountId: input.accountId, upstreamId: created.id, type, event, projectId: projectId ?? null, authorizationHash: keyedHash(deps.hashKey, secret) },
+              });
+              registered++;
+            }
+          }
+        }
+        return { registered };
+      });
+    },
+
+    /** Applies up to `limit` pending events, coalesced by object; returns what it did. */
+    async applyInbox(input: { accountId: string; limit?: number }): Promise<ApplyResult> {
+      return asActivity(async () => {
+        const limit = input.limit ?? 200;
+        const events = await pendingEvents(pool, input.accountId, limit);
+        const result: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: events.length === limit };
+        if (events.length === 0) return result;
+        const account = await accounts.get(input.accountId);
+        const profile = knownProfile(account.sourceSystem);
+        const token = await accounts.token(input.accountId);
+        // Coalesce: one fetch per object, whatever number of events named it.
+        const byObject = new Map<string, PendingEvent[]>();
+        for (const e of events) {
+          const k = `${e.type}|${e.projectId ?? ''}|${e.target}`;
+          byObject.set(k, [...(byObject.get(k) ?? []), e]);
+        }
+        for (const group of byObject.values()) {
+          const e = group[group.length - 1]!;
+          const ids = group.map((g) => g.id);
+          const def = resourceForWebhookType(e.type);
+          if (!def || def.scope === 'child') {
+            await markApplied(pool, ids, 'skipped: not mirrored');
+            result.skipped += group.length;
+            continue;
+          }
+          if (e.target.endsWith(':*')) {
+            result.fullPassTypes.push(def.name);
+            await markApplied(pool, ids, 'pass requested');
+            continue;
+          }
+          const kind = scopeKindIn(profile, def.name, def.scope);
+          if (kind === 'project' && !e.projectId) {
+            await markApplied(pool, ids, 'skipped: no project');
+            result.skipped += group.length;
+            continue;
+          }
+          const scope = kind === 'project' ? formatScope([['project', e.projectId!]]) : '';
+          const key = { accountId: input.accountId, resource: def.name, scope };
+          let gone = group.some((g) => g.event === 'DELETE');
+          if (!gone) {
+            try {
+              const res = await getObject(upstream, {
+                accountToken: token,
+                accountId: input.accountId,
+                sourceSystem: profile?.slug,
+                path: `${def.path}/${encodeURIComponent(e.target)}`,
+                projectId: kind === 'project' ? e.projectId! : undefined,
+                includeSourceData: true,
+              });
+              await writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items: [res.body], ordinalBase: await nextOrdinal(key), trackSeen: false, keepOrdinal: true });
+              result.applied += group.length;
+            } catch (error) {
+              if (!(error instanceof UpstreamNotFoundError)) throw error;
+              gone = true;
+            }
+          }
+          if (gone) {
+            result.deleted += await markDeleted(pool, key, [e.target]);
+            result.applied += group.length;
+          }
+          await markApplied(pool, ids, gone ? 'deleted' : 'upserted');
+        }
+        return result;
+      });
+    },
+  };
+
+  /** A new object goes after every known one, as the upstream appends it. Existing ones keep theirs. */
+  async function nextOrdinal(key: { accountId: string; resource: string; scope: string }): Promise<number> {
+    const { rows } = await pool.query<{ n: number | null }>(`SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
+    return rows[0]?.n ?? 0;
+  }
+}
+
+export type EventActivities = ReturnType<typeof createEventActivities>;

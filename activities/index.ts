@@ -1,0 +1,13 @@
+// All activities, built from their dependencies (the worker passes real ones; tests may pass their own).
+import { createAsyncActivities, type AsyncDeps } from './async-requests.ts';
+import { createDeliveryActivities, type DeliveryDeps } from './delivery.ts';
+import { createEventActivities, type EventDeps } from './events.ts';
+import { createSyncActivities } from './sync.ts';
+
+export type ActivityDeps = EventDeps & AsyncDeps & DeliveryDeps;
+
+export function createActivities(deps: ActivityDeps) {
+  return { ...createSyncActivities(deps), ...createEventActivities(deps), ...createAsyncActivities(deps), ...createDeliveryActivities(deps) };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,301 @@
+// Sync activities: the side effects of a stream's pass. An activity fetches a bounded slice of
+// pages, writes each with its checkpoint, heartbeats, and returns only counts: records never travel
+// through workflow history. A retried or restarted activity resumes at the last committed page.
+import { Context } from '@temporalio/activity';
+import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
+import { listPage, type Page } from '../connectors/operations.ts';
+import { pageFingerprint, pageVerdict } from '../connectors/pagination.ts';
+import type { UpstreamClient } from '../connectors/upstream-client.ts';
+import pLimit from 'p-limit';
+import { MirrorError, RepeatedPageError, UpstreamNotFoundError } from '../lib/errors.ts';
+import type { Logger } from '../lib/logger.ts';
+import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
+import type { AccountStore } from '../mirror/accounts.ts';
+import type { Pool } from '../mirror/pool.ts';
+import { finishPass, writePage } from '../mirror/records-store.ts';
+import { beginOrResumePass, markStreamFailed, type PassMode } from '../mirror/streams.ts';
+import { asActivity } from './failures.ts';
+
+export interface SyncDeps {
+  upstream: UpstreamClient;
+  pool: Pool;
+  accounts: AccountStore;
+  logger: Logger;
+}
+
+/** One stream to sync: enough to fetch it without looking anything up. */
+export interface StreamSpec {
+  accountId: string;
+  resource: string;
+  /** Canonical scope (see lib/resources.ts). */
+  scope: string;
+  /** List path, e.g. `/projects` or `/ap-invoices/<id>/line-items`. */
+  path: string;
+  projectId?: string;
+}
+
+export interface SyncSliceInput extends StreamSpec {
+  passKey: string;
+  mode: PassMode;
+  /** Pages to fetch in this activity before returning to the workflow. */
+  maxPages?: number;
+  includeSourceData?: boolean;
+}
+
+export interface SliceCounts {
+  pages: number;
+  records: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  deleted: number;
+}
+
+export interface SyncSliceResult extends SliceCounts {
+  done: boolean;
+  generation: number;
+}
+
+export interface PlannedResource {
+  name: string;
+  /** Where it lives in this account's source system. */
+  scope: ScopeKind;
+}
+
+export interface SyncChildrenInput {
+  accountId: string;
+  /** The child resource, e.g. `ap-invoice-line-items`. */
+  resource: string;
+  parentResource: string;
+  /** Scope of the parents (`''` or `project=<id>`). */
+  parentScope: string;
+  parentIds: string[];
+  projectId?: string;
+  passKey: string;
+  mode: PassMode;
+  concurrency?: number;
+}
+
+export interface AccountPlan {
+  sourceSystem: string;
+  /** Resources this account's source system serves, in dependency order. */
+  resources: PlannedResource[];
+}
+
+export interface ParentScopesInput {
+  accountId: string;
+  /** The parent resource whose live records give the child streams' scopes. */
+  parentResource: string;
+  parentScope: string;
+}
+
+const countKeys = ['pages', 'records', 'inserted', 'updated', 'unchanged', 'deleted'] as const;
+const emptyCounts = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
+
+/** Dependency order: account-level resources, then project-scoped ones, then children. */
+const scopeOrder: Record<ScopeKind, number> = { account: 0, project: 1, child: 2 };
+
+export function createSyncActivities(deps: SyncDeps) {
+  const { upstream, pool, accounts } = deps;
+
+  async function profileFor(accountId: string): Promise<SourceSystemProfile | undefined> {
+    const account = await accounts.get(accountId);
+    return knownProfile(account.sourceSystem);
+  }
+
+  return {
+    /** Which resources to mirror for an account: from its source system's profile, else by probing. */
+    async planAccount(input: { accountId: string }): Promise<AccountPlan> {
+      return asActivity(async () => {
+        const account = await accounts.get(input.accountId);
+        const profile = knownProfile(account.sourceSystem);
+        let supported: string[];
+        if (profile) {
+          supported = resources.filter((r) => r.name in profile.resources).map((r) => r.name);
+        } else {
+          // Unknown source system: probe each top-level list once.
+          const token = await accounts.token(input.accountId);
+          supported = [];
+          for (const r of resources.filter((d) => d.scope === 'account')) {
+            try {
+              await listPage(upstream, { accountToken: token, accountId: input.accountId, path: r.path, page: 1, perPage: 1 });
+              supported.push(r.name);
+            } catch (error) {
+              if (!(error instanceof UpstreamNotFoundError)) throw error;
+            }
+          }
+        }
+        const planned = supported.map((name) => ({ name, scope: scopeKindIn(profile, name, resourceDef(name)!.scope) }));
+        planned.sort((a, b) => scopeOrder[a.scope] - scopeOrder[b.scope]);
+        return { sourceSystem: account.sourceSystem, resources: planned };
+      });
+    },
+
+    /** Ids of the live records of a parent stream: the scopes of its children (projects, invoices, ...). */
+    async listParentIds(input: ParentScopesInput): Promise<string[]> {
+      return asActivity(async () => {
+        const { rows } = await pool.query<{ id: string }>(
+          `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY ordinal, id`,
+          [input.accountId, input.parentResource, input.parentScope],
+        );
+        return rows.map((r) => r.id);
+      });
+    },
+
+    /** Fetches and writes up to `maxPages` pages of a stream's pass; finishes the pass at its end. */
+    async syncSlice(input: SyncSliceInput): Promise<SyncSliceResult> {
+      const key = { accountId: input.accountId, resource: input.resource, scope: input.scope };
+      try {
+        return await syncSlice(input, key);
+      } catch (error) {
+        await markStreamFailed(pool, key, error instanceof Error ? error.message : String(error)).catch(() => undefined);
+        return asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error))));
+      }
+    },
+
+    /**
+     * Children listed through their parents (line items, file and drawing versions): one stream per
+     * parent, usually a single page each, synced here a batch of parents at a time so that a
+     * thousand invoices do not cost a thousand workflows.
+     */
+    async syncChildren(input: SyncChildrenInput): Promise<SliceCounts & { failed: { scope: string; error: string }[] }> {
+      const totals = { ...emptyCounts(), failed: [] as { scope: string; error: string }[] };
+      const ctx = activityContext();
+      const limit = pLimit(input.concurrency ?? 4);
+      let done = 0;
+      await Promise.all(
+        input.parentIds.map((parentId) =>
+          limit(async () => {
+            const scope = formatScope([...parseScope(input.parentScope), [input.parentResource, parentId]]);
+            const spec: SyncSliceInput = {
+              accountId: input.accountId,
+              resource: input.resource,
+              scope,
+              path: listPath(input.resource, parentId),
+              ...(input.projectId ? { projectId: input.projectId } : {}),
+              passKey: input.passKey,
+              mode: input.mode,
+            };
+            const key = { accountId: input.accountId, resource: input.resource, scope };
+            try {
+              for (;;) {
+                const r = await syncSlice(spec, key);
+                for (const k of countKeys) totals[k] += r[k];
+                if (r.done) break;
+              }
+            } catch (error) {
+              const message = error instanceof Error ? error.message : String(error);
+              await markStreamFailed(pool, key, message).catch(() => undefined);
+              // Transient trouble fails the batch so Temporal retries it (finished parents are skipped
+              // then: their pass is done); a permanent one is reported and the others go on.
+              if (error instanceof MirrorError && !error.retryable) totals.failed.push({ scope, error: message });
+              else throw error;
+            }
+            ctx?.heartbeat({ done: ++done });
+          }),
+        ),
+      ).catch((error: unknown) => asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error)))));
+      return totals;
+    },
+  };
+
+  async function syncSlice(input: SyncSliceInput, key: { accountId: string; resource: string; scope: string }): Promise<SyncSliceResult> {
+    const ctx = activityContext();
+    const profile = await profileFor(input.accountId);
+    const perPage = profile ? perPageFor(profile, input.resource) : 100;
+    const pass = await beginOrResumePass(pool, key, { passKey: input.passKey, mode: input.mode, perPage });
+    let checkpoint = pass.checkpoint;
+    const counts = emptyCounts();
+    if (checkpoint.done) return { ...counts, done: true, generation: pass.generation };
+
+    const token = await accounts.token(input.accountId);
+    const support = profile?.resources[input.resource];
+    const filters =
+      checkpoint.mode === 'incremental' && checkpoint.since && support?.updateTimeFilter
+        ? [{ field: 'source_update_time', operator: '>=', value: checkpoint.since }]
+        : undefined;
+    const fetchPage = (page: number): Promise<Page> =>
+      listPage(upstream, {
+        accountToken: token,
+        accountId: input.accountId,
+        sourceSystem: profile?.slug,
+        path: input.path,
+        page,
+        perPage: checkpoint.perPage,
+        projectId: input.projectId,
+        includeSourceData: input.includeSourceData ?? true,
+        filters,
+        what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
+        signal: ctx?.cancellationSignal,
+      });
+
+    const maxPages = input.maxPages ?? 50;
+    // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
+    let position = { page: checkpoint.page };
+    const beat = setInterval(() => ctx?.heartbeat(position), 5_000);
+    try {
+      let next: Promise<Page> | undefined = fetchPage(checkpoint.page);
+      let lastFingerprint = checkpoint.lastFingerprint;
+      for (let n = 0; n < maxPages && next; n++) {
+        const page = await next;
+        next = undefined;
+        const fingerprint = pageFingerprint(page.items);
+        if (fingerprint !== null && fingerprint === lastFingerprint) {
+          throw new RepeatedPageError(
+            `Upstream served the same page twice for ${input.resource}${input.scope ? ` in ${input.scope}` : ''} (page ${checkpoint.page}); stopping instead of looping.`,
+          );
+        }
+        const verdict = pageVerdict({ hasMore: page.hasMore, received: page.items.length, perPage: checkpoint.perPage });
+        // Fetch the next page while this one is written.
+        if (verdict === 'next' && n + 1 < maxPages) {
+          next = fetchPage(checkpoint.page + 1);
+          next.catch(() => undefined);
+        }
+        const nextCheckpoint = { ...checkpoint, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false };
+        const written = await writePage(pool, {
+          key,
+          pass,
+          items: page.items,
+          ordinalBase: (checkpoint.page - 1) * checkpoint.perPage,
+          trackSeen: checkpoint.mode === 'full',
+          checkpoint: nextCheckpoint,
+        });
+        checkpoint = {
+          ...nextCheckpoint,
+          counts: {
+            inserted: checkpoint.counts.inserted + written.inserted,
+            updated: checkpoint.counts.updated + written.updated,
+            unchanged: checkpoint.counts.unchanged + written.unchanged,
+            deleted: checkpoint.counts.deleted,
+          },
+        };
+        lastFingerprint = checkpoint.lastFingerprint;
+        counts.pages += 1;
+        counts.records += page.items.length;
+        counts.inserted += written.inserted;
+        counts.updated += written.updated;
+        counts.unchanged += written.unchanged;
+        position = { page: checkpoint.page };
+        ctx?.heartbeat(position);
+        if (verdict === 'stop') {
+          counts.deleted = await finishPass(pool, key, pass, checkpoint);
+          return { ...counts, done: true, generation: pass.generation };
+        }
+      }
+      return { ...counts, done: false, generation: pass.generation };
+    } finally {
+      clearInterval(beat);
+    }
+  }
+}
+
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
+}
+
+export type SyncActivities = ReturnType<typeof createSyncActivities>;
+

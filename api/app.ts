@@ -1,0 +1,68 @@
+// Builds the mirror's API (never listens: bin/api.ts does, tests use inject()).
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import type { Logger } from '../lib/logger.ts';
+import type { AccountStore } from '../mirror/accounts.ts';
+import type { Pool } from '../mirror/pool.ts';
+import type { PrismaClient } from '../mirror/prisma.ts';
+import { createAuthenticator } from './auth.ts';
+import { registerErrorHandling } from './errors.ts';
+import { registerAsync } from './async.ts';
+import { AsyncRequestStore } from '../mirror/async-requests.ts';
+import { registerResourceRoutes } from './routes/resources.ts';
+import { registerForwardedRoutes } from './routes/forwarded.ts';
+import { registerInboundWebhookRoutes } from './routes/webhooks-inbound.ts';
+import { registerSubscriptionRoutes } from './routes/subscriptions.ts';
+import type { UpstreamClient } from '../connectors/upstream-client.ts';
+import type { UpstreamTarget } from './forward.ts';
+import type { SyncControl } from './sync-control.ts';
+import { registerOpenApi } from './openapi.ts';
+import { registerMetricsRoutes } from './routes/metrics.ts';
+import { registerStatusRoutes } from './routes/status.ts';
+
+export interface ApiDeps {
+  pool: Pool;
+  prisma: PrismaClient;
+  accounts: AccountStore;
+  logger: Logger;
+  /** Brand prefix of the response headers (`Svc-Debug-Id`, ...). */
+  headerPrefix?: string;
+  /** The upstream, for what is forwarded; without it only mirrored reads are served. */
+  upstream?: { client: UpstreamClient; target: UpstreamTarget };
+  sync?: SyncControl;
+  /** Key of the keyed hashes (webhook secrets). */
+  hashKey?: Buffer;
+  /** Key that encrypts subscribers' authorization headers at rest. */
+  encryptionKey?: Buffer;
+  /** Operator pages: OPERATOR_TOKEN, where the Temporal UI is (links on /status), how often /status refreshes. */
+  operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
+}
+
+export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
+  const prefix = deps.headerPrefix ?? 'Svc';
+  const app: FastifyInstance = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
+    loggerInstance: deps.logger,
+    genReqId: () => randomUUID(),
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: 10 * 1024 * 1024,
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    void reply.header(`${prefix}-Debug-Id`, request.id);
+  });
+  registerErrorHandling(app);
+  registerOpenApi(app);
+  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey });
+  registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
+  registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator });
+  app.get('/healthz', async () => ({ ok: true }));
+  if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
+  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: deps.upstream?.target, sync: deps.sync });
+  if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
+  if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey });
+  if (deps.upstream) {
+    registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync });
+  }
+  await app.ready();
+  return app;
+}

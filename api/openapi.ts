@@ -1,0 +1,345 @@
+// The mirror's API as an OpenAPI 3.1 document, built from the live route table (every route the app
+// registers is collected as it is added) and zod schemas: the catalog of lib/resources.ts for the
+// unified resources, the schemas the route modules export, and the contract's shapes below. Served at
+// /openapi.json, and rendered for people at /docs (api/openapi-page.ts).
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { resourceDef, resources, type ResourceDef } from '../lib/resources.ts';
+import { apiVersion } from './auth.ts';
+import { docsPage } from './openapi-page.ts';
+import { inboundEventSchema } from './routes/webhooks-inbound.ts';
+
+export interface RouteEntry {
+  method: string;
+  /** Fastify's pattern, e.g. `/projects/:id`. */
+  url: string;
+}
+
+type Security = 'public' | 'client' | 'account' | 'operator' | 'webhook';
+
+interface Operation {
+  summary: string;
+  description?: string;
+  tag: string;
+  security: Security;
+  query?: z.ZodObject;
+  headers?: { name: string; description: string; required?: boolean }[];
+  body?: z.ZodType;
+  bodyContentType?: string;
+  responses: Record<string, { description: string; schema?: z.ZodType; contentType?: string }>;
+}
+
+// The contract's shapes the route modules do not export.
+const errorSchema = z.object({ message: z.string(), code: z.string(), details: z.array(z.object({ path: z.string().optional(), message: z.string() })) }).meta({ id: 'Error' });
+const metaSchema = z.object({ current_page: z.number().int(), has_more_results: z.boolean().nullable() }).meta({ id: 'ListMeta' });
+const listQuerySchema = z.object({
+  page: z.coerce.number().int().min(1).default(1).describe('Page number, from 1.'),
+  per_page: z.coerce.number().int().min(1).max(1000).default(100).describe('Records per page, 1 to 1000.'),
+  include_deleted: z.enum(['true', 'false']).optional().describe('Also list records the upstream deleted (the mirror keeps them, soft-deleted).'),
+  modified_after: z.iso.datetime({ offset: true }).optional().describe('Only records the mirror changed after this time.'),
+  filters: z.string().optional().describe('JSON array of `{field, operator, value}` on `source_create_time` / `source_update_time`.'),
+});
+const changesQuerySchema = z.object({
+  cursor: z.string().max(512).optional().describe('`next_cursor` of the previous page; absent for the start of the feed.'),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+const changesResponseSchema = z.object({
+  data: z.array(z.object({ event: z.enum(['CREATE', 'UPDATE', 'DELETE']), id: z.string(), scope: z.string(), mirrored_at: z.iso.datetime(), object: z.record(z.string(), z.unknown()) })),
+  meta: z.object({ next_cursor: z.string(), has_more_results: z.boolean() }),
+});
+const linkedAccountSchema = z
+  .looseObject({
+    id: z.string(),
+    account_token: z.string(),
+    reference_id: z.string(),
+    status: z.string(),
+    source_system: z.object({ slug: z.string(), name: z.string() }),
+    linked_company: z.unknown().optional(),
+    linked_user: z.unknown().optional(),
+  })
+  .meta({ id: 'LinkedAccount' });
+const webhookCreateSchema = z.object({
+  callback_url: z.url({ protocol: /^https?$/ }),
+  authorization_header: z.string().max(4096).optional(),
+  event: z.enum(['CREATE', 'UPDATE', 'DELETE']),
+  type: z.string().min(1).max(64).describe("A resource's singular name: file, project, ap-invoice, ..."),
+});
+const webhookSchema = z
+  .object({
+    id: z.string(),
+    source_id: z.string(),
+    callback_url: z.string(),
+    event: z.string(),
+    project_id: z.string().optional(),
+    target: z.string(),
+    type: z.string(),
+    delivery: z.object({ delivered: z.number().int(), failures: z.number().int(), last_error: z.string().nullable(), last_delivered_at: z.string().nullable() }),
+  })
+  .meta({ id: 'Webhook' });
+const forwardedSchema = z.unknown().describe("The upstream's answer, forwarded unchanged.");
+
+const resourceSchemas = new Map<string, z.ZodType>();
+/** A unified object: the catalog's fields, plus whatever else the upstream sent (kept as is). */
+function objectSchema(def: ResourceDef): z.ZodType {
+  let s = resourceSchemas.get(def.name);
+  if (!s) {
+    const shape: Record<string, z.ZodType> = {};
+    for (const f of def.fields) {
+      if (f === 'id') shape[f] = z.string();
+      else if (f === 'source_id') shape[f] = z.string().nullable();
+      else if (f === 'source_create_time' || f === 'source_update_time') shape[f] = z.string().nullable().describe('ISO 8601');
+      else shape[f] = z.unknown().optional();
+    }
+    shape.source_data = z.unknown().optional().describe('With `Include-Source-Data: true`: the source system\'s own object.');
+    const title = def.name.replace(/(^|-)([a-z])/g, (_m, _d: string, c: string) => c.toUpperCase());
+    s = z.looseObject(shape).meta({ id: title });
+    resourceSchemas.set(def.name, s);
+  }
+  return s;
+}
+
+const sourceDataHeaders = [
+  { name: 'Include-Source-Data', description: '`true`, or a comma list of source field names: adds `source_data`.' },
+  { name: 'Exclude-Source-Data', description: 'Comma list of source field names to leave out of `source_data`.' },
+];
+const asyncHeader = { name: 'Async-Request', description: '`true`: answer 202 at once and run the request in the background (see /async-requests/{id}).' };
+
+function resourceOperation(def: ResourceDef, kind: 'list' | 'get', projectScoped: boolean): Operation {
+  const parent = def.parent ? resourceDef(def.parent) : undefined;
+  const headers = [
+    ...(projectScoped ? [{ name: 'Project-Id', description: 'The project (its id, `source_id:<id>`, or `*` for every project) for project-scoped resources.' }] : []),
+    ...sourceDataHeaders,
+    asyncHeader,
+  ];
+  const what = def.name.replace(/-/g, ' ');
+  return kind === 'list'
+    ? {
+        summary: `List ${what}${parent ? ` of a ${parent.name.replace(/s$/, '').replace(/-/g, ' ')}` : ''}`,
+        description: 'Served from the mirror in the upstream\'s shape, with exact `has_more_results`. A scope the mirror never synced is answered by the upstream (with a warning header) while its sync starts.',
+        tag: def.name,
+        security: 'account',
+        query: listQuerySchema,
+        headers,
+        responses: { '200': { description: 'A page of records.', schema: z.object({ data: z.array(objectSchema(def)), meta: metaSchema }) } },
+      }
+    : {
+        summary: `Get one of the ${what} by id or \`source_id:<id>\``,
+        tag: def.name,
+        security: 'account',
+        headers,
+        responses: { '200': { description: 'The record.', schema: objectSchema(def) }, '404': { description: 'No such record in this account.', schema: errorSchema } },
+      };
+}
+
+const fixed: Record<string, Operation> = {
+  'GET /healthz': { summary: 'Liveness', tag: 'operator', security: 'public', responses: { '200': { description: 'The process answers.', schema: z.object({ ok: z.boolean() }) } } },
+  'GET /openapi.json': { summary: 'This document', tag: 'operator', security: 'public', responses: { '200': { description: 'OpenAPI 3.1' } } },
+  'GET /docs': { summary: 'This document, rendered for people', tag: 'operator', security: 'public', responses: { '200': { description: 'HTML', contentType: 'text/html' } } },
+  'GET /status': {
+    summary: 'Status page (HTML)',
+    description: 'Accounts, streams syncing now, freshness, rate budgets, recent errors, inbox and delivery backlog, links into the Temporal UI. `?fragment=1` answers only the main part (the page refreshes itself with it).',
+    tag: 'operator',
+    security: 'operator',
+    responses: { '200': { description: 'HTML', contentType: 'text/html' }, '401': { description: 'No operator credentials.', schema: errorSchema } },
+  },
+  'GET /status.json': { summary: 'What the status page shows, as JSON', tag: 'operator', security: 'operator', responses: { '200': { description: 'The overview.' } } },
+  'GET /metrics': {
+    summary: 'Prometheus metrics',
+    description: 'Upstream requests and 429s per source system and API latency (this process), records written, pages, stream lag, governor budgets, inbox, outbound deliveries (from Postgres).',
+    tag: 'operator',
+    security: 'operator',
+    responses: { '200': { description: 'Prometheus text format 0.0.4', contentType: 'text/plain' } },
+  },
+  'GET /mirror/changes/:resource': {
+    summary: "A resource's change feed (beyond the upstream's API)",
+    description: 'Every record the mirror created, updated or deleted, in order, followed with an opaque cursor.',
+    tag: 'mirror',
+    security: 'account',
+    query: changesQuerySchema,
+    responses: { '200': { description: 'A page of changes.', schema: changesResponseSchema } },
+  },
+  'POST /mirror/accounts': {
+    summary: 'Adopt an account linked before the mirror, by its account token',
+    tag: 'link',
+    security: 'client',
+    body: z.object({ account_token: z.string().min(1) }),
+    responses: { '201': { description: 'Registered; its first sync started.', schema: z.object({ id: z.string(), reference_id: z.string(), source_system: z.string(), status: z.string() }) } },
+  },
+  'POST /link/token/create': {
+    summary: 'Create a link token (forwarded upstream)',
+    tag: 'link',
+    security: 'client',
+    body: z.object({ reference_id: z.string().min(1).max(255) }),
+    responses: { '200': { description: 'The link token for the Link page.', schema: z.object({ link_token: z.string() }) } },
+  },
+  'POST /link/token/exchange': {
+    summary: 'Exchange a public token for an account token',
+    description: 'Forwarded upstream; the mirror registers the account (token encrypted at rest), starts its first full sync and its periodic schedules.',
+    tag: 'link',
+    security: 'client',
+    body: z.object({ public_token: z.string().min(1) }),
+    responses: { '200': { description: 'The linked account.', schema: linkedAccountSchema } },
+  },
+  'GET /link/account': { summary: 'The linked account (forwarded)', tag: 'link', security: 'account', responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
+  'GET /link/companies': { summary: "The linked account's companies (forwarded)", tag: 'link', security: 'account', responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
+  'POST /passthrough': { summary: 'Pass-through request to the source system (forwarded, streamed)', tag: 'pass-through', security: 'account', bodyContentType: '*/*', body: z.unknown(), responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
+  'POST /passthrough-download': { summary: 'Pass-through download (forwarded, streamed)', tag: 'pass-through', security: 'account', bodyContentType: '*/*', body: z.unknown(), responses: { '200': { description: 'The bytes.', contentType: 'application/octet-stream' } } },
+  'POST /passthrough-multipart': { summary: 'Pass-through multipart upload (forwarded, streamed)', tag: 'pass-through', security: 'account', bodyContentType: 'multipart/form-data', body: z.unknown(), responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
+  'POST /passthrough-upload': { summary: 'Pass-through binary upload (forwarded, streamed)', tag: 'pass-through', security: 'account', bodyContentType: 'application/octet-stream', body: z.unknown(), responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
+  'POST /webhooks': {
+    summary: 'Subscribe to changes of a resource',
+    description: 'Every change the mirror applies to a matching record is delivered, in order and at least once, to `callback_url` with your `authorization_header`.',
+    tag: 'webhooks',
+    security: 'account',
+    headers: [{ name: 'Project-Id', description: 'Only changes in this project.' }],
+    body: webhookCreateSchema,
+    responses: { '201': { description: 'The subscription.', schema: webhookSchema }, '400': { description: 'Invalid body.', schema: errorSchema } },
+  },
+  'GET /webhooks': { summary: 'List subscriptions', tag: 'webhooks', security: 'account', responses: { '200': { description: 'Subscriptions.', schema: z.object({ data: z.array(webhookSchema), meta: metaSchema }) } } },
+  'GET /webhooks/:id': { summary: 'One subscription', tag: 'webhooks', security: 'account', responses: { '200': { description: 'The subscription.', schema: webhookSchema } } },
+  'DELETE /webhooks/:id': { summary: 'Delete a subscription', tag: 'webhooks', security: 'account', responses: { '200': { description: 'The deleted subscription.', schema: webhookSchema } } },
+  'POST /webhooks/inbound/:registrationId': {
+    summary: "The upstream's webhook deliveries (not for applications)",
+    description: 'Registered upstream by the mirror; `Authorization` must be the secret of that registration.',
+    tag: 'webhooks',
+    security: 'webhook',
+    body: inboundEventSchema,
+    responses: { '200': { description: 'Stored in the inbox (or a duplicate).', schema: z.object({ received: z.boolean(), duplicate: z.boolean() }) }, '401': { description: 'Unknown registration or wrong secret.', schema: errorSchema } },
+  },
+  'GET /async-requests/:id': {
+    summary: 'State (and, once executed, the answer) of an async request',
+    tag: 'async',
+    security: 'account',
+    responses: { '200': { description: 'The stored answer once executed; empty with the state headers while pending or running.' }, '404': { description: 'Unknown or another account\'s.', schema: errorSchema } },
+  },
+};
+
+function catalogOperations(): Map<string, Operation> {
+  const ops = new Map<string, Operation>();
+  for (const def of resources) {
+    if (def.scope === 'child') {
+      const parent = resourceDef(def.parent!)!;
+      const projectScoped = parent.scope === 'project';
+      ops.set(`GET ${parent.path}/:parentId/${def.path}`, resourceOperation(def, 'list', projectScoped));
+      ops.set(`GET ${parent.path}/:parentId/${def.path}/:id`, resourceOperation(def, 'get', projectScoped));
+    } else {
+      ops.set(`GET ${def.path}`, resourceOperation(def, 'list', def.scope === 'project'));
+      ops.set(`GET ${def.path}/:id`, resourceOperation(def, 'get', def.scope === 'project'));
+    }
+  }
+  return ops;
+}
+
+const securityOf: Record<Security, Record<string, string[]>[]> = {
+  public: [],
+  client: [{ ApiVersion: [], ClientId: [], ClientSecret: [] }],
+  account: [{ ApiVersion: [], ClientId: [], ClientSecret: [], AccountToken: [] }],
+  operator: [{ OperatorBasic: [] }, { OperatorBearer: [] }, { ClientId: [], ClientSecret: [] }],
+  webhook: [{ WebhookSecret: [] }],
+};
+
+/** Fastify's `:param` to OpenAPI's `{param}`. */
+export function openApiPath(url: string): string {
+  return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}
+
+export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: string; version?: string; serverUrl?: string } = {}): Record<string, unknown> {
+  const schemas: Record<string, unknown> = {};
+  const toJson = (schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> => {
+    // Named schemas (`.meta({ id })`) land in $defs: they move to components, referenced from there.
+    const text = JSON.stringify(z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' })).replaceAll('"#/$defs/', '"#/components/schemas/');
+    const json = JSON.parse(text) as Record<string, unknown>;
+    if (json.$defs) Object.assign(schemas, json.$defs);
+    delete json.$defs;
+    delete json.$schema;
+    return json;
+  };
+
+  const catalog = catalogOperations();
+  const paths: Record<string, Record<string, unknown>> = {};
+  const tags = new Set<string>();
+  const seen = new Set<string>();
+  for (const route of routes) {
+    const method = route.method.toUpperCase();
+    if (method === 'HEAD' || method === 'OPTIONS') continue;
+    const key = `${method} ${route.url}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const op: Operation = fixed[key] ?? catalog.get(key) ?? { summary: `${method} ${route.url}`, description: 'Not described yet.', tag: 'other', security: 'account', responses: { '200': { description: 'OK' } } };
+    tags.add(op.tag);
+    const parameters: unknown[] = [];
+    for (const m of route.url.matchAll(/:([A-Za-z0-9_]+)/g)) parameters.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
+    if (op.query) {
+      const q = toJson(op.query, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+      for (const [name, schema] of Object.entries(q.properties ?? {})) {
+        const { description, ...rest } = schema;
+        parameters.push({ name, in: 'query', required: q.required?.includes(name) ?? false, ...(description ? { description } : {}), schema: rest });
+      }
+    }
+    for (const h of op.headers ?? []) parameters.push({ name: h.name, in: 'header', required: h.required ?? false, description: h.description, schema: { type: 'string' } });
+    const responses: Record<string, unknown> = {};
+    for (const [status, r] of Object.entries(op.responses)) {
+      responses[status] = {
+        description: r.description,
+        ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: toJson(r.schema, 'output') } } } : r.contentType ? { content: { [r.contentType]: {} } } : {}),
+      };
+    }
+    if (op.security !== 'public' && !responses['401']) responses['401'] = { description: 'Missing or invalid credentials.', content: { 'application/json': { schema: toJson(errorSchema, 'output') } } };
+    const operation: Record<string, unknown> = {
+      operationId: `${method.toLowerCase()}${openApiPath(route.url).replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+      summary: op.summary,
+      ...(op.description ? { description: op.description } : {}),
+      tags: [op.tag],
+      security: securityOf[op.security],
+      ...(parameters.length ? { parameters } : {}),
+      ...(op.body ? { requestBody: { required: true, content: { [op.bodyContentType ?? 'application/json']: { schema: toJson(op.body, 'input') } } } } : {}),
+      responses,
+    };
+    const path = openApiPath(route.url);
+    paths[path] = { ...paths[path], [method.toLowerCase()]: operation };
+  }
+  const sortedPaths = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)));
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: options.title ?? 'Construction and accounting mirror',
+      version: options.version ?? apiVersion,
+      description:
+        "The mirror serves the unified API's paths in the contract's own shape from Postgres (send the same headers as to the upstream, `API-Version: " +
+        apiVersion +
+        '`), forwards what cannot be mirrored, and adds operator pages.',
+    },
+    ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
+    tags: [...tags].sort().map((name) => ({ name })),
+    paths: sortedPaths,
+    components: {
+      schemas,
+      securitySchemes: {
+        ApiVersion: { type: 'apiKey', in: 'header', name: 'API-Version', description: `Always ${apiVersion}.` },
+        ClientId: { type: 'apiKey', in: 'header', name: 'Client-Id', description: "The mirror's client id (MIRROR_CLIENT_ID)." },
+        ClientSecret: { type: 'apiKey', in: 'header', name: 'Client-Secret', description: "The mirror's client secret (MIRROR_CLIENT_SECRET)." },
+        AccountToken: { type: 'apiKey', in: 'header', name: 'Account-Token', description: "The linked account's token, as the upstream issued it." },
+        OperatorBasic: { type: 'http', scheme: 'basic', description: 'Client-Id and Client-Secret as user and password, or user `operator` and OPERATOR_TOKEN.' },
+        OperatorBearer: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN.' },
+        WebhookSecret: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'The secret the mirror registered with the webhook.' },
+      },
+    },
+  };
+}
+
+/**
+ * Collects the route table as routes are added: register this before the other route modules.
+ * Serves /openapi.json and /docs.
+ */
+export function registerOpenApi(app: FastifyInstance, options: { title?: string } = {}): void {
+  const routes: RouteEntry[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of Array.isArray(r.method) ? r.method : [r.method]) routes.push({ method, url: r.url });
+  });
+  let document: string | undefined;
+  app.get('/openapi.json', async (_request, reply) => {
+    document ??= JSON.stringify(buildOpenApiDocument(routes, options));
+    return reply.type('application/json; charset=utf-8').send(document);
+  });
+  app.get('/docs', async (_request, reply) => reply.type('text/html; charset=utf-8').send(docsPage()));
+}

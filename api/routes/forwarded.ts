@@ -1,0 +1,73 @@
+// Routes the mirror forwards to the upstream: link calls (an exchange also registers the account and
+// starts its first sync), pass-through in every variant (streamed both ways), and adoption of
+// accounts linked before the mirror.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { UpstreamClient } from '../../connectors/upstream-client.ts';
+import { BadRequestError } from '../../lib/errors.ts';
+import type { AccountStore } from '../../mirror/accounts.ts';
+import type { Authenticator } from '../auth.ts';
+import { forward, type UpstreamTarget } from '../forward.ts';
+import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
+import type { SyncControl } from '../sync-control.ts';
+
+export interface ForwardedRouteDeps {
+  auth: Authenticator;
+  target: UpstreamTarget;
+  upstream: UpstreamClient;
+  accounts: AccountStore;
+  sync?: SyncControl;
+}
+
+const exchangeSchema = z.object({ public_token: z.string().min(1, 'public_token is required') });
+const adoptSchema = z.object({ account_token: z.string().min(1, 'account_token is required') });
+
+function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const r = schema.safeParse(body ?? {});
+  if (r.success) return r.data;
+  const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+  throw new BadRequestError(`Invalid body: ${details.map((d) => d.message).join('; ')}`, { details });
+}
+
+export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRouteDeps): void {
+  const { auth, target } = deps;
+
+  app.post('/link/token/create', async (request, reply) => {
+    await auth.client(request);
+    return forward(request, reply, target);
+  });
+
+  app.post('/link/token/exchange', async (request) => {
+    await auth.client(request);
+    const { public_token } = parseBody(exchangeSchema, request.body);
+    const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync }, public_token);
+    return linked;
+  });
+
+  /** Adopts an account linked before the mirror, by its existing account token. */
+  app.post('/mirror/accounts', async (request, reply) => {
+    await auth.client(request);
+    const { account_token } = parseBody(adoptSchema, request.body);
+    const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync }, account_token);
+    return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
+  });
+
+  for (const path of ['/link/account', '/link/companies']) {
+    app.get(path, async (request, reply) => {
+      await auth.account(request);
+      return forward(request, reply, target);
+    });
+  }
+
+  // Pass-through bodies (JSON, XML, multipart, octet-stream) are streamed, never parsed.
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    for (const path of ['/passthrough', '/passthrough-download', '/passthrough-multipart', '/passthrough-upload']) {
+      scope.post(path, async (request, reply) => {
+        await auth.account(request);
+        return forward(request, reply, target);
+      });
+    }
+  });
+}

@@ -1,0 +1,50 @@
+// `/metrics` in Prometheus' text format: this process's own counters (upstream requests and 429s per
+// source system, API latency) and, derived from Postgres at scrape time, what the whole cluster did
+// (records written, pages, stream lag, rate budgets, inbox, outbound deliveries). Behind the mirror's
+// client credentials or OPERATOR_TOKEN (Prometheus: `authorization: { credentials: <token> }`).
+import type { FastifyInstance } from 'fastify';
+import type { UpstreamClient } from '../../connectors/upstream-client.ts';
+import { databaseMetrics, renderFamilies } from '../../mirror/metrics.ts';
+import { createProcessMetrics, type ProcessMetrics } from '../../mirror/metrics-registry.ts';
+import type { Pool } from '../../mirror/pool.ts';
+import type { Authenticator } from '../auth.ts';
+import { operatorGuard } from '../status-page/auth.ts';
+
+export interface MetricsRouteDeps {
+  pool: Pool;
+  auth: Authenticator;
+  /** The upstream client of this process, whose requests are counted. */
+  upstream?: UpstreamClient;
+  operator?: { token?: string };
+  /** This process's registry; a fresh one by default. */
+  metrics?: ProcessMetrics;
+  /** Postgres-derived figures are computed at most this often (default 5 s): scrapes stay cheap. */
+  cacheMs?: number;
+}
+
+export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): ProcessMetrics {
+  const metrics = deps.metrics ?? createProcessMetrics({ process: 'api' });
+  const stopObserving = deps.upstream?.observe((o) => metrics.observeUpstream(o));
+  app.addHook('onClose', async () => stopObserving?.());
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.observeApi({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
+  });
+
+  const cacheMs = deps.cacheMs ?? 5000;
+  let cached: { at: number; text: Promise<string> } | undefined;
+  const fromDatabase = () => {
+    if (!cached || Date.now() - cached.at > cacheMs) {
+      const text = databaseMetrics(deps.pool).then(renderFamilies);
+      cached = { at: Date.now(), text };
+      text.catch(() => (cached = undefined));
+    }
+    return cached.text;
+  };
+
+  const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
+  app.get('/metrics', { preHandler }, async (_request, reply) => {
+    const [own, shared] = await Promise.all([metrics.registry.metrics(), fromDatabase()]);
+    return reply.header('cache-control', 'no-store').type(metrics.registry.contentType).send(`${own}\n${shared}`);
+  });
+  return metrics;
+}

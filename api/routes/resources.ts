@@ -1,0 +1,186 @@
+// Unified reads from the mirror, in the contract's shape: lists with page/per_page and exact
+// `has_more_results`, objects by id or `source_id:`, children through their parent, scoped to the
+// caller's linked account (and to `Project-Id` for project-scoped resources).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
+import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
+import { formatScope, resources, resourceDef, type ResourceDef } from '../../lib/resources.ts';
+import type { AccountSummary } from '../../mirror/accounts.ts';
+import type { Pool } from '../../mirror/pool.ts';
+import { changesSince } from '../../mirror/changes.ts';
+import { getRecord, listRecords, resolveId, scopeSynced } from '../../mirror/records-read.ts';
+import { forward, type UpstreamTarget } from '../forward.ts';
+import type { SyncControl } from '../sync-control.ts';
+import type { Authenticator } from '../auth.ts';
+import { filtersSql, parseFilters } from '../filters.ts';
+import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
+
+export interface ResourceRouteDeps {
+  pool: Pool;
+  auth: Authenticator;
+  headerPrefix: string;
+  /** Where a scope the mirror has never synced is answered from, while its sync starts. */
+  upstream?: UpstreamTarget;
+  sync?: SyncControl;
+}
+
+const listQuerySchema = z.object({
+  page: z.coerce.number().int().min(1, 'page starts at 1').default(1),
+  per_page: z.coerce.number().int().min(1, 'per_page must be 1 to 1000').max(1000, 'per_page must be 1 to 1000').default(100),
+  include_deleted: z.enum(['true', 'false']).optional(),
+  modified_after: z.iso.datetime({ offset: true, message: 'modified_after must be an ISO 8601 timestamp' }).optional(),
+  filters: z.string().optional(),
+});
+
+function parseQuery<T>(schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+  throw new BadRequestError(`Invalid query: ${details.map((d) => `${d.path}: ${d.message}`).join('; ')}`, { details });
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** The scopes a request may read for a resource, given Project-Id and an optional parent id. */
+async function scopesFor(
+  pool: Pool,
+  account: AccountSummary,
+  def: ResourceDef,
+  request: FastifyRequest,
+  parentRef?: string,
+): Promise<string[] | 'all'> {
+  const projectHeader = header(request, 'project-id')?.trim();
+  const profile = knownProfile(account.sourceSystem);
+  const kind = scopeKindIn(profile, def.name, def.scope);
+  const parentDef = def.parent ? resourceDef(def.parent) : undefined;
+  const parentKind = parentDef ? scopeKindIn(profile, parentDef.name, parentDef.scope) : undefined;
+  const needsProject = kind === 'project' || parentKind === 'project';
+  let projectScopes: string[] = [''];
+  let projectId: string | undefined;
+  if (needsProject) {
+    if (!projectHeader) throw new BadRequestError(`${def.name} is project-scoped: send a Project-Id header (a project id, source_id:<id>, or *).`);
+    if (projectHeader === '*') {
+      if (def.scope === 'child') throw new BadRequestError(`Project-Id: * is not accepted for ${def.name}; name one project.`);
+      return 'all';
+    }
+    projectId = await resolveId(pool, account.id, 'projects', '', projectHeader);
+    if (!projectId) throw new NotFoundError(`No project ${projectHeader} in this account.`);
+    projectScopes = [formatScope([['project', projectId]])];
+  }
+  if (def.scope !== 'child') return projectScopes;
+  const parentScope = projectScopes[0]!;
+  const parentId = await resolveId(pool, account.id, def.parent!, parentScope, parentRef!);
+  if (!parentId) throw new NotFoundError(`No ${def.parent} ${parentRef} in this account.`);
+  const prefix = parentScope ? `${parentScope}/` : '';
+  return [`${prefix}${def.parent}=${parentId}`];
+}
+
+function sendJson(reply: FastifyReply, prefix: string, retrievedAt: Date | null, body: string): FastifyReply {
+  if (retrievedAt) void reply.header(`${prefix}-Data-Retrieved-At`, retrievedAt.toISOString());
+  return reply.type('application/json; charset=utf-8').send(body);
+}
+
+export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
+  const { pool, auth, headerPrefix } = deps;
+
+  /** A scope never synced: the upstream answers, with a warning, and a sync of it starts. */
+  async function fromUpstream(request: FastifyRequest, reply: FastifyReply, accountId: string, def: ResourceDef, scopes: string[] | 'all'): Promise<FastifyReply> {
+    void reply.header(`${headerPrefix}-Warnings`, `${def.name} is not mirrored yet for this scope; answered by the upstream while the mirror syncs it.`);
+    if (deps.sync) {
+      const scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
+      await deps.sync.start({ accountId, mode: 'full', resource: def.name, scope }).catch((error: unknown) => request.log.warn({ err: error }, 'could not start a sync'));
+    }
+    return forward(request, reply, deps.upstream!);
+  }
+
+  const list = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { parentId?: string } }>, reply: FastifyReply) => {
+    const account = await auth.account(request);
+    const q = parseQuery(listQuerySchema, request.query);
+    const sd = sourceDataOptions(request.headers);
+    const filters = parseFilters(q.filters, def);
+    const scopes = await scopesFor(pool, account, def, request, request.params.parentId);
+    if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account.id, def, scopes);
+    const result = await listRecords(pool, {
+      accountId: account.id,
+      resource: def.name,
+      scopes,
+      page: q.page,
+      perPage: q.per_page,
+      includeSourceData: sd.include,
+      includeDeleted: q.include_deleted === 'true',
+      modifiedAfter: q.modified_after ? new Date(q.modified_after) : undefined,
+      filterSql: filters.length > 0 ? (offset) => filtersSql(filters, offset) : undefined,
+    });
+    const rows = needsReshaping(sd) ? result.rows.map((r) => reshape(r, sd)) : result.rows;
+    const body = `{"data":[${rows.join(',')}],"meta":{"current_page":${q.page},"has_more_results":${result.hasMore}}}`;
+    return sendJson(reply, headerPrefix, result.retrievedAt, body);
+  };
+
+  const get = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { id: string; parentId?: string } }>, reply: FastifyReply) => {
+    const account = await auth.account(request);
+    const sd = sourceDataOptions(request.headers);
+    const scopes = await scopesFor(pool, account, def, request, request.params.parentId);
+    const ref = request.params.id;
+    const bySourceId = ref.startsWith('source_id:');
+    const found = await getRecord(pool, {
+      accountId: account.id,
+      resource: def.name,
+      scopes,
+      id: bySourceId ? ref.slice('source_id:'.length) : ref,
+      bySourceId,
+      includeSourceData: sd.include,
+    });
+    if (!found) {
+      if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account.id, def, scopes);
+      throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
+    }
+    return sendJson(reply, headerPrefix, found.retrievedAt, needsReshaping(sd) ? reshape(found.json, sd) : found.json);
+  };
+
+  // Beyond the upstream: a change feed per resource, followed with an opaque cursor.
+  const changesQuery = z.object({
+    cursor: z.string().max(512).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+  });
+  const cursorSchema = z.object({ at: z.iso.datetime({ offset: true }), key: z.string().max(1000) });
+  app.get<{ Params: { resource: string } }>('/mirror/changes/:resource', async (request, reply) => {
+    const account = await auth.account(request);
+    const def = resourceDef(request.params.resource);
+    if (!def) throw new NotFoundError(`No resource ${request.params.resource.slice(0, 64)}; resources: ${resources.map((r) => r.name).join(', ')}.`);
+    const q = parseQuery(changesQuery, request.query);
+    let after = { at: new Date(0), key: '' };
+    if (q.cursor) {
+      let decoded: unknown;
+      try {
+        decoded = JSON.parse(Buffer.from(q.cursor, 'base64url').toString('utf8'));
+      } catch {
+        decoded = undefined;
+      }
+      const c = cursorSchema.safeParse(decoded);
+      if (!c.success) throw new BadRequestError('cursor is not one this endpoint issued; start without a cursor or pass next_cursor back unchanged.');
+      after = { at: new Date(c.data.at), key: c.data.key };
+    }
+    const changes = await changesSince(pool, { accountId: account.id, resource: def.name, after, limit: q.limit });
+    const last = changes.at(-1)?.cursor ?? { at: after.at, key: after.key };
+    const nextCursor = Buffer.from(JSON.stringify({ at: last.at.toISOString(), key: last.key })).toString('base64url');
+    return reply.send({
+      data: changes.map((c) => ({ event: c.event, id: c.id, scope: c.scope, mirrored_at: c.mirroredAt.toISOString(), object: c.data })),
+      meta: { next_cursor: nextCursor, has_more_results: changes.length === q.limit },
+    });
+  });
+
+  for (const def of resources) {
+    if (def.scope === 'child') {
+      const parent = resourceDef(def.parent!)!;
+      app.get(`${parent.path}/:parentId/${def.path}`, list(def));
+      app.get(`${parent.path}/:parentId/${def.path}/:id`, get(def));
+    } else {
+      app.get(def.path, list(def));
+      app.get(`${def.path}/:id`, get(def));
+    }
+  }
+}

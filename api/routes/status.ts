@@ -1,0 +1,33 @@
+// The operator's status page (`/status`, HTML that refreshes itself) and its data (`/status.json`):
+// accounts, streams syncing now, freshness, rate budgets, recent errors, inbox and outbound-delivery
+// backlog, with links into the Temporal UI. Behind the mirror's client credentials or OPERATOR_TOKEN.
+import type { FastifyInstance } from 'fastify';
+import type { Pool } from '../../mirror/pool.ts';
+import type { Authenticator } from '../auth.ts';
+import type { SyncControl } from '../sync-control.ts';
+import { operatorGuard } from '../status-page/auth.ts';
+import { buildOverview } from '../status-page/overview.ts';
+import { renderMain, renderPage } from '../status-page/page.ts';
+
+export interface StatusRouteDeps {
+  pool: Pool;
+  auth: Authenticator;
+  sync?: SyncControl;
+  operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
+}
+
+export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
+  const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
+  const overview = () => buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl });
+
+  app.get<{ Querystring: { fragment?: string } }>('/status', { preHandler }, async (request, reply) => {
+    const o = await overview();
+    void reply.header('cache-control', 'no-store').type('text/html; charset=utf-8');
+    return reply.send(request.query.fragment ? renderMain(o) : renderPage(o, { refreshMs: deps.operator?.refreshMs }));
+  });
+
+  app.get('/status.json', { preHandler }, async (_request, reply) => {
+    void reply.header('cache-control', 'no-store');
+    return reply.send(await overview());
+  });
+}

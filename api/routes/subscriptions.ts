@@ -1,0 +1,89 @@
+// The mirror's own webhooks (`POST/GET/DELETE /webhooks`), in the contract's shape: every change
+// the mirror applies to a matching record is delivered durably to the callback URL.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { encryptSecret } from '../../lib/crypto.ts';
+import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
+import { resourceForWebhookType } from '../../lib/resources.ts';
+import type { PrismaClient } from '../../mirror/prisma.ts';
+import type { Authenticator } from '../auth.ts';
+import type { SyncControl } from '../sync-control.ts';
+
+const createSchema = z.object({
+  callback_url: z.url({ protocol: /^https?$/, message: 'callback_url must be an http(s) URL' }),
+  authorization_header: z.string().max(4096).optional(),
+  event: z.enum(['CREATE', 'UPDATE', 'DELETE'], { message: 'event must be CREATE, UPDATE or DELETE' }),
+  type: z.string().min(1, 'type is required').max(64),
+});
+
+export interface SubscriptionDeps {
+  auth: Authenticator;
+  prisma: PrismaClient;
+  sync: SyncControl;
+  encryptionKey: Buffer;
+}
+
+type Row = { id: string; callbackUrl: string; event: string; type: string; projectId: string | null; delivered: number; failures: number; lastError: string | null; lastDeliveredAt: Date | null };
+
+function shape(row: Row) {
+  return {
+    id: row.id,
+    source_id: row.id,
+    callback_url: row.callbackUrl,
+    event: row.event,
+    ...(row.projectId ? { project_id: row.projectId } : {}),
+    target: `${row.type}:*`,
+    type: row.type,
+    delivery: { delivered: row.delivered, failures: row.failures, last_error: row.lastError, last_delivered_at: row.lastDeliveredAt?.toISOString() ?? null },
+  };
+}
+
+export function registerSubscriptionRoutes(app: FastifyInstance, deps: SubscriptionDeps): void {
+  app.post('/webhooks', async (request, reply) => {
+    const account = await deps.auth.account(request);
+    const r = createSchema.safeParse(request.body ?? {});
+    if (!r.success) {
+      const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+      throw new BadRequestError(`Invalid webhook: ${details.map((d) => d.message).join('; ')}`, { details });
+    }
+    if (!resourceForWebhookType(r.data.type)) throw new BadRequestError(`Unknown webhook type "${r.data.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+    const projectHeader = request.headers['project-id'];
+    const id = randomUUID();
+    const row = await deps.prisma.subscription.create({
+      data: {
+        id,
+        accountId: account.id,
+        callbackUrl: r.data.callback_url,
+        authorizationCiphertext: r.data.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, r.data.authorization_header)) : null,
+        event: r.data.event,
+        type: r.data.type,
+        projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
+      },
+    });
+    await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: `subscription:${id}`, args: [{ subscriptionId: id }] });
+    return reply.status(201).send(shape(row));
+  });
+
+  app.get('/webhooks', async (request) => {
+    const account = await deps.auth.account(request);
+    const rows = await deps.prisma.subscription.findMany({ where: { accountId: account.id }, orderBy: { createdAt: 'asc' } });
+    return { data: rows.map(shape), meta: { current_page: 1, has_more_results: false } };
+  });
+
+  app.get<{ Params: { id: string } }>('/webhooks/:id', async (request) => {
+    const account = await deps.auth.account(request);
+    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await deps.prisma.subscription.findUnique({ where: { id: request.params.id } }) : null;
+    if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
+    return shape(row);
+  });
+
+  app.delete<{ Params: { id: string } }>('/webhooks/:id', async (request, reply) => {
+    const account = await deps.auth.account(request);
+    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await deps.prisma.subscription.findUnique({ where: { id: request.params.id } }) : null;
+    if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
+    await deps.prisma.subscription.delete({ where: { id: row.id } });
+    await deps.sync.client.workflow.getHandle(`subscription:${row.id}`).cancel().catch(() => undefined);
+    return reply.status(200).send(shape(row));
+  });
+}

@@ -1,0 +1,108 @@
+// Everything the status page shows, gathered in one call: Postgres for accounts, streams, budgets,
+// errors, inbox and deliveries; Temporal for the passes running now. Also served as /status.json.
+import {
+  accountsOverview,
+  deliveriesOverview,
+  inboxOverview,
+  rateBudgets,
+  recentErrors,
+  streamProgress,
+  type AccountOverview,
+  type BudgetRow,
+  type DeliveryOverview,
+  type InboxOverview,
+  type RecentError,
+  type StreamProgressRow,
+} from '../../mirror/metrics-overview.ts';
+import type { Pool } from '../../mirror/pool.ts';
+import type { SyncControl } from '../sync-control.ts';
+import { runningPasses, temporalLinks, type RunningPass } from './temporal.ts';
+
+export interface AccountStatus extends AccountOverview {
+  /** The pass running now, with its progress as the workflow reports it. */
+  pass: (RunningPass & { link: string | undefined }) | null;
+  links: { sync: string | undefined; fullSchedule: string | undefined; incrementalSchedule: string | undefined };
+}
+
+export interface ActiveStream extends StreamProgressRow {
+  link: string | undefined;
+}
+
+export interface StatusOverview {
+  generatedAt: string;
+  temporal: { uiUrl: string | null; namespace: string | null; taskQueue: string | null; reachable: boolean; error: string | null };
+  totals: { accounts: number; streams: number; syncing: number; failed: number; records: number; inboxPending: number; deliveryBacklog: number; deliveriesFailing: number };
+  accounts: AccountStatus[];
+  active: ActiveStream[];
+  budgets: BudgetRow[];
+  errors: RecentError[];
+  inbox: InboxOverview[];
+  deliveries: DeliveryOverview[];
+}
+
+export interface OverviewDeps {
+  pool: Pool;
+  sync?: SyncControl;
+  temporalUiUrl?: string;
+}
+
+/** Mirrors workflows/shared.ts streamWorkflowId (named here: the API never imports workflow code). */
+export function streamWorkflowId(accountId: string, resource: string, scope: string): string {
+  return `stream:${accountId}:${resource}:${scope || '-'}`;
+}
+
+export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview> {
+  const namespace = deps.sync?.client.options.namespace ?? null;
+  const links = temporalLinks(deps.temporalUiUrl, namespace ?? 'default');
+  const passes: Promise<{ passes: RunningPass[]; error: string | null }> = deps.sync
+    ? runningPasses(deps.sync).then(
+        (p) => ({ passes: p, error: null }),
+        (error: unknown) => ({ passes: [], error: error instanceof Error ? error.message : String(error) }),
+      )
+    : Promise.resolve({ passes: [], error: 'not connected to Temporal' });
+  const [accounts, active, budgets, errors, inbox, deliveries, temporal] = await Promise.all([
+    accountsOverview(deps.pool),
+    streamProgress(deps.pool, { limit: 50 }),
+    rateBudgets(deps.pool, 50),
+    recentErrors(deps.pool, 20),
+    inboxOverview(deps.pool),
+    deliveriesOverview(deps.pool, 50),
+    passes,
+  ]);
+  const passOf = new Map<string, RunningPass>();
+  // The account's own pass first (`account-sync:<id>`), else any scheduled or targeted one.
+  for (const p of [...temporal.passes].sort((a, b) => a.workflowId.length - b.workflowId.length)) if (!passOf.has(p.accountId)) passOf.set(p.accountId, p);
+  const ids = deps.sync?.scheduleIds.bind(deps.sync);
+  return {
+    generatedAt: new Date().toISOString(),
+    temporal: { uiUrl: deps.temporalUiUrl ?? null, namespace, taskQueue: deps.sync?.taskQueue ?? null, reachable: temporal.error === null, error: temporal.error },
+    totals: {
+      accounts: accounts.length,
+      streams: accounts.reduce((n, a) => n + a.streams, 0),
+      syncing: accounts.reduce((n, a) => n + (a.states.syncing ?? 0), 0),
+      failed: accounts.reduce((n, a) => n + (a.states.failed ?? 0), 0),
+      records: accounts.reduce((n, a) => n + a.liveRecords, 0),
+      inboxPending: inbox.reduce((n, i) => n + i.pending, 0),
+      deliveryBacklog: deliveries.reduce((n, d) => n + d.backlog, 0),
+      deliveriesFailing: deliveries.filter((d) => d.lastError !== null).length,
+    },
+    accounts: accounts.map((a) => {
+      const p = passOf.get(a.id);
+      const schedules = ids?.(a.id);
+      return {
+        ...a,
+        pass: p ? { ...p, link: links.workflow(p.workflowId, p.runId) } : null,
+        links: {
+          sync: links.workflow(`account-sync:${a.id}`),
+          fullSchedule: schedules ? links.schedule(schedules.full) : undefined,
+          incrementalSchedule: schedules ? links.schedule(schedules.incremental) : undefined,
+        },
+      };
+    }),
+    active: active.map((s) => ({ ...s, link: links.workflow(streamWorkflowId(s.accountId, s.resource, s.scope)) })),
+    budgets,
+    errors,
+    inbox,
+    deliveries,
+  };
+}

@@ -1,0 +1,172 @@
+// The status page: plain server-rendered HTML with a little script that re-fetches the page's main
+// part every few seconds. No framework, no external asset: it loads in one request.
+import type { StatusOverview } from './overview.ts';
+
+export function escapeHtml(v: string | number | null | undefined): string {
+  return String(v ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+const num = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toLocaleString('en-US'));
+
+export function age(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined) return 'never';
+  if (seconds < 90) return `${Math.round(seconds)} s`;
+  if (seconds < 90 * 60) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 36 * 3600) return `${Math.round(seconds / 360) / 10} h`;
+  return `${Math.round(seconds / 8640) / 10} d`;
+}
+
+const since = (iso: string | null, now: number) => (iso ? age((now - Date.parse(iso)) / 1000) : 'never');
+
+function link(href: string | undefined, text: string, title = 'Open in the Temporal UI'): string {
+  return href ? `<a href="${escapeHtml(href)}" target="_blank" rel="noopener" title="${escapeHtml(title)}">${escapeHtml(text)}</a>` : escapeHtml(text);
+}
+
+/** A progress bar: a share of a known total, or moving stripes when the total is unknown. */
+function bar(done: number, total: number | null, label: string): string {
+  if (total === null || total <= 0) {
+    return `<div class="bar indeterminate" role="progressbar" aria-label="${escapeHtml(label)}"><span></span></div>`;
+  }
+  const pct = Math.max(0, Math.min(100, Math.round((done / total) * 100)));
+  return `<div class="bar" role="progressbar" aria-label="${escapeHtml(label)}" aria-valuenow="${pct}" aria-valuemin="0" aria-valuemax="100"><span style="width:${pct}%"></span></div>`;
+}
+
+function stateChips(states: Record<string, number>): string {
+  const order = ['syncing', 'failed', 'synced', 'never_synced', 'paused'];
+  return Object.entries(states)
+    .sort(([a], [b]) => (order.indexOf(a) + 99) % 99 - (order.indexOf(b) + 99) % 99)
+    .map(([s, n]) => `<span class="chip ${escapeHtml(s)}">${escapeHtml(s.replace('_', ' '))} ${num(n)}</span>`)
+    .join(' ');
+}
+
+const short = (id: string) => id.slice(0, 8);
+
+export function renderMain(o: StatusOverview): string {
+  const now = Date.parse(o.generatedAt);
+  const t = o.totals;
+  const parts: string[] = [];
+
+  parts.push(`<section class="tiles" id="totals">
+<div class="tile"><b>${num(t.accounts)}</b>accounts</div>
+<div class="tile"><b>${num(t.streams)}</b>streams</div>
+<div class="tile ${t.syncing ? 'busy' : ''}"><b id="total-syncing">${num(t.syncing)}</b>syncing</div>
+<div class="tile ${t.failed ? 'bad' : ''}"><b>${num(t.failed)}</b>failed</div>
+<div class="tile"><b id="total-records">${num(t.records)}</b>records</div>
+<div class="tile ${t.inboxPending ? 'busy' : ''}"><b>${num(t.inboxPending)}</b>inbox backlog</div>
+<div class="tile ${t.deliveriesFailing ? 'bad' : ''}"><b>${num(t.deliveryBacklog)}</b>delivery backlog</div>
+</section>`);
+
+  if (!o.temporal.reachable) parts.push(`<p class="warn">Temporal: ${escapeHtml(o.temporal.error)}. Progress of running passes is not shown.</p>`);
+
+  // Accounts, with the pass running now.
+  const accountRows = o.accounts.map((a) => {
+    const p = a.pass;
+    const progress = p
+      ? `${bar(p.progress?.streamsDone ?? 0, p.progress && p.progress.phase !== 'planning' ? p.progress.streamsTotal : null, 'streams done')}
+<div class="small pass-progress">${link(p.link, p.progress ? p.progress.phase : 'running')}: ${num(p.progress?.streamsDone ?? 0)}/${num(p.progress?.streamsTotal ?? 0)} streams, ${num(p.progress?.records ?? 0)} records${p.progress?.streamsFailed ? `, <span class="bad">${num(p.progress.streamsFailed)} failed</span>` : ''}</div>`
+      : '<span class="muted">idle</span>';
+    return `<tr class="account" data-account="${escapeHtml(a.id)}" data-syncing="${a.states.syncing ?? 0}">
+<td><code title="${escapeHtml(a.id)}">${short(a.id)}</code><div class="small">${escapeHtml(a.referenceId)}</div></td>
+<td>${escapeHtml(a.sourceSystemName)}<div class="small">${escapeHtml(a.sourceSystem)}${a.status !== 'linked' ? ` · <b>${escapeHtml(a.status)}</b>` : ''}</div></td>
+<td>${stateChips(a.states) || '<span class="muted">no streams yet</span>'}</td>
+<td class="progress-cell">${progress}</td>
+<td class="num">${num(a.liveRecords)}</td>
+<td class="${a.lagSeconds !== null && a.lagSeconds > 86400 ? 'bad' : ''}">${age(a.lagSeconds)}</td>
+<td class="num">${num(a.inboxPending)}</td>
+<td class="err">${escapeHtml(a.lastError ?? '')}</td>
+<td class="small">${link(a.links.sync, 'syncs')}${a.links.fullSchedule ? ` · ${link(a.links.fullSchedule, 'full', 'The daily full pass: trigger it from the Temporal UI')} · ${link(a.links.incrementalSchedule, 'incremental', 'The incremental pass schedule')}` : ''}</td>
+</tr>`;
+  });
+  parts.push(`<section id="accounts"><h2>Accounts</h2>
+<table><thead><tr><th>account</th><th>source system</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
+<tbody>${accountRows.join('\n') || '<tr><td colspan="9" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr>'}</tbody></table></section>`);
+
+  // Streams syncing now.
+  const streamRows = o.active.map(
+    (s) => `<tr class="stream" data-records="${s.records}">
+<td><code>${short(s.accountId)}</code></td><td>${escapeHtml(s.resource)}</td><td class="scope">${escapeHtml(s.scope || '–')}</td><td>${escapeHtml(s.mode ?? '')}</td>
+<td class="progress-cell">${bar(s.records, s.expected, `${s.resource} records`)}<div class="small">${num(s.records)}${s.expected ? ` of ~${num(s.expected)}` : ''} records · ${num(s.pages)} pages</div></td>
+<td>${since(s.passStartedAt, now)}</td><td class="small">${link(s.link, 'workflow')}</td></tr>`,
+  );
+  parts.push(`<section id="active-streams"><h2>Syncing now</h2>
+${streamRows.length ? `<table><thead><tr><th>account</th><th>resource</th><th>scope</th><th>mode</th><th>progress</th><th>started</th><th>Temporal</th></tr></thead><tbody>${streamRows.join('\n')}</tbody></table>` : '<p class="muted">No stream is syncing.</p>'}</section>`);
+
+  // Rate budgets.
+  const budgetRows = o.budgets.map(
+    (b) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}</td>
+<td class="progress-cell">${b.usedRatio === null ? '<span class="muted">no limit reported</span>' : `${bar(b.usedRatio * 100, 100, 'budget used')}<div class="small">${Math.round(b.usedRatio * 100)} % used</div>`}</td>
+<td class="num">${num(b.remaining)} / ${num(b.total)}</td><td>${b.resetsInSeconds && b.resetsInSeconds > 0 ? `in ${age(b.resetsInSeconds)}` : '–'}</td>
+<td class="${b.blockedForSeconds ? 'bad' : ''}">${b.blockedForSeconds ? `blocked ${age(b.blockedForSeconds)}` : ''}</td></tr>`,
+  );
+  parts.push(`<section id="budgets"><h2>Rate-limit budgets</h2>
+${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}</section>`);
+
+  // Inbox and outbound deliveries.
+  const inboxRows = o.inbox.map(
+    (i) => `<tr><td><code>${short(i.accountId)}</code></td><td class="num">${num(i.pending)}</td><td>${i.oldestPendingSeconds === null ? '–' : age(i.oldestPendingSeconds)}</td><td class="num">${num(i.appliedLastHour)}</td><td>${i.latencyP50Seconds === null ? '–' : `${i.latencyP50Seconds} s / ${i.latencyP95Seconds} s`}</td></tr>`,
+  );
+  const deliveryRows = o.deliveries.map(
+    (d) => `<tr><td><code>${short(d.accountId)}</code></td><td>${escapeHtml(d.event)} ${escapeHtml(d.type)}</td><td>${escapeHtml(d.callbackOrigin)}</td><td class="num">${num(d.delivered)}</td><td class="num">${num(d.backlog)}</td><td class="num ${d.failures ? 'bad' : ''}">${num(d.failures)}</td><td class="err">${escapeHtml(d.lastError ?? '')}</td></tr>`,
+  );
+  parts.push(`<section id="inbox" class="half"><h2>Webhook inbox</h2>
+${inboxRows.length ? `<table><thead><tr><th>account</th><th class="num">pending</th><th>oldest</th><th class="num">applied (1 h)</th><th>latency p50 / p95</th></tr></thead><tbody>${inboxRows.join('\n')}</tbody></table>` : '<p class="muted">No webhook event in the last hour, none waiting.</p>'}</section>
+<section id="deliveries" class="half"><h2>Outbound deliveries</h2>
+${deliveryRows.length ? `<table><thead><tr><th>account</th><th>subscription</th><th>callback</th><th class="num">delivered</th><th class="num">backlog</th><th class="num">failures</th><th>last error</th></tr></thead><tbody>${deliveryRows.join('\n')}</tbody></table>` : '<p class="muted">No subscription.</p>'}</section>`);
+
+  // Recent errors.
+  const errorRows = o.errors.map(
+    (e) => `<tr><td>${since(e.at, now)} ago</td><td>${escapeHtml(e.kind)}</td><td><code>${short(e.accountId)}</code></td><td>${escapeHtml(e.what)}</td><td class="err">${escapeHtml(e.message)}</td></tr>`,
+  );
+  parts.push(`<section id="errors"><h2>Recent errors</h2>
+${errorRows.length ? `<table><thead><tr><th>when</th><th>kind</th><th>account</th><th>what</th><th>error</th></tr></thead><tbody>${errorRows.join('\n')}</tbody></table>` : '<p class="muted">None.</p>'}</section>`);
+
+  parts.push(`<p class="small muted" id="generated" data-generated="${escapeHtml(o.generatedAt)}">Generated ${escapeHtml(o.generatedAt)}${o.temporal.taskQueue ? ` · task queue <code>${escapeHtml(o.temporal.taskQueue)}</code>` : ''}${o.temporal.uiUrl ? ` · ${link(o.temporal.uiUrl, 'Temporal UI')}` : ''} · <a href="/status.json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/docs">API reference</a></p>`);
+  return parts.join('\n');
+}
+
+const css = `
+:root{--fg:#1b1f24;--muted:#6a737d;--line:#e3e6ea;--ok:#1a7f37;--busy:#0969da;--bad:#cf222e;--bg:#fff;--soft:#f6f8fa}
+*{box-sizing:border-box}body{font:14px/1.4 system-ui,-apple-system,Segoe UI,sans-serif;color:var(--fg);background:var(--bg);margin:0}
+header{display:flex;align-items:center;gap:1rem;padding:.7rem 1.2rem;border-bottom:1px solid var(--line);background:var(--soft)}
+header h1{font-size:1.1rem;margin:0}header .live{margin-left:auto;color:var(--muted);font-size:.85rem}
+main{padding:0 1.2rem 1.5rem;display:flex;flex-wrap:wrap;gap:0 2rem}main>section,main>p{flex:1 1 100%}main>section.half{flex:1 1 40%}
+h2{font-size:.95rem;margin:1.2rem 0 .4rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-weight:600;font-size:.8rem;color:var(--muted)}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.small{font-size:.8rem;color:var(--muted)}.muted{color:var(--muted)}.err{color:var(--bad);max-width:28rem;overflow-wrap:anywhere;font-size:.85rem}
+.bad{color:var(--bad)}.warn{background:#fff8c5;padding:.5rem .8rem;border-radius:6px}code{font-size:.85em}
+.scope{max-width:22rem;overflow-wrap:anywhere;font-size:.85rem}.progress-cell{min-width:12rem}
+.tiles{display:flex;gap:.8rem;flex-wrap:wrap;margin-top:1rem}.tile{border:1px solid var(--line);border-radius:8px;padding:.5rem .9rem;min-width:7rem;color:var(--muted);font-size:.8rem}
+.tile b{display:block;font-size:1.35rem;color:var(--fg)}.tile.busy b{color:var(--busy)}.tile.bad b{color:var(--bad)}
+.chip{display:inline-block;border-radius:10px;padding:0 .5rem;font-size:.78rem;background:var(--soft);border:1px solid var(--line);white-space:nowrap}
+.chip.synced{color:var(--ok)}.chip.syncing{color:var(--busy);border-color:#b6d4fe}.chip.failed{color:var(--bad);border-color:#ffc1c1}
+.bar{height:.55rem;background:#eaeef2;border-radius:4px;overflow:hidden;margin:.2rem 0}.bar span{display:block;height:100%;background:var(--busy);transition:width .4s}
+.bar.indeterminate span{width:35%;animation:slide 1.2s ease-in-out infinite}@keyframes slide{0%{margin-left:-35%}100%{margin-left:100%}}
+a{color:var(--busy)}button{font:inherit;padding:.15rem .6rem}
+`;
+
+// Re-fetches the main part every few seconds; pauses while the tab is hidden or on request.
+const script = `
+(function(){
+  var main=document.getElementById('main'),state=document.getElementById('live'),btn=document.getElementById('pause'),paused=false,busy=false;
+  function tick(){
+    if(paused||busy||document.hidden)return;busy=true;
+    fetch(location.pathname+'?fragment=1',{credentials:'same-origin',headers:{accept:'text/html'}})
+      .then(function(r){if(!r.ok)throw new Error('HTTP '+r.status);return r.text()})
+      .then(function(html){main.innerHTML=html;state.textContent='live · updated '+new Date().toLocaleTimeString()})
+      .catch(function(e){state.textContent='update failed ('+e.message+'), retrying'})
+      .then(function(){busy=false});
+  }
+  btn.addEventListener('click',function(){paused=!paused;btn.textContent=paused?'resume':'pause';state.textContent=paused?'paused':'live'});
+  setInterval(tick,REFRESH_MS);
+})();
+`;
+
+export function renderPage(o: StatusOverview, options: { refreshMs?: number } = {}): string {
+  const refresh = Math.max(500, options.refreshMs ?? 2000);
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Mirror status</title><style>${css}</style></head><body>
+<header><h1>Mirror status</h1><span class="live" id="live">live</span><button id="pause" type="button">pause</button></header>
+<main id="main">${renderMain(o)}</main>
+<script>${script.replace('REFRESH_MS', String(refresh))}</script></body></html>`;
+}

@@ -1,0 +1,118 @@
+// The benchmark's one table: figure, value, limit or baseline, ratio, target, result. Printed as a
+// Markdown table (pasted as is into the README) and written as JSON.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { projectRoot } from './processes.ts';
+
+export type Verdict = 'pass' | 'FAIL' | 'info' | 'error' | 'skipped';
+
+export interface Row {
+  scenario: number;
+  figure: string;
+  value: number | null;
+  unit: string;
+  /** The limit or baseline the value is compared with, when there is one. */
+  reference?: { label: string; value: number | null; unit: string };
+  ratio?: number | null;
+  /** How the ratio (or value) is judged, as text: `>= 0.5`, `< 1000 ms`. */
+  target?: string;
+  verdict: Verdict;
+  note?: string;
+}
+
+export interface Report {
+  startedAt: string;
+  finishedAt: string;
+  wallSeconds: number;
+  mode: 'default' | 'quick';
+  options: Record<string, unknown>;
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; postgres?: string; platform: string };
+  rows: Row[];
+  notes: string[];
+}
+
+export function machineInfo(postgres?: string): Report['machine'] {
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    ...(postgres ? { postgres } : {}),
+    platform: `${process.platform}-${process.arch}`,
+  };
+}
+
+/** A judged figure: `higherIsBetter` says which way the ratio (or the value itself) must go. */
+export function judged(
+  base: Omit<Row, 'verdict' | 'ratio'> & { ratio?: number | null },
+  test: { min?: number; max?: number; on: 'ratio' | 'value' },
+): Row {
+  const x = test.on === 'ratio' ? base.ratio : base.value;
+  let verdict: Verdict = 'error';
+  if (x !== null && x !== undefined && Number.isFinite(x)) {
+    const ok = (test.min === undefined || x >= test.min) && (test.max === undefined || x <= test.max);
+    verdict = ok ? 'pass' : 'FAIL';
+  }
+  return { ...base, verdict };
+}
+
+export function info(base: Omit<Row, 'verdict'>): Row {
+  return { ...base, verdict: base.value === null ? 'error' : 'info' };
+}
+
+export function errorRow(scenario: number, figure: string, error: unknown): Row {
+  return { scenario, figure, value: null, unit: '', verdict: 'error', note: (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 300) };
+}
+
+export function fmt(value: number | null | undefined, unit = ''): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return '-';
+  const abs = Math.abs(value);
+  const digits = abs >= 100 ? 0 : abs >= 10 ? 1 : 2;
+  const text = value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+  return unit ? `${text} ${unit}` : text;
+}
+
+function ratioText(r: number | null | undefined): string {
+  if (r === null || r === undefined || !Number.isFinite(r)) return '-';
+  return `${r.toFixed(r >= 10 ? 1 : 2)}x`;
+}
+
+export function formatTable(rows: readonly Row[]): string {
+  const header = ['#', 'figure', 'value', 'limit or baseline', 'ratio', 'target', 'result'];
+  const lines = rows.map((r) => [
+    String(r.scenario),
+    r.figure,
+    fmt(r.value, r.unit),
+    r.reference ? `${r.reference.label} ${fmt(r.reference.value, r.reference.unit)}` : '-',
+    ratioText(r.ratio),
+    r.target ?? '-',
+    r.verdict === 'info' ? '-' : r.verdict,
+  ]);
+  const all = [header, ...lines];
+  const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)));
+  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [row(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');
+}
+
+export function writeReport(report: Report, options: { save: boolean }): string[] {
+  const dir = join(projectRoot, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const text = `${JSON.stringify(report, null, 2)}\n`;
+  const written = [join(dir, 'latest.json')];
+  writeFileSync(written[0]!, text);
+  if (options.save) {
+    const dated = join(dir, `${report.startedAt.slice(0, 10)}${report.mode === 'quick' ? '-quick' : ''}.json`);
+    writeFileSync(dated, text);
+    written.push(dated);
+  }
+  return written;
+}
+
+/** Percentile (0..100) of unsorted samples, nearest rank. */
+export function percentile(samples: readonly number[], p: number): number | null {
+  if (samples.length === 0) return null;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank]!;
+}

@@ -1,0 +1,366 @@
+// `npm run bench` (`mirror bench`): starts what it needs (a Temporal dev server, a Postgres database per
+// setup, the sandbox, worker processes, the read API), runs every scenario, prints one table (figure,
+// value, limit or baseline, ratio, target, result) and writes it as JSON to bench/results/latest.json.
+// It reports, it does not judge: it exits 0 when a target is missed, and when a scenario fails (that
+// row says `error`, and why). Only a set-up that cannot start (no Postgres, no Temporal) exits 1.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { startDevServer, type DevServer } from '../bin/temporal-cli.ts';
+import { freePort } from '../bin/test-runner.ts';
+import { MirrorEnv, serverUrl, type BenchShared, type Linked, type WorkerSet } from './lib/mirror-env.ts';
+import { stopAllChildren } from './lib/processes.ts';
+import { errorRow, fmt, formatTable, info, judged, machineInfo, writeReport, type Report, type Row } from './lib/report.ts';
+import { bigListSizes, bigListSystem, ingestCeiling, pageServing, scalePoint, timedFullSync, type CeilingResult, type SyncRun } from './scenarios/ingest.ts';
+import { rateLimited } from './scenarios/rate-limited.ts';
+import { probeSingleGet, readApi } from './scenarios/read-api.ts';
+import { webhookLatency } from './scenarios/webhooks.ts';
+
+export interface BenchOptions {
+  quick: boolean;
+  records: number;
+  scale: number[];
+  only: Set<number> | undefined;
+  save: boolean;
+  readSeconds: number;
+  warmupSeconds: number;
+  rounds: number;
+  connections: number;
+  webhookPerSecond: number;
+  webhookSeconds: number;
+  pageSamples: number;
+  rateWindowMs: number;
+  rateLimit: number;
+  rateWindows: number;
+  rateRecords: number;
+}
+
+function parseList(text: string, what: string): number[] {
+  const out = text.split(',').map((s) => Number(s.trim().replace(/_/g, '').replace(/k$/i, '000').replace(/m$/i, '000000')));
+  if (out.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error(`${what}: expected positive whole numbers separated by commas, got "${text}"`);
+  return out;
+}
+
+export function benchOptions(v: Record<string, string | boolean | undefined>): BenchOptions {
+  const quick = Boolean(v.quick);
+  const records = typeof v.records === 'string' ? parseList(v.records, '--records')[0]! : quick ? 20_000 : 200_000;
+  const scale = typeof v.scale === 'string' ? parseList(v.scale, '--scale') : quick ? [5_000, 20_000, 100_000] : [50_000, 200_000, 1_000_000];
+  const only = typeof v.only === 'string' ? new Set(parseList(v.only, '--only')) : undefined;
+  const num = (key: string, fallback: number) => (typeof v[key] === 'string' ? parseList(v[key], `--${key}`)[0]! : fallback);
+  return {
+    quick,
+    records,
+    scale,
+    only,
+    save: Boolean(v.save),
+    readSeconds: quick ? 3 : 10,
+    warmupSeconds: quick ? 1 : 2,
+    rounds: quick ? 1 : 2,
+    connections: 10,
+    webhookPerSecond: 100,
+    webhookSeconds: quick ? 3 : 10,
+    pageSamples: quick ? 30 : 100,
+    rateWindowMs: num('rate-window-ms', 2_000),
+    rateLimit: num('rate-limit', 20),
+    rateWindows: quick ? 5 : 8,
+    rateRecords: quick ? 4_000 : 10_000,
+  };
+}
+
+const mb = (bytes: number | undefined) => (bytes === undefined ? null : bytes / 2 ** 20);
+
+/** What a pass that got stuck finishing (see timedFullSync) did, for the notes. */
+function stallNote(run: SyncRun): string {
+  if (!run.stall) return '';
+  return (
+    ` STUCK: its last page was committed at ${fmt(run.pagesSeconds)} s, but finishing the pass had not ended ${fmt(run.stall.waitedSeconds)} s later` +
+    ` (statement: ${run.stall.statement ?? 'none active'}); the bench ran ANALYZE and cancelled it, and the retry finished in ${fmt(run.stall.finishSecondsAfter)} s.` +
+    ' Figures of this pass leave that wait out (as if the pass had finished as fast as it did once unstuck): without the intervention it takes much longer.' +
+    (run.reported !== run.records ? ` The workflow's result counted ${run.reported} records (only the retried slice's).` : '')
+  );
+}
+
+export async function runBench(v: Record<string, string | boolean | undefined>): Promise<number> {
+  const o = benchOptions(v);
+  const startedAt = new Date();
+  const t0 = performance.now();
+  const say = (line: string) => console.error(`bench ${((performance.now() - t0) / 1000).toFixed(0).padStart(4)}s  ${line}`);
+  const wants = (n: number) => !o.only || o.only.has(n);
+  const rows: Row[] = [];
+  const notes: string[] = [];
+  const logDir = mkdtempSync(join(tmpdir(), 'mirror-bench-'));
+  const envs = new Set<MirrorEnv>();
+  let devServer: DevServer | undefined;
+  let connection: Connection | undefined;
+  let postgres: string | undefined;
+  let autovacuum: string | undefined;
+  let setupFailed = false;
+
+  const cleanup = async () => {
+    await Promise.allSettled([...envs].map((e) => e.close()));
+    envs.clear();
+    await stopAllChildren();
+    await connection?.close().catch(() => undefined);
+    await devServer?.stop().catch(() => undefined);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    console.error(`\nbench: ${signal}: stopping everything it started ...`);
+    void cleanup().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  /** Runs one scenario; a failure becomes an `error` row and the others go on. */
+  const scenario = async (n: number, label: string, fn: () => Promise<void>) => {
+    if (!wants(n)) return;
+    say(`[${n}] ${label}`);
+    try {
+      await fn();
+    } catch (error) {
+      say(`[${n}] failed: ${(error as Error).message}`);
+      rows.push(errorRow(n, label, error));
+      notes.push(`[${n}] ${label}: ${(error as Error).stack ?? String(error)}`);
+    }
+  };
+
+  try {
+    const pgClient = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 5000 });
+    await pgClient.connect();
+    postgres = ((await pgClient.query<{ v: string }>('SHOW server_version')).rows[0]?.v ?? '').split(' ')[0];
+    autovacuum = (await pgClient.query<{ autovacuum: string }>('SHOW autovacuum')).rows[0]?.autovacuum;
+    await pgClient.end();
+    const port = await freePort();
+    devServer = await startDevServer({ port, headless: true, log: say });
+    connection = await Connection.connect({ address: devServer.address });
+    const shared: BenchShared = { temporalAddress: devServer.address, temporal: new Client({ connection, namespace: 'default' }), logDir };
+    say(`Temporal dev server at ${devServer.address}; logs in ${logDir}`);
+
+    // The main setup: one list of `records` customers (fieldops, 1000 per page), a worker, the read API.
+    const mainScenarios = [1, 2, 3, 5, 6, 7];
+    const scaleReuses = o.scale.includes(o.records) && wants(8);
+    let ceiling: CeilingResult | undefined;
+    let first: SyncRun | undefined;
+    if (mainScenarios.some(wants) || scaleReuses) {
+      say(`starting the main setup (${o.records.toLocaleString('en-US')} customers) ...`);
+      const main = await MirrorEnv.start(shared, { name: 'main', sandbox: { sizes: bigListSizes(o.records) }, assumeLimits: false, api: wants(5) || wants(6) });
+      envs.add(main);
+      try {
+        const workers: WorkerSet = await main.startWorkers(1);
+        const account: Linked = await main.link(bigListSystem, 'bench-main');
+
+        await scenario(7, 'sandbox page serving', async () => {
+          const r = await pageServing(main, account, o.records, o.pageSamples);
+          const limit = { label: 'limit', value: 50, unit: 'ms' };
+          rows.push(judged({ scenario: 7, figure: 'sandbox 1000-record page p50', value: r.p50, unit: 'ms', reference: limit, ratio: r.p50 === null ? null : r.p50 / 50, target: '<= 0.5 (well under)' }, { max: 0.5, on: 'ratio' }));
+          rows.push(judged({ scenario: 7, figure: 'sandbox 1000-record page p99', value: r.p99, unit: 'ms', reference: limit, ratio: r.p99 === null ? null : r.p99 / 50, target: '< 1' }, { max: 0.999, on: 'ratio' }));
+          notes.push(`[7] ${r.pages} pages of 1000 customers with source data at random offsets, one at a time, to the last byte; max ${fmt(r.max)} ms.`);
+        });
+
+        await scenario(1, 'ingest ceiling', async () => {
+          ceiling = await ingestCeiling(main, account, o.records);
+          rows.push(info({ scenario: 1, figure: 'ingest ceiling: raw COPY into a bare table', value: ceiling.rowsPerSecond, unit: 'rows/s' }));
+          notes.push(`[1] ${ceiling.rows.toLocaleString('en-US')} rows (${fmt(ceiling.bytes / 2 ** 20)} MB of COPY text, the same customers the sync fetches) in one COPY in ${fmt(ceiling.seconds)} s.`);
+        });
+
+        const needSync = wants(2) || wants(3) || wants(5) || wants(6) || scaleReuses;
+        if (needSync) {
+          await scenario(2, 'full sync', async () => {
+            say(`[2] full sync of ${o.records.toLocaleString('en-US')} customers ...`);
+            first = await timedFullSync(main, workers, account, o.records);
+            const endToEnd = { scenario: 2, figure: 'full sync: records/s end to end', value: first.rate, unit: 'rec/s' };
+            // Without the ceiling (`--only` left scenario 1 out) there is nothing to judge against.
+            rows.push(
+              ceiling
+                ? judged({ ...endToEnd, reference: { label: 'ceiling', value: ceiling.rowsPerSecond, unit: 'rows/s' }, ratio: first.rate / ceiling.rowsPerSecond, target: '>= 0.5' }, { min: 0.5, on: 'ratio' })
+                : info({ ...endToEnd, target: '>= 0.5 x ceiling (not measured)' }),
+            );
+            const pagesRate = first.pagesSeconds ? first.records / first.pagesSeconds : null;
+            rows.push(
+              info({ scenario: 2, figure: 'full sync: records/s to the last page', value: pagesRate, unit: 'rec/s', reference: { label: 'ceiling', value: ceiling?.rowsPerSecond ?? null, unit: 'rows/s' }, ratio: ceiling && pagesRate ? pagesRate / ceiling.rowsPerSecond : null }),
+            );
+            rows.push(info({ scenario: 2, figure: 'full sync: time', value: first.effectiveSeconds, unit: 's' }));
+            const finishing = first.pagesSeconds === undefined ? null : first.seconds - first.pagesSeconds;
+            rows.push({
+              scenario: 2,
+              figure: 'full sync: finishing after the last page',
+              value: finishing,
+              unit: 's',
+              target: 'ends by itself',
+              verdict: finishing === null ? 'error' : first.stall ? 'FAIL' : 'pass',
+              ...(first.stall ? { note: 'stuck: unstuck by the benchmark (ANALYZE, then cancel)' } : {}),
+            });
+            rows.push(info({ scenario: 2, figure: 'full sync: worker peak RSS', value: mb(first.peakRss[0]), unit: 'MB', reference: { label: 'at start', value: mb(first.startRss[0]), unit: 'MB' } }));
+            notes.push(
+              `[2] ${first.records.toLocaleString('en-US')} customers, 1000 per page, sandbox without rate limits; inserted ${first.counts.inserted}, updated ${first.counts.updated}, unchanged ${first.counts.unchanged}; last page committed at ${fmt(first.pagesSeconds)} s. ` +
+                `Peak RSS ${first.peakReset ? 'since the pass started' : 'since the worker started (could not reset it)'}.${stallNote(first)}`,
+            );
+          });
+        }
+
+        if (first && (wants(3) || wants(5) || wants(6))) {
+          // Nothing may have analyzed the freshly loaded tables yet (this machine's Postgres runs with
+          // autovacuum off; elsewhere autoanalyze gets to it within a minute or so of such a load). The
+          // scenarios below run as they would once it has; a quick probe first shows the difference.
+          const analyzed = await main.services.pool.query<{ at: Date | null }>(
+            `SELECT coalesce(last_analyze, last_autoanalyze) AS at FROM pg_stat_user_tables WHERE relname = 'records_customers'`,
+          );
+          const before = wants(5) || wants(6) ? await probeSingleGet(main, account, 30) : null;
+          await main.services.pool.query('ANALYZE');
+          const after = wants(5) || wants(6) ? await probeSingleGet(main, account, 30) : null;
+          notes.push(
+            `[2] after the full sync the tables had ${analyzed.rows[0]?.at ? 'statistics' : 'never been analyzed'} (autovacuum ${autovacuum ?? 'unknown'}); the bench ran ANALYZE before scenarios 3, 5 and 6.` +
+              (before !== null ? ` A single-object GET through the read API took ${fmt(before)} ms (median of 30, one at a time) before it, ${fmt(after)} ms after.` : ''),
+          );
+        }
+
+        await scenario(3, 'unchanged pass', async () => {
+          if (!first) throw new Error('needs the full sync (scenario 2)');
+          const again = await timedFullSync(main, workers, account, o.records);
+          rows.push(
+            judged(
+              {
+                scenario: 3,
+                figure: 'unchanged pass: time',
+                value: again.effectiveSeconds,
+                unit: 's',
+                reference: { label: 'first pass', value: first.effectiveSeconds, unit: 's' },
+                ratio: first.effectiveSeconds / again.effectiveSeconds,
+                target: '>= 3 (faster)',
+              },
+              { min: 3, on: 'ratio' },
+            ),
+          );
+          notes.push(`[3] the same pass again with nothing changed: ${fmt(again.rate)} rec/s${again.pagesSeconds !== undefined ? `, last page at ${fmt(again.pagesSeconds)} s` : ''}; unchanged ${again.counts.unchanged}, updated ${again.counts.updated}; worker peak RSS ${fmt(mb(again.peakRss[0]))} MB.${stallNote(again)}`);
+        });
+
+        await scenario(5, 'read API', async () => {
+          if (!first) throw new Error('needs the full sync (scenario 2)');
+          const results = await readApi(main, account, { seconds: o.readSeconds, warmupSeconds: o.warmupSeconds, rounds: o.rounds, connections: o.connections, records: o.records });
+          for (const r of results) {
+            const label = r.kind === 'single' ? 'single-object GET' : '100-record list GET';
+            const base = { label: 'baseline', unit: 'req/s' };
+            rows.push(judged({ scenario: 5, figure: `read API ${label}: req/s`, value: r.mirror.rps, unit: 'req/s', reference: { ...base, value: r.baseline.rps }, ratio: r.mirror.rps / r.baseline.rps, target: '>= 0.8' }, { min: 0.8, on: 'ratio' }));
+            rows.push(
+              judged(
+                { scenario: 5, figure: `read API ${label}: p99`, value: r.mirror.p99, unit: 'ms', reference: { label: 'baseline', value: r.baseline.p99, unit: 'ms' }, ratio: r.baseline.p99 / r.mirror.p99, target: '>= 0.8 (baseline/mirror)' },
+                { min: 0.8, on: 'ratio' },
+              ),
+            );
+            if (r.kind === 'single') rows.push(judged({ scenario: 5, figure: 'read API single-object GET: req/s (absolute)', value: r.mirror.rps, unit: 'req/s', target: '> 2,500 req/s' }, { min: 2500, on: 'value' }));
+            notes.push(
+              `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s.`,
+            );
+          }
+        });
+
+        await scenario(6, 'webhook latency', async () => {
+          if (!first) throw new Error('needs the full sync (scenario 2)');
+          const r = await webhookLatency(main, workers, account, { perSecond: o.webhookPerSecond, seconds: o.webhookSeconds, sampleEvery: 5, pollMs: 10, timeoutMs: 30_000 });
+          rows.push(judged({ scenario: 6, figure: 'webhook -> read API: p99', value: r.apiP99, unit: 'ms', target: '< 1,000 ms' }, { max: 999.999, on: 'value' }));
+          rows.push(info({ scenario: 6, figure: 'webhook -> read API: p50', value: r.apiP50, unit: 'ms' }));
+          rows.push(judged({ scenario: 6, figure: 'webhook: mutations visible', value: r.written, unit: '', reference: { label: 'sent', value: r.mutations, unit: '' }, ratio: r.mutations ? r.written / r.mutations : null, target: '= 1' }, { min: 1, on: 'ratio' }));
+          rows.push(info({ scenario: 6, figure: 'webhook -> row written: p99', value: r.writeP99, unit: 'ms' }));
+          notes.push(
+            `[6] ${r.mutations} customer mutations at ${o.webhookPerSecond}/s; ${r.registered} upstream webhooks registered; read API polled every 10 ms for every 5th mutation: ${r.polledVisible}/${r.polled} seen; rows written for ${r.written}/${r.mutations} (p50 ${fmt(r.writeP50)} ms), at ${fmt(r.applyPerSecond)} rows/s from first to last; events stored in the inbox p50 ${fmt(r.inboxP50)} ms, p99 ${fmt(r.inboxP99)} ms after the mutation. ` +
+              `Deliveries by status: ${JSON.stringify(r.deliveries)}; inbox: ${JSON.stringify(r.inbox)}.${r.problems.length ? ` Problems: ${r.problems.slice(0, 5).join('; ')}` : ''}`,
+          );
+        });
+      } finally {
+        envs.delete(main);
+        await main.close();
+      }
+    }
+
+    await scenario(4, 'rate-limited sync', async () => {
+      say(`[4] windows of ${o.rateWindowMs} ms, ${o.rateLimit} requests allowed per window; ${o.rateWindows} windows with 1 worker, then with 2 ...`);
+      const runs = await rateLimited(shared, { windowMs: o.rateWindowMs, limit: o.rateLimit, windows: o.rateWindows, recordsPerResource: o.rateRecords });
+      for (const r of runs) {
+        const who = `${r.workers} worker${r.workers > 1 ? 's' : ''}`;
+        const perWindow = r.utilization === null ? null : r.utilization * o.rateLimit;
+        rows.push(
+          judged(
+            { scenario: 4, figure: `rate-limited, ${who}: requests per window`, value: perWindow, unit: 'req', reference: { label: 'allowed', value: o.rateLimit, unit: 'req' }, ratio: r.utilization, target: '>= 0.95' },
+            { min: 0.95, on: 'ratio' },
+          ),
+        );
+        rows.push(judged({ scenario: 4, figure: `rate-limited, ${who}: 429s after the first window`, value: r.rejectedAfterFirst, unit: '', target: '= 0' }, { max: 0, on: 'value' }));
+        notes.push(
+          `[4] ${who}: ${r.requests} requests (${r.rejected} answered 429) over ${fmt(r.seconds)} s, ${r.finished ? 'sync finished' : 'stopped after the measured windows'}; accepted per window: [${r.perWindow.join(', ')}]; accepted rate after the first window / allowed rate: ${fmt(r.rateRatio)}. ` +
+            `The governor's budgets afterwards (rate_budgets): ${r.budgets.map((b) => `${b.kind} total ${b.total ?? '-'} window ${b.windowMs} ms spacing ${fmt(b.spacingMs)} ms`).join('; ')}.`,
+        );
+      }
+    });
+
+    await scenario(8, 'scale curve', async () => {
+      const points: { records: number; run: SyncRun }[] = [];
+      for (const n of [...o.scale].sort((a, b) => a - b)) {
+        if (n === o.records && first) {
+          points.push({ records: n, run: first });
+          continue;
+        }
+        say(`[8] full sync of ${n.toLocaleString('en-US')} customers in a setup of its own ...`);
+        try {
+          points.push({ records: n, run: await scalePoint(shared, n) });
+        } catch (error) {
+          rows.push(errorRow(8, `scale: full sync of ${n.toLocaleString('en-US')}`, error));
+        }
+      }
+      const base = points[0];
+      for (const p of points) {
+        const perRecord = p.run.effectiveSeconds / p.records;
+        const ratio = base ? perRecord / (base.run.effectiveSeconds / base.records) : null;
+        rows.push(
+          info({
+            scenario: 8,
+            figure: `scale: full sync of ${p.records.toLocaleString('en-US')}`,
+            value: p.run.effectiveSeconds,
+            unit: 's',
+            // The ratio is the cost per record relative to the smallest size's (1.00 = linear).
+            ...(base && p !== base ? { reference: { label: `${base.records.toLocaleString('en-US')}:`, value: base.run.effectiveSeconds, unit: 's' } } : {}),
+            ratio: p === base ? null : ratio,
+            target: p === base ? '-' : 'per record',
+            ...(p.run.stall ? { note: 'stuck finishing' } : {}),
+          }),
+        );
+        notes.push(
+          `[8] ${p.records.toLocaleString('en-US')} customers: ${fmt(p.run.effectiveSeconds)} s, ${fmt(p.run.rate)} rec/s (last page at ${fmt(p.run.pagesSeconds)} s), worker RSS ${fmt(mb(p.run.startRss[0]))} MB at start, ${fmt(mb(p.run.peakRss[0]))} MB peak.${stallNote(p.run)}`,
+        );
+      }
+    });
+  } catch (error) {
+    setupFailed = true;
+    console.error(`bench: could not set up: ${(error as Error).stack ?? String(error)}`);
+    notes.push(`set-up failed: ${(error as Error).message}`);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await cleanup();
+  }
+
+  rows.sort((a, b) => a.scenario - b.scenario);
+  const wallSeconds = (performance.now() - t0) / 1000;
+  const report: Report = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    wallSeconds,
+    mode: o.quick ? 'quick' : 'default',
+    options: { ...o, only: o.only ? [...o.only] : undefined },
+    machine: machineInfo(postgres ? `${postgres} (autovacuum ${autovacuum ?? 'unknown'})` : undefined),
+    rows,
+    notes,
+  };
+  const written = writeReport(report, { save: o.save });
+  console.log(formatTable(rows));
+  console.log('');
+  for (const n of notes) console.log(`- ${n}`);
+  console.log('');
+  const misses = rows.filter((r) => r.verdict === 'FAIL').length;
+  const errors = rows.filter((r) => r.verdict === 'error').length;
+  console.log(`${rows.filter((r) => r.verdict === 'pass').length} targets met, ${misses} missed, ${errors} errors; ${fmt(wallSeconds)} s wall time (${o.quick ? '--quick' : 'default sizes'}). Written: ${written.join(', ')}`);
+  if (errors === 0 && !setupFailed) rmSync(logDir, { recursive: true, force: true });
+  else console.log(`Process logs kept in ${logDir}`);
+  return setupFailed ? 1 : 0;
+}

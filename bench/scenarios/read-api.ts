@@ -1,0 +1,130 @@
+// Scenario 5: the read API against a minimal raw `pg` + `node:http` baseline on the same rows, side by
+// side: single-object GET and 100-record list GET, req/s and p99, each measured with autocannon.
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import autocannon from 'autocannon';
+import { freePort } from '../../bin/test-runner.ts';
+import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
+import { logTail, spawnNode, type Child } from '../lib/processes.ts';
+
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+export interface ReadComparison {
+  kind: 'single' | 'list';
+  mirror: LoadResult;
+  baseline: LoadResult;
+}
+
+async function load(url: string, headers: Record<string, string>, nextPath: () => string, seconds: number, connections: number): Promise<LoadResult> {
+  const result = await autocannon({
+    url,
+    connections,
+    duration: seconds,
+    headers,
+    requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
+  });
+  return {
+    rps: result['2xx'] / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
+}
+
+async function startBaseline(env: MirrorEnv, account: Linked): Promise<{ url: string; child: Child }> {
+  const port = await freePort();
+  const child = spawnNode(
+    'baseline',
+    ['--import', 'tsx', 'bench/baseline-server.ts'],
+    { ...process.env, BASELINE_PORT: String(port), DATABASE_URL: env.databaseUrl, BASELINE_ACCOUNT_ID: account.accountId, BASELINE_RESOURCE: 'customers' },
+    join(env.shared.logDir, 'baseline.log'),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.process.exitCode !== null) throw new Error(`the baseline server exited at start:\n${logTail(child.logFile)}`);
+    if (await fetch(`${url}/customers?per_page=1`).then((r) => r.ok, () => false)) return { url, child };
+    if (Date.now() > deadline) throw new Error(`the baseline server did not answer:\n${logTail(child.logFile)}`);
+    await sleep(100);
+  }
+}
+
+export async function readApi(
+  env: MirrorEnv,
+  account: Linked,
+  options: { seconds: number; warmupSeconds: number; rounds: number; connections: number; records: number },
+): Promise<ReadComparison[]> {
+  if (!env.api) throw new Error('the read API is not running');
+  const { rows } = await env.services.pool.query<{ id: string }>(
+    `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY random() LIMIT 2000`,
+    [account.accountId],
+  );
+  const ids = rows.map((r) => r.id);
+  const pages = Math.max(1, Math.floor(options.records / 100));
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(Math.random() * xs.length)]!;
+  const paths = {
+    single: () => `/customers/${pick(ids)}`,
+    list: () => `/customers?page=${1 + Math.floor(Math.random() * pages)}&per_page=100`,
+  };
+  // Both answer the same object and the same page byte for byte (modulo the mirror's headers).
+  const baseline = await startBaseline(env, account);
+  try {
+    const mirrorHeaders = env.mirrorHeaders(account.accountToken);
+    const sample = ids[0]!;
+    const [m, b] = await Promise.all([
+      fetch(`${env.api.url}/customers/${sample}`, { headers: mirrorHeaders }).then((r) => r.text()),
+      fetch(`${baseline.url}/customers/${sample}`).then((r) => r.text()),
+    ]);
+    if (m !== b) throw new Error(`the mirror and the baseline answer differently for /customers/${sample}`);
+    const out: ReadComparison[] = [];
+    for (const kind of ['single', 'list'] as const) {
+      const next = paths[kind];
+      await load(env.api.url, mirrorHeaders, next, options.warmupSeconds, options.connections);
+      await load(baseline.url, {}, next, options.warmupSeconds, options.connections);
+      let bestMirror: LoadResult | undefined;
+      let bestBaseline: LoadResult | undefined;
+      for (let round = 0; round < options.rounds; round++) {
+        // Alternate which goes first so drift in the machine's load favours neither.
+        const order = round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const);
+        for (const who of order) {
+          const r = who === 'mirror' ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections) : await load(baseline.url, {}, next, options.seconds, options.connections);
+          if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
+          if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
+        }
+      }
+      out.push({ kind, mirror: bestMirror!, baseline: bestBaseline! });
+    }
+    return out;
+  } finally {
+    await baseline.child.stop();
+  }
+}
+
+/** Median of `count` sequential single-object GETs through the read API (a quick probe, in ms). */
+export async function probeSingleGet(env: MirrorEnv, account: Linked, count: number): Promise<number | null> {
+  if (!env.api) return null;
+  const { rows } = await env.services.pool.query<{ id: string }>(
+    `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY ordinal DESC LIMIT $2`,
+    [account.accountId, count],
+  );
+  const headers = env.mirrorHeaders(account.accountToken);
+  const times: number[] = [];
+  for (const r of rows) {
+    const t0 = performance.now();
+    const res = await fetch(`${env.api.url}/customers/${r.id}`, { headers });
+    await res.arrayBuffer();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return times.length ? times[Math.floor(times.length / 2)]! : null;
+}

@@ -1,0 +1,40 @@
+// The API process: builds the app from services and listens; closes cleanly on SIGTERM.
+import { Client, Connection } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../api/app.ts';
+import { SyncControl } from '../api/sync-control.ts';
+import { defaultTemporalUiUrl } from '../api/status-page/temporal.ts';
+import { upstreamTarget, type Services } from './services.ts';
+
+export async function startApi(
+  services: Services,
+  options: { port?: number; host?: string; temporalAddress?: string } = {},
+): Promise<{ app: FastifyInstance; url: string; close(): Promise<void> }> {
+  const { config } = services;
+  const connection = await Connection.connect({ address: options.temporalAddress ?? config.TEMPORAL_ADDRESS });
+  const sync = new SyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
+  const app = await buildApp({
+    pool: services.pool,
+    prisma: services.prisma,
+    accounts: services.accounts,
+    logger: services.logger,
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    upstream: {
+      client: services.upstream,
+      target: upstreamTarget(config),
+    },
+    sync,
+    hashKey: services.keys.signingKey,
+    encryptionKey: services.keys.encryptionKey,
+    operator: { token: config.OPERATOR_TOKEN, temporalUiUrl: config.TEMPORAL_UI_URL ?? defaultTemporalUiUrl(options.temporalAddress ?? config.TEMPORAL_ADDRESS) },
+  });
+  const address = await app.listen({ port: options.port ?? config.API_PORT, host: options.host ?? config.API_HOST });
+  return {
+    app,
+    url: address.replace('[::1]', '127.0.0.1'),
+    async close() {
+      await app.close();
+      await connection.close();
+    },
+  };
+}

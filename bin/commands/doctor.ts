@@ -1,0 +1,326 @@
+// `mirror doctor`: checks what the mirror needs, each with what to do when it is wrong: the
+// configuration, Postgres, migrations, clocks, Temporal (and a worker on the task queue), the upstream
+// and its credentials, the mirror's own credentials and keys, and the API. Exits 1 if a check failed.
+import pg from 'pg';
+import { parseConfig, loadEnvFile, type Config } from '../../lib/config.ts';
+import { decryptSecret, decodeKey, sha256Hex } from '../../lib/crypto.ts';
+import { readMigrations } from '../../mirror/migrate.ts';
+import { placeholderSecrets } from './migrate.ts';
+import { exitCode, oneLine, postgresProblem, safeUrl, UsageError, type Command } from './shared.ts';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
+
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about it (for warn and fail). */
+  fix?: string;
+}
+
+export interface DoctorOptions {
+  /** Per network check (default 5 s). */
+  timeoutMs?: number;
+  /** Skip the API check (no API is expected to run). */
+  api?: boolean;
+}
+
+const secretNames = ['UPSTREAM_CLIENT_ID', 'UPSTREAM_CLIENT_SECRET', 'MIRROR_CLIENT_ID', 'MIRROR_CLIENT_SECRET', 'MIRROR_ENCRYPTION_KEY', 'MIRROR_SIGNING_KEY'];
+
+/** Runs every check against the configuration in `env`. Never throws: a failure is a check. */
+export async function diagnose(env: Record<string, string | undefined>, options: DoctorOptions = {}): Promise<Check[]> {
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const checks: Check[] = [];
+  const add = (c: Check) => checks.push(c);
+
+  // 1. Configuration.
+  let config: Config;
+  const broken = new Set<string>();
+  try {
+    config = parseConfig(env);
+    add({ name: 'config', status: 'ok', detail: `settings parse (upstream ${config.UPSTREAM_BASE_URL}, Temporal ${config.TEMPORAL_ADDRESS}, task queue ${config.TEMPORAL_TASK_QUEUE})` });
+  } catch (error) {
+    const details = ((error as { details?: { path?: string; message: string }[] }).details ?? []).map((d) => d.message);
+    for (const d of details) broken.add(d.split(':')[0] ?? '');
+    const onlySecrets = [...broken].every((k) => secretNames.includes(k));
+    add({
+      name: 'config',
+      status: 'fail',
+      detail: details.length ? details.join('; ') : oneLine((error as Error).message),
+      fix: onlySecrets ? 'run `npx mirror setup` (it generates the missing secrets into .env.local), or set them in the environment.' : 'set these in the environment or in .env.local (the README lists every variable).',
+    });
+    if (!onlySecrets) return checks;
+    // Go on with stand-ins for the broken secrets: Postgres and Temporal need none of them.
+    const rest = Object.fromEntries(Object.entries(env).filter(([k]) => !broken.has(k)));
+    config = parseConfig({ ...rest, ...placeholderSecrets(rest) });
+  }
+
+  // 2. Postgres, and the clock against it.
+  let db: pg.Client | undefined;
+  let skewMs: number | undefined;
+  try {
+    db = new pg.Client({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: timeoutMs });
+    await db.connect();
+    const before = Date.now();
+    const { rows } = await db.query<{ version: string; now: Date }>(`SELECT current_setting('server_version') AS version, clock_timestamp() AS now`);
+    skewMs = rows[0]!.now.getTime() - (before + Date.now()) / 2;
+    add({ name: 'postgres', status: 'ok', detail: `${safeUrl(config.DATABASE_URL)} answers (PostgreSQL ${rows[0]!.version})` });
+  } catch (error) {
+    await db?.end().catch(() => undefined);
+    db = undefined;
+    const p = postgresProblem(error, config.DATABASE_URL);
+    add({ name: 'postgres', status: 'fail', detail: p ? `${p.problem} (${safeUrl(config.DATABASE_URL)})` : `${safeUrl(config.DATABASE_URL)}: ${oneLine((error as Error).message)}`, fix: p?.fix ?? 'check DATABASE_URL and that the server accepts connections.' });
+  }
+
+  try {
+    // 3. Migrations.
+    let migrated = false;
+    if (db) {
+      try {
+        const files = await readMigrations();
+        const table = await db.query<{ t: string | null }>(`SELECT to_regclass('_prisma_migrations')::text AS t`);
+        if (!table.rows[0]?.t) {
+          add({ name: 'migrations', status: 'fail', detail: `none applied (${files.length} to apply)`, fix: 'run `npx mirror migrate`.' });
+        } else {
+          const { rows } = await db.query<{ migration_name: string; checksum: string; finished_at: Date | null; rolled_back_at: Date | null }>(
+            `SELECT migration_name, checksum, finished_at, rolled_back_at FROM _prisma_migrations`,
+          );
+          const failed = rows.filter((r) => r.finished_at === null && r.rolled_back_at === null);
+          const applied = new Map(rows.filter((r) => r.finished_at !== null).map((r) => [r.migration_name, r.checksum]));
+          const pending = files.filter((f) => !applied.has(f.name));
+          const changed = files.filter((f) => applied.has(f.name) && applied.get(f.name) !== f.checksum);
+          if (failed.length) add({ name: 'migrations', status: 'fail', detail: `${failed[0]!.migration_name} failed and was not rolled back`, fix: 'see `npx mirror migrate` for how to recover.' });
+          else if (changed.length) add({ name: 'migrations', status: 'fail', detail: `${changed.map((f) => f.name).join(', ')} changed after it was applied`, fix: 'restore the applied migration file and add a new migration instead.' });
+          else if (pending.length) add({ name: 'migrations', status: 'fail', detail: `${pending.length} pending (${pending.map((f) => f.name).join(', ')})`, fix: 'run `npx mirror migrate`.' });
+          else {
+            migrated = true;
+            add({ name: 'migrations', status: 'ok', detail: `${applied.size} applied, none pending` });
+          }
+        }
+      } catch (error) {
+        add({ name: 'migrations', status: 'fail', detail: oneLine((error as Error).message), fix: 'run `npx mirror migrate`.' });
+      }
+    } else add({ name: 'migrations', status: 'skip', detail: 'needs Postgres' });
+
+    // 4. Temporal, and a worker polling the task queue.
+    await checkTemporal(config, timeoutMs, add);
+
+    // 5. The upstream and its credentials.
+    const upstreamConfigured = !broken.has('UPSTREAM_CLIENT_ID') && !broken.has('UPSTREAM_CLIENT_SECRET');
+    const upstream = upstreamConfigured ? await checkUpstream(config, timeoutMs, add) : { ok: false, skewMs: undefined };
+    if (!upstreamConfigured) add({ name: 'upstream', status: 'skip', detail: 'needs UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET' });
+    const upstreamSkew = upstream.skewMs;
+
+    // 6. Clocks: this machine against Postgres (and the upstream's Date header, to the second).
+    if (skewMs === undefined && upstreamSkew === undefined) add({ name: 'clock', status: 'skip', detail: 'needs Postgres or the upstream' });
+    else {
+      const parts = [
+        ...(skewMs !== undefined ? [`Postgres ${(skewMs / 1000).toFixed(2)} s`] : []),
+        ...(upstreamSkew !== undefined ? [`upstream ${Math.round(upstreamSkew / 1000) || 0} s`] : []),
+      ];
+      const worst = Math.max(Math.abs(skewMs ?? 0), Math.abs(upstreamSkew ?? 0) - 1000);
+      const fix = 'synchronise the clocks (e.g. `timedatectl set-ntp true`, or chrony): rate-limit resets and freshness are computed from them.';
+      if (worst > 30_000) add({ name: 'clock', status: 'fail', detail: `this machine's clock is off: ${parts.join(', ')}`, fix });
+      else if (worst > 2_000) add({ name: 'clock', status: 'warn', detail: `clocks differ: ${parts.join(', ')}`, fix });
+      else add({ name: 'clock', status: 'ok', detail: `this machine agrees with ${parts.join(' and ')}` });
+    }
+
+    // 7. The mirror's own credentials and keys.
+    if (db && migrated && ![...broken].some((k) => k.startsWith('MIRROR_'))) await checkCredentials(db, config, timeoutMs, upstream.ok, add);
+    else add({ name: 'credentials', status: 'skip', detail: 'needs Postgres, migrations and the MIRROR_* settings' });
+  } finally {
+    await db?.end().catch(() => undefined);
+  }
+
+  // 8. The API (only a warning: the CLI works without it).
+  if (options.api !== false) {
+    const host = config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST;
+    const url = `http://${host}:${config.API_PORT}/healthz`;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+      add(res.ok ? { name: 'api', status: 'ok', detail: `${url} answers` } : { name: 'api', status: 'warn', detail: `${url} answered ${res.status}`, fix: 'check the API process logs.' });
+    } catch {
+      add({ name: 'api', status: 'warn', detail: `no API answers at ${url}`, fix: 'start it with `npx mirror api` (applications read the mirror through it).' });
+    }
+  }
+  return checks;
+}
+
+async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<void> {
+  const { Connection } = await import('@temporalio/client');
+  let connection: Awaited<ReturnType<typeof Connection.connect>> | undefined;
+  try {
+    connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: timeoutMs });
+  } catch {
+    add({
+      name: 'temporal',
+      status: 'fail',
+      detail: `no Temporal server answers at ${config.TEMPORAL_ADDRESS}`,
+      fix: 'start one (`temporal server start-dev`, `npx mirror demo`, or `docker compose up -d temporal`) or set TEMPORAL_ADDRESS.',
+    });
+    add({ name: 'worker', status: 'skip', detail: 'needs Temporal' });
+    return;
+  }
+  try {
+    const deadline = () => new Date(Date.now() + timeoutMs);
+    try {
+      await connection.withDeadline(deadline(), () => connection.workflowService.describeNamespace({ namespace: config.TEMPORAL_NAMESPACE }));
+      add({ name: 'temporal', status: 'ok', detail: `${config.TEMPORAL_ADDRESS}, namespace ${config.TEMPORAL_NAMESPACE}` });
+    } catch (error) {
+      add({
+        name: 'temporal',
+        status: 'fail',
+        detail: `${config.TEMPORAL_ADDRESS} answers but namespace "${config.TEMPORAL_NAMESPACE}" is unusable (${oneLine((error as Error).message)})`,
+        fix: `create it (\`temporal operator namespace create --namespace ${config.TEMPORAL_NAMESPACE}\`) or set TEMPORAL_NAMESPACE.`,
+      });
+      add({ name: 'worker', status: 'skip', detail: 'needs the namespace' });
+      return;
+    }
+    const res = await connection.withDeadline(deadline(), () =>
+      connection.workflowService.describeTaskQueue({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: { name: config.TEMPORAL_TASK_QUEUE }, taskQueueType: 1 }),
+    );
+    const pollers = res.pollers?.length ?? 0;
+    add(
+      pollers > 0
+        ? { name: 'worker', status: 'ok', detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}"` }
+        : { name: 'worker', status: 'warn', detail: `no worker polls task queue "${config.TEMPORAL_TASK_QUEUE}": syncs would wait`, fix: 'start one with `npx mirror worker` (as many as you like).' },
+    );
+  } catch (error) {
+    add({ name: 'worker', status: 'warn', detail: `could not ask Temporal about task queue "${config.TEMPORAL_TASK_QUEUE}": ${oneLine((error as Error).message)}`, fix: 'check the Temporal server.' });
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+/** Creates a throwaway link token: the cheapest call that proves the client credentials. Returns the clock skew. */
+async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<{ ok: boolean; skewMs: number | undefined }> {
+  const base = config.UPSTREAM_BASE_URL.replace(/\/+$/, '');
+  const started = Date.now();
+  let res: Response;
+  try {
+    res = await fetch(`${base}/link/token/create`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'api-version': config.UPSTREAM_API_VERSION, 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET },
+      body: JSON.stringify({ reference_id: 'mirror-doctor' }),
+      signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name;
+    add({
+      name: 'upstream',
+      status: 'fail',
+      detail: `no answer from ${base} (${cause})`,
+      fix: 'start the sandbox (`npx mirror sandbox`) or set UPSTREAM_BASE_URL to the unified API\'s base URL.',
+    });
+    return { ok: false, skewMs: undefined };
+  }
+  const ms = Date.now() - started;
+  const body = (await res.json().catch(() => ({}))) as { link_token?: string; message?: string; error?: string };
+  const date = res.headers.get('date');
+  const skew = date ? Date.parse(date) - (started + Date.now()) / 2 : undefined;
+  let ok = false;
+  if (res.status === 401 || res.status === 403) {
+    const what = /version/i.test(body.error ?? body.message ?? '') ? 'UPSTREAM_API_VERSION' : 'UPSTREAM_CLIENT_ID / UPSTREAM_CLIENT_SECRET';
+    add({
+      name: 'upstream',
+      status: 'fail',
+      detail: `${base} refused ${what} (${res.status} ${body.message ?? body.error ?? ''})`.trim(),
+      fix:
+        what === 'UPSTREAM_API_VERSION'
+          ? 'set UPSTREAM_API_VERSION to the version the upstream serves.'
+          : 'set UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET to the credentials the upstream issued (for the sandbox: the ones in .env.local it was started with; restart it after changing them).',
+    });
+  } else if (res.ok && body.link_token) {
+    ok = true;
+    add({ name: 'upstream', status: 'ok', detail: `${base} accepted the client credentials (${ms} ms)` });
+  } else {
+    add({ name: 'upstream', status: 'fail', detail: `${base} answered ${res.status} to a link token request (${body.message ?? body.error ?? 'no message'})`, fix: 'check UPSTREAM_BASE_URL: it must be the unified API\'s base URL.' });
+  }
+  return { ok, skewMs: skew };
+}
+
+async function checkCredentials(db: pg.Client, config: Config, timeoutMs: number, upstreamOk: boolean, add: (c: Check) => void): Promise<void> {
+  const client = await db.query<{ secret_hash: string }>('SELECT secret_hash FROM api_clients WHERE client_id = $1', [config.MIRROR_CLIENT_ID]);
+  if (!client.rows[0]) {
+    add({ name: 'credentials', status: 'fail', detail: `MIRROR_CLIENT_ID ${config.MIRROR_CLIENT_ID} is not registered: the API refuses it`, fix: 'run `npx mirror setup` (it registers MIRROR_CLIENT_ID and MIRROR_CLIENT_SECRET).' });
+  } else if (client.rows[0].secret_hash !== sha256Hex(config.MIRROR_CLIENT_SECRET)) {
+    add({ name: 'credentials', status: 'fail', detail: 'MIRROR_CLIENT_SECRET is not the registered secret of MIRROR_CLIENT_ID', fix: 'run `npx mirror setup` to register the new secret (applications must then send it), or restore the old one.' });
+  } else add({ name: 'credentials', status: 'ok', detail: `MIRROR_CLIENT_ID is registered with this secret` });
+
+  const accounts = await db.query<{ id: string; token_ciphertext: Buffer }>(`SELECT id, token_ciphertext FROM linked_accounts WHERE status = 'linked' ORDER BY created_at LIMIT 3`);
+  if (accounts.rows.length === 0) {
+    add({ name: 'accounts', status: 'ok', detail: 'no linked account yet (`npx mirror link` links one)' });
+    return;
+  }
+  const tokens: { id: string; token: string }[] = [];
+  try {
+    const key = decodeKey(config.MIRROR_ENCRYPTION_KEY);
+    for (const a of accounts.rows) tokens.push({ id: a.id, token: decryptSecret(key, a.token_ciphertext) });
+  } catch {
+    add({
+      name: 'accounts',
+      status: 'fail',
+      detail: 'MIRROR_ENCRYPTION_KEY cannot decrypt the stored account tokens',
+      fix: 'restore the MIRROR_ENCRYPTION_KEY that encrypted them (the README explains rotating it), or link the accounts again.',
+    });
+    return;
+  }
+  if (!upstreamOk) {
+    add({ name: 'accounts', status: 'skip', detail: `${tokens.length} account tokens decrypt; checking them upstream needs a working upstream` });
+    return;
+  }
+  const base = config.UPSTREAM_BASE_URL.replace(/\/+$/, '');
+  const refused: string[] = [];
+  for (const t of tokens) {
+    try {
+      const res = await fetch(`${base}/link/account`, {
+        headers: { 'api-version': config.UPSTREAM_API_VERSION, 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET, 'account-token': t.token },
+        signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
+      });
+      await res.arrayBuffer();
+      if (res.status === 401 || res.status === 403) refused.push(t.id);
+    } catch {
+      add({ name: 'accounts', status: 'skip', detail: `${tokens.length} account tokens decrypt; the upstream did not answer to check them` });
+      return;
+    }
+  }
+  add(
+    refused.length
+      ? { name: 'accounts', status: 'warn', detail: `the upstream refuses the token of ${refused.join(', ')}`, fix: 'link them again (`npx mirror link --reference-id <id>`), or unlink them (`npx mirror unlink --account <id>`).' }
+      : { name: 'accounts', status: 'ok', detail: `account tokens decrypt and the upstream accepts them (${tokens.length} checked)` },
+  );
+}
+
+const marks: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL', skip: 'skip' };
+
+export function formatChecks(checks: readonly Check[]): string {
+  const width = Math.max(...checks.map((c) => c.name.length));
+  const lines = checks.flatMap((c) => [`  ${marks[c.status]}  ${c.name.padEnd(width)}  ${c.detail}`, ...(c.fix && c.status !== 'ok' ? [`        ${' '.repeat(width)}  fix: ${c.fix}`] : [])]);
+  const failed = checks.filter((c) => c.status === 'fail');
+  const warned = checks.filter((c) => c.status === 'warn');
+  lines.push(
+    '',
+    failed.length
+      ? `${failed.length} problem${failed.length > 1 ? 's' : ''} (${failed.map((c) => c.name).join(', ')}): fix ${failed.length > 1 ? 'them' : 'it'} as said above, then run \`npx mirror doctor\` again.`
+      : `All checks passed${warned.length ? ` (${warned.length} warning${warned.length > 1 ? 's' : ''}: ${warned.map((c) => c.name).join(', ')})` : ''}.`,
+  );
+  return lines.join('\n');
+}
+
+export const doctorCommand: Command = {
+  summary: 'Check Postgres, Temporal, the upstream, credentials, migrations and clocks; say what to fix',
+  usage: 'mirror doctor [--json] [--no-api] [--timeout 5]',
+  help:
+    'Each check prints ok, WARN or FAIL, and what to do about a problem. Exits 0 when nothing failed (warnings allowed), 1 otherwise.\n' +
+    'The upstream check creates a throwaway link token (reference id "mirror-doctor"): the cheapest call that proves the client credentials. --no-api skips the API check; --timeout is how long each network check may take, in seconds (default 5).',
+  options: { json: { type: 'boolean' }, 'no-api': { type: 'boolean' }, timeout: { type: 'string' } },
+  async run(v) {
+    const seconds = v.timeout === undefined ? 5 : Number(v.timeout);
+    if (!(seconds > 0)) throw new UsageError('--timeout is a number of seconds.');
+    loadEnvFile();
+    const checks = await diagnose(process.env, { api: !v['no-api'], timeoutMs: seconds * 1000 });
+    if (v.json) console.log(JSON.stringify({ ok: !checks.some((c) => c.status === 'fail'), checks }, null, 2));
+    else console.log(`mirror doctor\n${formatChecks(checks)}`);
+    return checks.some((c) => c.status === 'fail') ? exitCode.failed : exitCode.ok;
+  },
+};

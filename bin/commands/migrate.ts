@@ -1,0 +1,32 @@
+// `mirror migrate`: applies pending migrations; needs only DATABASE_URL.
+import { parseConfig } from '../../lib/config.ts';
+import type { Command } from './shared.ts';
+
+export const migrateCommand: Command = {
+  summary: 'Apply pending migrations (recorded in _prisma_migrations as Prisma does)',
+  usage: 'mirror migrate',
+  help: 'Creates the database if missing, then applies prisma/migrations in order. Safe to run from several processes at once (an advisory lock serialises them).',
+  async run() {
+    const { loadEnvFile } = await import('../../lib/config.ts');
+    const { ensureDatabase } = await import('../../mirror/database.ts');
+    const { migrate } = await import('../../mirror/migrate.ts');
+    loadEnvFile();
+    const config = parseConfig({ ...process.env, ...placeholderSecrets(process.env) });
+    await ensureDatabase(config.DATABASE_URL);
+    const r = await migrate(config.DATABASE_URL);
+    console.log(r.applied.length ? `Applied: ${r.applied.join(', ')}` : `Up to date (${r.alreadyApplied.length} migrations).`);
+  },
+};
+
+/** `migrate` and `doctor` need only some settings; fill the required secrets so they can run alone. */
+export function placeholderSecrets(env: NodeJS.ProcessEnv): Record<string, string> {
+  const key = Buffer.alloc(32).toString('base64');
+  return {
+    UPSTREAM_CLIENT_ID: env.UPSTREAM_CLIENT_ID ?? '0'.repeat(36),
+    UPSTREAM_CLIENT_SECRET: env.UPSTREAM_CLIENT_SECRET ?? '0'.repeat(40),
+    MIRROR_CLIENT_ID: env.MIRROR_CLIENT_ID ?? '0'.repeat(36),
+    MIRROR_CLIENT_SECRET: env.MIRROR_CLIENT_SECRET ?? '0'.repeat(40),
+    MIRROR_ENCRYPTION_KEY: env.MIRROR_ENCRYPTION_KEY ?? key,
+    MIRROR_SIGNING_KEY: env.MIRROR_SIGNING_KEY ?? key,
+  };
+}

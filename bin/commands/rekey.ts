@@ -1,0 +1,68 @@
+// `mirror rekey`: after MIRROR_ENCRYPTION_KEY or MIRROR_SIGNING_KEY changed, rewrites what the old
+// keys sealed: account tokens and subscribers' authorization headers are re-encrypted (given the old
+// encryption key), and token lookup hashes recomputed with the signing key. Idempotent.
+import { decodeKey, decryptSecret, encryptSecret, keyedHash } from '../../lib/crypto.ts';
+import { cliConfig, cliServices, exitCode, UsageError, type Command } from './shared.ts';
+
+export const rekeyCommand: Command = {
+  summary: 'Re-seal stored secrets after MIRROR_ENCRYPTION_KEY or MIRROR_SIGNING_KEY changed',
+  usage: 'mirror rekey [--old-encryption-key <base64>] [--dry-run]',
+  help:
+    'Put the new keys in .env.local first (the old MIRROR_ENCRYPTION_KEY goes to --old-encryption-key), stop the API and workers, run this, start them again.\n' +
+    'Account tokens and subscribers\' authorization headers are decrypted with the old key (or the current one, for rows already rewritten) and encrypted with the new one; ' +
+    'token lookup hashes are recomputed with the current MIRROR_SIGNING_KEY. Upstream webhook secrets are checked with the signing key too: ' +
+    'when it changed, the command names the accounts to re-register (`npx mirror webhooks register --account <id> --force`).',
+  options: { 'old-encryption-key': { type: 'string' }, 'dry-run': { type: 'boolean' } },
+  async run(v) {
+    let oldKey: Buffer | undefined;
+    if (typeof v['old-encryption-key'] === 'string') {
+      try {
+        oldKey = decodeKey(v['old-encryption-key']);
+      } catch {
+        throw new UsageError('--old-encryption-key is the previous MIRROR_ENCRYPTION_KEY: 32 bytes, base64.');
+      }
+    }
+    const config = cliConfig();
+    const services = await cliServices(config);
+    try {
+      const { encryptionKey, signingKey } = services.keys;
+      const open = (sealed: Uint8Array): string => {
+        try {
+          return decryptSecret(encryptionKey, sealed);
+        } catch (error) {
+          if (!oldKey) throw new UsageError('a stored secret does not decrypt with MIRROR_ENCRYPTION_KEY: pass the previous key with --old-encryption-key.', { cause: error });
+          try {
+            return decryptSecret(oldKey, sealed);
+          } catch {
+            throw new UsageError('a stored secret decrypts with neither MIRROR_ENCRYPTION_KEY nor --old-encryption-key: check both keys.', { cause: error });
+          }
+        }
+      };
+      const accounts = await services.prisma.linkedAccount.findMany({ select: { id: true, tokenCiphertext: true, tokenHash: true } });
+      const subscriptions = await services.prisma.subscription.findMany({ where: { authorizationCiphertext: { not: null } }, select: { id: true, authorizationCiphertext: true } });
+      const accountUpdates = accounts.map((a) => {
+        const token = open(a.tokenCiphertext);
+        return { id: a.id, tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)), tokenHash: keyedHash(signingKey, token), hashChanged: a.tokenHash !== keyedHash(signingKey, token) };
+      });
+      const subscriptionUpdates = subscriptions.map((s) => ({ id: s.id, authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext!))) }));
+      const rehashed = accountUpdates.filter((a) => a.hashChanged);
+      if (!v['dry-run']) {
+        await services.prisma.$transaction([
+          ...accountUpdates.map((a) => services.prisma.linkedAccount.update({ where: { id: a.id }, data: { tokenCiphertext: a.tokenCiphertext, tokenHash: a.tokenHash } })),
+          ...subscriptionUpdates.map((s) => services.prisma.subscription.update({ where: { id: s.id }, data: { authorizationCiphertext: s.authorizationCiphertext } })),
+        ]);
+      }
+      console.log(`${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed) and ${subscriptionUpdates.length} subscriber authorization headers.`);
+      if (rehashed.length > 0) {
+        const withHooks = await services.prisma.webhookRegistration.groupBy({ by: ['accountId'], where: { accountId: { in: rehashed.map((a) => a.id) } } });
+        if (withHooks.length) {
+          console.log('MIRROR_SIGNING_KEY changed: upstream webhooks of these accounts carry secrets checked with the old key. Register them again:');
+          for (const a of withHooks) console.log(`  npx mirror webhooks register --account ${a.accountId} --force`);
+        }
+      }
+      return exitCode.ok;
+    } finally {
+      await services.close();
+    }
+  },
+};

@@ -1,0 +1,32 @@
+// `mirror unlink`: an account stops syncing (its schedules and running passes go); data stays unless --purge.
+import { cliConfig, cliServices, connectTemporal, required, resolveAccount, type Command } from './shared.ts';
+
+export const unlinkCommand: Command = {
+  summary: 'Unlink an account: its schedules and running passes stop; mirrored data is kept unless --purge',
+  usage: 'mirror unlink --account <id> [--purge]',
+  help: "Deletes the account's Temporal schedules (full and incremental), cancels its running pass and change workflow, and marks it unlinked: the read API no longer accepts its token. --purge also deletes its mirrored records.",
+  options: { account: { type: 'string' }, purge: { type: 'boolean' } },
+  async run(v) {
+    const accountRef = required(v, 'account', 'see `npx mirror accounts`');
+    const config = cliConfig();
+    const services = await cliServices(config);
+    try {
+      const accountId = await resolveAccount(services, accountRef);
+      const temporal = await connectTemporal(config);
+      try {
+        await temporal.sync.deleteSchedules(accountId);
+        for (const id of [`account-sync:${accountId}`, `account-changes:${accountId}`]) {
+          await temporal.sync.client.workflow.getHandle(id).cancel().catch(() => undefined);
+        }
+      } finally {
+        await temporal.close();
+      }
+      await services.accounts.unlink(accountId);
+      let purged = 0;
+      if (v.purge) purged = (await services.pool.query('DELETE FROM records WHERE account_id = $1', [accountId])).rowCount ?? 0;
+      console.log(`Unlinked ${accountId}: schedules deleted, passes cancelled${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`);
+    } finally {
+      await services.close();
+    }
+  },
+};

@@ -1,0 +1,50 @@
+// `mirror worker`: a Temporal worker, optionally serving its own /metrics (the upstream requests and
+// 429s it made, which only this process sees).
+import { createServer, type Server } from 'node:http';
+import { safeEqual, sha256Hex } from '../../lib/crypto.ts';
+import { createProcessMetrics } from '../../mirror/metrics-registry.ts';
+import { untilSignal } from '../signals.ts';
+import { cliConfig, UsageError, type Command } from './shared.ts';
+
+export const workerCommand: Command = {
+  summary: 'Run a Temporal worker (sync workflows and activities)',
+  usage: 'mirror worker [--metrics-port <port>] [--metrics-host 127.0.0.1]',
+  help:
+    'Run as many as you like against one Temporal server and one Postgres: rate budgets are shared through Postgres.\n' +
+    '--metrics-port (or WORKER_METRICS_PORT) serves this worker\'s Prometheus metrics at /metrics: upstream requests, 429s and latency per source system. ' +
+    'Cluster-wide figures (records written, pages, lag, budgets) come from the API\'s /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token.',
+  options: { 'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' } },
+  async run(v) {
+    const config = cliConfig();
+    const port = v['metrics-port'] !== undefined ? Number(v['metrics-port']) : config.WORKER_METRICS_PORT;
+    if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536)) throw new UsageError('--metrics-port is a port number.');
+    const { createServices } = await import('../services.ts');
+    const { startWorker } = await import('../worker.ts');
+    const services = createServices(config, { name: 'worker' });
+    let server: Server | undefined;
+    if (port !== undefined) {
+      const metrics = createProcessMetrics({ process: 'worker' });
+      services.upstream.observe((o) => metrics.observeUpstream(o));
+      server = createServer((req, res) => {
+        const token = config.OPERATOR_TOKEN;
+        const presented = (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
+        if (req.url !== '/metrics') return void res.writeHead(404).end('Not found: scrape /metrics\n');
+        if (token && !safeEqual(sha256Hex(presented), sha256Hex(token))) return void res.writeHead(401, { 'www-authenticate': 'Bearer' }).end('Send OPERATOR_TOKEN as a Bearer token.\n');
+        metrics.registry.metrics().then(
+          (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+          (error: unknown) => res.writeHead(500).end(String(error)),
+        );
+      });
+      const host = typeof v['metrics-host'] === 'string' ? v['metrics-host'] : '127.0.0.1';
+      await new Promise<void>((resolve, reject) => server!.once('error', reject).listen(port, host, resolve));
+      const address = server.address();
+      services.logger.info({ metrics: `http://${host}:${typeof address === 'object' && address ? address.port : port}/metrics` }, 'worker metrics');
+    }
+    const handle = await startWorker(services);
+    services.logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, address: config.TEMPORAL_ADDRESS }, 'worker running');
+    await Promise.race([untilSignal(), handle.running]);
+    await handle.shutdown();
+    server?.close();
+    await services.close();
+  },
+};

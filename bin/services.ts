@@ -1,0 +1,72 @@
+// Wiring: builds the long-lived dependencies of a process from its configuration. The only place
+// (with the other files in bin/) that knows every layer.
+import type { UpstreamTarget } from '../api/forward.ts';
+import { PostgresRateGovernor } from '../connectors/governor/index.ts';
+import { UpstreamClient } from '../connectors/upstream-client.ts';
+import type { Config } from '../lib/config.ts';
+import { decodeKey } from '../lib/crypto.ts';
+import { createLogger, type Logger } from '../lib/logger.ts';
+import { AccountStore } from '../mirror/accounts.ts';
+import { createPool, type Pool } from '../mirror/pool.ts';
+import { createPrisma, type PrismaClient } from '../mirror/prisma.ts';
+
+export interface Services {
+  config: Config;
+  logger: Logger;
+  pool: Pool;
+  prisma: PrismaClient;
+  accounts: AccountStore;
+  upstream: UpstreamClient;
+  keys: { encryptionKey: Buffer; signingKey: Buffer };
+  close(): Promise<void>;
+}
+
+export function createServices(config: Config, options: { logger?: Logger; name?: string; poolSize?: number } = {}): Services {
+  const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
+  const pool = createPool(config.DATABASE_URL, { max: options.poolSize ?? 10, application: options.name });
+  const prisma = createPrisma(config.DATABASE_URL);
+  const keys = { encryptionKey: decodeKey(config.MIRROR_ENCRYPTION_KEY), signingKey: decodeKey(config.MIRROR_SIGNING_KEY) };
+  const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey });
+  // Every worker and API process shares the upstream's budgets through Postgres.
+  const governor = new PostgresRateGovernor(pool, { headerPrefix: config.UPSTREAM_HEADER_PREFIX, logger, assumeLimits: config.UPSTREAM_ASSUME_LIMITS });
+  const upstream = new UpstreamClient({
+    baseUrl: config.UPSTREAM_BASE_URL,
+    clientId: config.UPSTREAM_CLIENT_ID,
+    clientSecret: config.UPSTREAM_CLIENT_SECRET,
+    apiVersion: config.UPSTREAM_API_VERSION,
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    logger,
+    governor,
+  });
+  return {
+    config,
+    logger,
+    pool,
+    prisma,
+    accounts,
+    upstream,
+    keys,
+    async close() {
+      await governor.close().catch(() => undefined);
+      await Promise.allSettled([pool.end(), prisma.$disconnect(), upstream.close()]);
+    },
+  };
+}
+
+/** Where the upstream reaches the mirror (webhook callbacks): PUBLIC_BASE_URL, else the API's address. */
+export function publicBaseUrl(config: Config): string {
+  return config.PUBLIC_BASE_URL ?? `http://${config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST}:${config.API_PORT}`;
+}
+
+/** Where forwarded requests go, with the upstream's credentials. */
+export function upstreamTarget(config: Config): UpstreamTarget {
+  return {
+    baseUrl: config.UPSTREAM_BASE_URL,
+    clientId: config.UPSTREAM_CLIENT_ID,
+    clientSecret: config.UPSTREAM_CLIENT_SECRET,
+    apiVersion: config.UPSTREAM_API_VERSION,
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+  };
+}

@@ -1,0 +1,69 @@
+// `npm test`: makes sure Postgres answers and the Temporal CLI exists, starts one Temporal dev server
+// (headless, in memory) for the whole run, then runs every test file with node's test runner. Each
+// test file makes its own database and task queue, so files run in parallel.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { ensureDatabase } from '../mirror/database.ts';
+import { projectRoot } from './setup.ts';
+import { startDevServer } from './temporal-cli.ts';
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) return name === 'helpers' ? [] : testFiles(p);
+    return name.endsWith('.test.ts') ? [p] : [];
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function runTests(only: string[]): Promise<number> {
+  const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  await ensureDatabase(serverUrl);
+  const port = await freePort();
+  const temporal = await startDevServer({ port, headless: true });
+  // A directory given on the command line runs the test files under it (`mirror test test/chaos`).
+  const files = (only.length > 0 ? only.flatMap((f) => (existsSync(f) && statSync(f).isDirectory() ? testFiles(f).sort() : [f])) : testFiles(join(projectRoot, 'test')).sort()).map((f) =>
+    f.startsWith('/') ? relative(projectRoot, f) : f,
+  );
+  // The chaos suite's files record their scenarios here; the summary table is printed at the end.
+  const chaosDir = mkdtempSync(join(tmpdir(), 'mirror-chaos-'));
+  console.error(`mirror: Temporal dev server at ${temporal.address}; running ${files.length} test files`);
+  const concurrency = process.env.TEST_CONCURRENCY ?? '3';
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files], {
+    cwd: projectRoot,
+    stdio: 'inherit',
+    env: { ...process.env, TEMPORAL_TEST_ADDRESS: temporal.address, TEST_DATABASE_URL: serverUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', CHAOS_REPORT_DIR: chaosDir },
+  });
+  const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+  await temporal.stop();
+  await printChaosSummary(chaosDir);
+  return code;
+}
+
+/** The chaos suite's summary (test/chaos/report.ts): printed, and kept in CHAOS_SUMMARY_FILE if set. */
+async function printChaosSummary(dir: string): Promise<void> {
+  const { formatTable, readRows } = await import('../test/chaos/report.ts');
+  const rows = readRows(dir);
+  // The logs are kept for a look at a failure (known defects left as todo do not count).
+  const failed = rows.some((r) => !r.passed && !r.todo);
+  if (rows.length > 0) {
+    const table = formatTable(rows);
+    const logs = failed || process.env.CHAOS_KEEP_LOGS ? ` (logs of the mirror processes: ${join(dir, 'logs')})` : '';
+    console.error(`\nChaos suite summary${logs}:\n\n${table}\n`);
+    if (process.env.CHAOS_SUMMARY_FILE) writeFileSync(process.env.CHAOS_SUMMARY_FILE, `${table}\n`);
+  }
+  if (!failed && !process.env.CHAOS_KEEP_LOGS) rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,95 @@
+// The Temporal worker: registers every workflow and activity on the mirror's task queue.
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import { createActivities } from '../activities/index.ts';
+import type { RequestExecutor } from '../activities/async-requests.ts';
+import { buildApp } from '../api/app.ts';
+import { internalHeader, internalToken } from '../api/auth.ts';
+import { AsyncRequestStore } from '../mirror/async-requests.ts';
+import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
+
+export const workflowsPath = new URL('../workflows/index.ts', import.meta.url).pathname;
+
+export interface WorkerHandle {
+  worker: Worker;
+  /** Resolves when the worker has stopped. */
+  running: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export async function startWorker(services: Services, options: { address?: string; namespace?: string; taskQueue?: string; maxConcurrentActivities?: number; publicBaseUrl?: string } = {}): Promise<WorkerHandle> {
+  const { config } = services;
+  installRuntimeLogger(config.LOG_LEVEL);
+  const connection = await NativeConnection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
+  const worker = await Worker.create({
+    connection,
+    namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
+    taskQueue: options.taskQueue ?? config.TEMPORAL_TASK_QUEUE,
+    workflowsPath,
+    activities: createActivities({
+      upstream: services.upstream,
+      pool: services.pool,
+      prisma: services.prisma,
+      accounts: services.accounts,
+      logger: services.logger,
+      publicBaseUrl: options.publicBaseUrl ?? publicBaseUrl(config),
+      hashKey: services.keys.signingKey,
+      asyncRequests: new AsyncRequestStore(services.prisma),
+      encryptionKey: services.keys.encryptionKey,
+      executor: lazyExecutor(services),
+    }),
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? config.SYNC_STREAM_CONCURRENCY * 2,
+    bundlerOptions: { ignoreModules: [] },
+  });
+  const running = worker.run().finally(() => connection.close());
+  return {
+    worker,
+    running,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    },
+  };
+}
+
+/** Async requests run through the API's own handlers, in process, as their account. */
+function lazyExecutor(services: Services): () => Promise<RequestExecutor> {
+  let app: Promise<FastifyInstance> | undefined;
+  return async () => {
+    app ??= buildApp({
+      pool: services.pool,
+      prisma: services.prisma,
+      accounts: services.accounts,
+      logger: services.logger,
+      headerPrefix: services.config.UPSTREAM_HEADER_PREFIX,
+      hashKey: services.keys.signingKey,
+      upstream: { client: services.upstream, target: upstreamTarget(services.config) },
+    });
+    const instance = await app;
+    return async (req) => {
+      const res = await instance.inject({
+        method: req.method as 'GET',
+        url: req.path,
+        headers: { ...req.headers, [internalHeader]: internalToken(services.keys.signingKey, req.accountId) },
+        ...(req.body ? { payload: req.body } : {}),
+      });
+      const headers: Record<string, string> = {};
+      const type = res.headers['content-type'];
+      if (typeof type === 'string') headers['content-type'] = type;
+      return { status: res.statusCode, headers, body: res.rawPayload };
+    };
+  };
+}
+
+let runtimeInstalled = false;
+/** The SDK's own log level follows LOG_LEVEL (it can be set once per process). */
+function installRuntimeLogger(level: string): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const map: Record<string, LogLevel> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR', fatal: 'ERROR' };
+  try {
+    Runtime.install({ logger: level === 'silent' ? new DefaultLogger('ERROR', () => undefined) : new DefaultLogger(map[level] ?? 'INFO') });
+  } catch {
+    // Already installed by the host process (tests, the demo): keep its logger.
+  }
+}

@@ -1,0 +1,141 @@
+// Which budgets and concurrency caps one request spends, from its governor keys and the options:
+// the service window per (client, account), the source system's window per (account, source system),
+// the account's concurrency cap and the source system's. Also matches a response's reported windows
+// to those budgets.
+import type { Logger } from '../../lib/logger.ts';
+import type { GovernorKeys } from '../governor.ts';
+import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
+import { knownProfile, type SourceSystemProfile } from '../source-systems/index.ts';
+import { defaultPacing, type PacingOptions, type WindowFacts } from './pacing.ts';
+
+/** Time as the governor sees it; injected so tests run on a fake clock. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export interface RateGovernorOptions {
+  /** Brand prefix of the upstream's headers (`Svc`); names the service budget. */
+  headerPrefix?: string;
+  /**
+   * Pace to first guesses (the service's 150 per 60 s, a profile's published rate) until the headers
+   * say. Default true; false paces only to what the upstream reports (an upstream without limits).
+   */
+  assumeLimits?: boolean;
+  /** First guess of the service window until its headers say (150 per 60 s, per the reference notes). */
+  serviceLimit?: { total: number; windowMs?: number };
+  /** Length of a source system's window (its headers give no length; "typically 60 seconds"). */
+  sourceSystemWindowMs?: number;
+  /** Concurrent requests per linked account (10, per the reference notes). */
+  accountConcurrency?: number;
+  /** Concurrency cap for a source system without a profile; none by default. */
+  sourceSystemConcurrency?: number;
+  /** A source system's profile by slug: its `concurrency` and first-guess `requestsPerMinute`. */
+  profiles?: (slug: string) => SourceSystemProfile | undefined;
+  /** Share of each window's budget to plan for (default 0.98). */
+  utilization?: number;
+  /** Extra wait after a reported reset, capped by what even pacing leaves free (default 1000 ms). */
+  resetSlackMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+export interface ResolvedOptions {
+  prefix: string;
+  serviceTotal: number | undefined;
+  serviceWindowMs: number;
+  sourceSystemWindowMs: number;
+  accountConcurrency: number;
+  sourceSystemConcurrency: number | undefined;
+  profiles: (slug: string) => SourceSystemProfile | undefined;
+  pacing: PacingOptions;
+  assumeLimits: boolean;
+}
+
+export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
+  const pacing: PacingOptions = {
+    utilization: options.utilization ?? defaultPacing.utilization,
+    resetSlackMs: options.resetSlackMs ?? defaultPacing.resetSlackMs,
+  };
+  if (!(pacing.utilization > 0 && pacing.utilization <= 1)) throw new RangeError('utilization must be in (0, 1]');
+  return {
+    prefix: (options.headerPrefix ?? 'Svc').toLowerCase(),
+    serviceTotal: options.assumeLimits === false ? undefined : (options.serviceLimit?.total ?? 150),
+    assumeLimits: options.assumeLimits !== false,
+    serviceWindowMs: options.serviceLimit?.windowMs ?? 60_000,
+    sourceSystemWindowMs: options.sourceSystemWindowMs ?? 60_000,
+    accountConcurrency: options.accountConcurrency ?? 10,
+    sourceSystemConcurrency: options.sourceSystemConcurrency,
+    profiles: options.profiles ?? knownProfile,
+    pacing,
+  };
+}
+
+/** One rate budget (a window) a request spends. */
+export interface BudgetSpec {
+  key: string;
+  kind: 'service' | 'source-system';
+  /** What is known before any response: the first guess. */
+  initial: WindowFacts;
+}
+
+export interface CapSpec {
+  key: string;
+  limit: number;
+}
+
+export interface Plan {
+  service: BudgetSpec;
+  sourceSystem?: BudgetSpec & { slug: string; profile?: SourceSystemProfile };
+  /** In the order they are taken: the narrower (source system) first. */
+  caps: CapSpec[];
+}
+
+export function planFor(keys: GovernorKeys, o: ResolvedOptions): Plan {
+  const account = keys.account ?? '';
+  const service: BudgetSpec = {
+    key: `${o.prefix}:${keys.client}:${account}`,
+    kind: 'service',
+    initial: { windowMs: o.serviceWindowMs, ...(o.serviceTotal !== undefined ? { total: o.serviceTotal } : {}) },
+  };
+  const caps: CapSpec[] = [];
+  let sourceSystem: Plan['sourceSystem'];
+  if (keys.sourceSystem) {
+    const slug = keys.sourceSystem.toLowerCase();
+    const profile = o.profiles(keys.sourceSystem) ?? o.profiles(slug);
+    const key = `source:${account}:${slug}`;
+    const rpm = o.assumeLimits ? profile?.requestsPerMinute : undefined;
+    sourceSystem = {
+      key,
+      kind: 'source-system',
+      slug,
+      ...(profile ? { profile } : {}),
+      initial: {
+        windowMs: o.sourceSystemWindowMs,
+        ...(rpm !== undefined ? { total: Math.max(1, Math.floor((rpm * o.sourceSystemWindowMs) / 60_000)) } : {}),
+      },
+    };
+    const limit = profile?.concurrency ?? o.sourceSystemConcurrency;
+    if (limit !== undefined) caps.push({ key: `concurrency:${key}`, limit });
+  }
+  if (keys.account !== undefined) caps.push({ key: `concurrency:account:${account}`, limit: o.accountConcurrency });
+  return { service, ...(sourceSystem ? { sourceSystem } : {}), caps };
+}
+
+function normalized(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9]/g, '');
+}
+
+/**
+ * The reported window of the request's source system: the header named like its slug or its
+ * profile's name (`SQLERP-RateLimit-*` for "SQL ERP"), else the only one reported.
+ */
+export function sourceSystemWindow(plan: Plan, report: RateLimitReport): RateLimitWindow | undefined {
+  const spec = plan.sourceSystem;
+  if (!spec) return undefined;
+  const entries = Object.entries(report.sourceSystems);
+  const names = new Set([normalized(spec.slug), ...(spec.profile ? [normalized(spec.profile.name), normalized(spec.profile.slug)] : [])]);
+  const match = entries.find(([name]) => names.has(normalized(name)));
+  if (match) return match[1];
+  return entries.length === 1 ? entries[0]![1] : undefined;
+}

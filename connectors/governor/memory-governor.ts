@@ -1,0 +1,47 @@
+// The governor for one process: schedules in memory, same pacing and caps as the Postgres one. For a
+// single worker, the sandbox's own tools and tests.
+import type { BudgetSpec, RateGovernorOptions } from './budgets.ts';
+import { baseSpacing, reserveSlot, type Pace, type Schedule } from './pacing.ts';
+import { RateGovernor, type BudgetView, type Reservation } from './rate-governor.ts';
+
+export class MemoryRateGovernor extends RateGovernor {
+  private readonly schedules = new Map<string, Schedule>();
+
+  constructor(options: RateGovernorOptions = {}) {
+    super(options);
+  }
+
+  /** A budget's schedule, for inspection. */
+  schedule(key: string): Schedule | undefined {
+    const s = this.schedules.get(key);
+    return s && { ...s };
+  }
+
+  protected reserve(budgets: readonly BudgetSpec[]): Promise<Reservation> {
+    const now = this.clock.now();
+    const current = budgets.map((b) => this.scheduleOf(b));
+    const { at, schedules } = reserveSlot(current, now);
+    const nextInMs = new Map<string, number>();
+    budgets.forEach((b, i) => {
+      const s = schedules[i]!;
+      this.schedules.set(b.key, s);
+      nextInMs.set(b.key, s.nextAt - now);
+    });
+    return Promise.resolve({ waitMs: at - now, nextInMs });
+  }
+
+  protected applyPace(view: BudgetView, pace: Pace): void {
+    const s = this.scheduleOf(view.spec);
+    s.spacingMs = pace.spacingMs;
+    if (pace.blockedUntil !== undefined) s.blockedUntil = Math.max(s.blockedUntil ?? 0, pace.blockedUntil);
+  }
+
+  private scheduleOf(spec: BudgetSpec): Schedule {
+    let s = this.schedules.get(spec.key);
+    if (!s) {
+      s = { nextAt: Number.NEGATIVE_INFINITY, spacingMs: baseSpacing(spec.initial, this.options.pacing) };
+      this.schedules.set(spec.key, s);
+    }
+    return s;
+  }
+}

@@ -1,0 +1,165 @@
+// What the in-memory and the Postgres governors share: concurrency caps in this process, the order of
+// acquiring (caps first, then one send slot in every budget the request spends), what each response's
+// headers do to the pace, and the bookkeeping of our own requests the upstream has not counted yet.
+// Subclasses decide where the schedules live.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../lib/logger.ts';
+import type { Governor, GovernorKeys } from '../governor.ts';
+import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
+import { planFor, resolveOptions, sourceSystemWindow, type BudgetSpec, type CapSpec, type Clock, type RateGovernorOptions, type ResolvedOptions } from './budgets.ts';
+import { blockAfterRejection, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { Semaphore } from './semaphore.ts';
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) => sleep(ms, undefined, signal ? { signal } : {}),
+};
+
+/** What this process knows of one budget. */
+export interface BudgetView {
+  spec: BudgetSpec;
+  facts: WindowFacts;
+  /** This process's estimate of the end of the schedule (epoch ms, local clock). */
+  nextAt?: number;
+  /** Our requests holding a slot and not yet released: request id -> slot (epoch ms). */
+  inFlight: Map<number, number>;
+}
+
+export interface Reservation {
+  /** How long until the reserved slot. */
+  waitMs: number;
+  /** Per budget key: how long until the schedule's next free slot, when known. */
+  nextInMs: Map<string, number>;
+}
+
+/** Releases a cross-process concurrency slot; resolves once it is free for others. */
+export type SharedRelease = () => Promise<void>;
+
+export abstract class RateGovernor implements Governor {
+  protected readonly options: ResolvedOptions;
+  protected readonly clock: Clock;
+  protected readonly logger: Logger | undefined;
+  private readonly views = new Map<string, BudgetView>();
+  private readonly semaphores = new Map<string, Semaphore>();
+  private nextRequestId = 1;
+
+  constructor(options: RateGovernorOptions = {}) {
+    this.options = resolveOptions(options);
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger;
+  }
+
+  /** Reserves one slot in every budget at once (the later of their next slots). */
+  protected abstract reserve(budgets: readonly BudgetSpec[], signal?: AbortSignal): Promise<Reservation>;
+
+  /** Makes a new pace (from a response's headers, or a 429) the budget's. */
+  protected abstract applyPace(view: BudgetView, pace: Pace, now: number): void;
+
+  /** Takes a cross-process slot of a cap, for implementations shared by processes. */
+  protected acquireShared(_cap: CapSpec, _signal?: AbortSignal): Promise<SharedRelease | undefined> {
+    return Promise.resolve(undefined);
+  }
+
+  async acquire(keys: GovernorKeys, signal?: AbortSignal): Promise<() => void> {
+    const plan = planFor(keys, this.options);
+    const views = [plan.service, ...(plan.sourceSystem ? [plan.sourceSystem] : [])].map((spec) => this.view(spec));
+    const held: { semaphore: Semaphore; shared?: SharedRelease }[] = [];
+    const releaseCaps = () => {
+      for (const { semaphore, shared } of held.reverse()) {
+        if (!shared) {
+          semaphore.release();
+          continue;
+        }
+        shared()
+          .catch((error: unknown) => this.logger?.warn({ err: error }, 'rate governor: releasing a concurrency lease failed (it will expire)'))
+          .finally(() => semaphore.release());
+      }
+    };
+    const id = this.nextRequestId++;
+    try {
+      // Caps first: a send slot reserved and then held back by a full cap would be a slot wasted.
+      for (const cap of plan.caps) {
+        const semaphore = this.semaphore(cap);
+        await semaphore.acquire(signal);
+        const entry: { semaphore: Semaphore; shared?: SharedRelease } = { semaphore };
+        held.push(entry);
+        const shared = await this.acquireShared(cap, signal);
+        if (shared) entry.shared = shared;
+      }
+      const reservation = await this.reserve(views.map((v) => v.spec), signal);
+      const now = this.clock.now();
+      for (const v of views) {
+        v.inFlight.set(id, now + reservation.waitMs);
+        const nextIn = reservation.nextInMs.get(v.spec.key);
+        if (nextIn !== undefined) v.nextAt = now + nextIn;
+      }
+      if (reservation.waitMs > 0) await this.clock.sleep(reservation.waitMs, signal);
+    } catch (error) {
+      for (const v of views) v.inFlight.delete(id);
+      releaseCaps();
+      throw error;
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const v of views) v.inFlight.delete(id);
+      releaseCaps();
+    };
+  }
+
+  report(keys: GovernorKeys, report: RateLimitReport, status: number): void {
+    const plan = planFor(keys, this.options);
+    const now = this.clock.now();
+    const observed: [BudgetView, RateLimitWindow | undefined][] = [[this.view(plan.service), report.service]];
+    if (plan.sourceSystem) observed.push([this.view(plan.sourceSystem), sourceSystemWindow(plan, report)]);
+    const rejected = status === 429;
+    // A 429 blocks the windows it reports spent; when none says so, every window of the request.
+    const spent = observed.filter(([, w]) => w !== undefined && w.remaining <= 0).map(([v]) => v);
+    for (const [view, window] of observed) {
+      if (window) view.facts = observeWindow(view.facts, window);
+      else if (!rejected) continue;
+      let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view) }, this.options.pacing);
+      if (rejected && (spent.length === 0 || spent.includes(view))) {
+        pace = { ...pace, blockedUntil: Math.max(pace.blockedUntil ?? 0, blockAfterRejection(view.facts, now, this.options.pacing)) };
+      }
+      this.applyPace(view, pace, now);
+    }
+  }
+
+  /** What this process knows of the budgets a request with these keys spends (for logs and tests). */
+  budgets(keys: GovernorKeys): BudgetView[] {
+    const plan = planFor(keys, this.options);
+    return [plan.service, ...(plan.sourceSystem ? [plan.sourceSystem] : [])].map((spec) => this.view(spec));
+  }
+
+  protected view(spec: BudgetSpec): BudgetView {
+    let v = this.views.get(spec.key);
+    if (!v) {
+      v = { spec, facts: spec.initial, inFlight: new Map() };
+      this.views.set(spec.key, v);
+    }
+    return v;
+  }
+
+  private semaphore(cap: CapSpec): Semaphore {
+    let s = this.semaphores.get(cap.key);
+    if (!s) {
+      s = new Semaphore(cap.limit);
+      this.semaphores.set(cap.key, s);
+    }
+    s.limit = cap.limit;
+    return s;
+  }
+}
+
+/**
+ * Our requests with a slot before the window's reset that the reported `remaining` cannot include:
+ * every one holding a slot, less the one whose response this is (it is released after reporting).
+ */
+function unseenBy(view: BudgetView): number {
+  const before = view.facts.resetsAt ?? Number.POSITIVE_INFINITY;
+  let n = 0;
+  for (const slot of view.inFlight.values()) if (slot < before) n++;
+  return Math.max(0, n - 1);
+}

@@ -1,0 +1,234 @@
+// The HTTP client for the upstream contract: its headers, timeouts, connection reuse, the retry
+// policy, rate-limit reporting to the governor, and error mapping. Every call the mirror makes to the
+// upstream goes through `request`.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
+import { z } from 'zod';
+import { MalformedResponseError, UpstreamError } from '../lib/errors.ts';
+import type { Logger } from '../lib/logger.ts';
+import { unlimitedGovernor, type Governor, type GovernorKeys } from './governor.ts';
+import { readRateLimits, resetAtOf, type RateLimitReport } from './rate-limit-headers.ts';
+import { errorForResponse } from './response-errors.ts';
+import { retryDecision } from './retry-policy.ts';
+
+export interface UpstreamClientOptions {
+  baseUrl: string;
+  clientId: string;
+  clientSecret: string;
+  apiVersion?: string;
+  /** Brand prefix of the upstream's headers; `Svc` in the contract. */
+  headerPrefix?: string;
+  timeoutMs?: number;
+  dispatcher?: Dispatcher;
+  governor?: Governor;
+  logger?: Logger;
+  maxAttempts?: number;
+  /** Told about every attempt's outcome (metrics); see `observe` to add one later. */
+  onResponse?: UpstreamObserver;
+}
+
+/** One attempt of an upstream call, as metrics see it. */
+export interface UpstreamObservation {
+  method: UpstreamCall['method'];
+  /** Path without its query string. */
+  path: string;
+  sourceSystem: string | undefined;
+  /** The upstream's HTTP status; undefined when no answer came (timeout, reset, refused). */
+  status: number | undefined;
+  durationMs: number;
+  attempt: number;
+}
+
+export type UpstreamObserver = (observation: UpstreamObservation) => void;
+
+export interface UpstreamCall {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Path relative to the base URL, with its query string. */
+  path: string;
+  accountToken?: string;
+  projectId?: string;
+  companyId?: string;
+  /** Extra request headers (e.g. Include-Source-Data). */
+  headers?: Record<string, string>;
+  body?: unknown;
+  /** Governor keys beyond the client: which account and source system this spends. */
+  budget?: Omit<GovernorKeys, 'client'>;
+  /** What the call is about, for error messages ("projects page 3"). */
+  what?: string;
+  signal?: AbortSignal;
+}
+
+export interface UpstreamResponse<T = unknown> {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: T;
+  rateLimits: RateLimitReport;
+  /** When the upstream fetched the data from the source system (its Data-Retrieved-At), else now. */
+  retrievedAt: Date;
+}
+
+const idempotentMethods = new Set(['GET', 'PUT', 'DELETE']);
+
+export class UpstreamClient {
+  readonly baseUrl: string;
+  readonly headerPrefix: string;
+  private readonly options: UpstreamClientOptions;
+  private readonly dispatcher: Dispatcher;
+  private readonly governor: Governor;
+  private readonly observers = new Set<UpstreamObserver>();
+
+  constructor(options: UpstreamClientOptions) {
+    this.options = options;
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.headerPrefix = options.headerPrefix ?? 'Svc';
+    this.dispatcher =
+      options.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 64, pipelining: 1 });
+    this.governor = options.governor ?? unlimitedGovernor;
+    if (options.onResponse) this.observers.add(options.onResponse);
+  }
+
+  /** Adds an observer of every attempt (metrics); returns its removal. */
+  observe(observer: UpstreamObserver): () => void {
+    this.observers.add(observer);
+    return () => this.observers.delete(observer);
+  }
+
+  private notify(observation: UpstreamObservation): void {
+    for (const observer of this.observers) {
+      try {
+        observer(observation);
+      } catch {
+        // An observer's failure must never fail the call it watches.
+      }
+    }
+  }
+
+  /** The client id, used as the governor's client key. */
+  get clientId(): string {
+    return this.options.clientId;
+  }
+
+  async close(): Promise<void> {
+    if (!this.options.dispatcher) await this.dispatcher.close();
+  }
+
+  private headersFor(call: UpstreamCall): Record<string, string> {
+    const h: Record<string, string> = {
+      'api-version': this.options.apiVersion ?? '2021-11-21',
+      'client-id': this.options.clientId,
+      'client-secret': this.options.clientSecret,
+      accept: 'application/json',
+      'accept-encoding': 'gzip, deflate',
+    };
+    if (call.accountToken) h['account-token'] = call.accountToken;
+    if (call.projectId) h['project-id'] = call.projectId;
+    if (call.companyId) h['company-id'] = call.companyId;
+    if (call.body !== undefined) h['content-type'] = 'application/json';
+    return { ...h, ...call.headers };
+  }
+
+  /** Sends one call with the retry policy and governor; returns the parsed JSON body or throws a mapped error. */
+  async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T>> {
+    const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
+    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget };
+    for (let attempt = 1; ; attempt++) {
+      const release = await this.governor.acquire(keys, call.signal);
+      let status: number | undefined;
+      let retryAfter: number | undefined;
+      let failure: unknown;
+      const started = performance.now();
+      try {
+        const res = await undiciRequest(`${this.baseUrl}${call.path}`, {
+          method: call.method,
+          headers: this.headersFor(call),
+          body: call.body === undefined ? undefined : JSON.stringify(call.body),
+          dispatcher: this.dispatcher,
+          headersTimeout: this.options.timeoutMs ?? 30_000,
+          bodyTimeout: this.options.timeoutMs ?? 30_000,
+          signal: call.signal,
+        });
+        status = res.statusCode;
+        const rateLimits = readRateLimits(res.headers, this.headerPrefix);
+        this.governor.report(keys, rateLimits, status);
+        const text = await decodeBody(res);
+        let body: unknown = undefined;
+        if (text !== '') {
+          try {
+            body = JSON.parse(text);
+          } catch (error) {
+            // A cut-off or garbled body: worth another try, like a dropped connection.
+            throw new MalformedResponseError(`Upstream sent malformed JSON for ${what}`, status, { cause: error });
+          }
+        }
+        if (status >= 400) {
+          const ra = res.headers['retry-after'];
+          retryAfter = ra === undefined ? undefined : Number(Array.isArray(ra) ? ra[0] : ra);
+          throw errorForResponse({ status, body, what, resetAt: resetAtOf(rateLimits, Date.now()) });
+        }
+        let parsed: T = body as T;
+        if (schema) {
+          const result = schema.safeParse(body);
+          if (!result.success) {
+            throw new MalformedResponseError(
+              `Upstream answered ${what} with an unexpected shape: ${result.error.issues
+                .slice(0, 3)
+                .map((i) => `${i.path.join('.') || '(root)'} ${i.message}`)
+                .join('; ')}`,
+              status,
+            );
+          }
+          parsed = result.data;
+        }
+        const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
+        const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
+        return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt };
+      } catch (error) {
+        failure = error;
+      } finally {
+        release();
+        if (this.observers.size > 0) {
+          this.notify({ method: call.method, path: call.path.split('?')[0] ?? call.path, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt });
+        }
+      }
+      const malformed = failure instanceof MalformedResponseError;
+      const decision = retryDecision({
+        attempt,
+        status: malformed ? undefined : status,
+        idempotent: idempotentMethods.has(call.method) || call.method === 'POST' && isReadPost(call.path),
+        maxAttempts: this.options.maxAttempts,
+        ...(retryAfter !== undefined && Number.isFinite(retryAfter) ? { retryAfterSeconds: retryAfter } : {}),
+      });
+      if (!decision.retry) throw asUpstreamError(failure, what);
+      this.options.logger?.debug({ what, attempt, delayMs: decision.delayMs, err: String(failure) }, 'retrying upstream call');
+      await sleep(decision.delayMs, undefined, { signal: call.signal });
+    }
+  }
+}
+
+/** Reads the body as text; undici hands it over already decompressed only if we ask, so decode here. */
+async function decodeBody(res: Dispatcher.ResponseData): Promise<string> {
+  const encoding = res.headers['content-encoding'];
+  if (encoding === 'gzip' || encoding === 'deflate') {
+    const { gunzipSync, inflateSync } = await import('node:zlib');
+    const raw = Buffer.from(await res.body.arrayBuffer());
+    return (encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw)).toString('utf8');
+  }
+  return res.body.text();
+}
+
+/** Link calls and pass-through reads are POSTs that are safe to repeat. */
+function isReadPost(path: string): boolean {
+  return path.startsWith('/link/token/create');
+}
+
+function asUpstreamError(error: unknown, what: string): Error {
+  if (error instanceof UpstreamError) return error;
+  if (error instanceof Error && error.name === 'AbortError') return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new UpstreamError(`Upstream could not be reached for ${what}: ${message}`, undefined, { cause: error });
+}
+
+export function debugId(): string {
+  return randomUUID();
+}

@@ -1,0 +1,59 @@
+// The mirror's own change feed: records in order of (mirrored_at, scope, id). Outbound webhooks and
+// the read API's changes endpoint follow it with a cursor. Rows younger than a short settle window
+// are held back, so a page transaction that commits late cannot slip behind a cursor.
+import type { Pool } from './pool.ts';
+
+export const settleMs = 2000;
+
+export interface ChangeCursor {
+  at: Date;
+  key: string;
+}
+
+export interface Change {
+  resource: string;
+  scope: string;
+  id: string;
+  sourceId: string | null;
+  event: 'CREATE' | 'UPDATE' | 'DELETE';
+  data: Record<string, unknown>;
+  mirroredAt: Date;
+  cursor: ChangeCursor;
+}
+
+export async function changesSince(
+  pool: Pool,
+  q: { accountId: string; resource: string; scopePrefix?: string; after: ChangeCursor; limit: number },
+): Promise<Change[]> {
+  const { rows } = await pool.query<{
+    resource: string;
+    scope: string;
+    id: string;
+    source_id: string | null;
+    data: Record<string, unknown>;
+    mirrored_at: Date;
+    first_seen_at: Date;
+    deleted_at: Date | null;
+    k: string;
+  }>(
+    `SELECT resource, scope, id, source_id, data, mirrored_at, first_seen_at, deleted_at, scope || '/' || id AS k
+       FROM records
+      WHERE account_id = $1 AND resource = $2
+        AND ($3::text IS NULL OR scope = $3 OR scope LIKE $3 || '/%')
+        AND (mirrored_at, scope || '/' || id) > ($4::timestamptz, $5::text)
+        AND mirrored_at < now() - make_interval(secs => $7)
+      ORDER BY mirrored_at, scope || '/' || id
+      LIMIT $6`,
+    [q.accountId, q.resource, q.scopePrefix ?? null, q.after.at, q.after.key, q.limit, settleMs / 1000],
+  );
+  return rows.map((r) => ({
+    resource: r.resource,
+    scope: r.scope,
+    id: r.id,
+    sourceId: r.source_id,
+    event: r.deleted_at ? 'DELETE' : r.first_seen_at.getTime() === r.mirrored_at.getTime() ? 'CREATE' : 'UPDATE',
+    data: r.data,
+    mirroredAt: r.mirrored_at,
+    cursor: { at: r.mirrored_at, key: r.k },
+  }));
+}

@@ -1,0 +1,111 @@
+// Reads of mirrored records for the API, in the contract's shape. Rows come out of Postgres as JSON
+// text and are spliced into the response without a parse/serialise round trip.
+import type { Pool } from './pool.ts';
+
+export interface ListQuery {
+  accountId: string;
+  resource: string;
+  /** One scope, or several (e.g. every project of the account for `Project-Id: *`). */
+  scopes: readonly string[] | 'all';
+  page: number;
+  perPage: number;
+  includeSourceData: boolean;
+  includeDeleted?: boolean;
+  modifiedAfter?: Date;
+  /** Extra SQL predicates on `data` built by api/filters.ts: text with $n placeholders starting at $offset. */
+  filterSql?: (offset: number) => { sql: string; params: unknown[] };
+}
+
+export interface ListResult {
+  /** Each row's JSON text. */
+  rows: string[];
+  hasMore: boolean;
+  /** Oldest freshness among the streams read (for Svc-Data-Retrieved-At). */
+  retrievedAt: Date | null;
+}
+
+function objectSql(includeSourceData: boolean): string {
+  return includeSourceData
+    ? `(CASE WHEN source_data IS NULL THEN data ELSE data || jsonb_build_object('source_data', source_data) END)::text AS j`
+    : `data::text AS j`;
+}
+
+export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
+  const params: unknown[] = [q.accountId, q.resource, q.perPage + 1, (q.page - 1) * q.perPage];
+  const where = ['account_id = $1', 'resource = $2'];
+  if (q.scopes !== 'all') {
+    params.push(q.scopes);
+    where.push(`scope = ANY($${params.length}::text[])`);
+  }
+  if (!q.includeDeleted) where.push('deleted_at IS NULL');
+  if (q.modifiedAfter) {
+    params.push(q.modifiedAfter);
+    where.push(`mirrored_at > $${params.length}`);
+  }
+  if (q.filterSql) {
+    const f = q.filterSql(params.length + 1);
+    params.push(...f.params);
+    if (f.sql) where.push(f.sql);
+  }
+  const sql = `SELECT ${objectSql(q.includeSourceData)} FROM records WHERE ${where.join(' AND ')}
+               ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`;
+  const freshness = q.scopes === 'all'
+    ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
+    : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes]);
+  const [res, fresh] = await Promise.all([pool.query<{ j: string }>(sql, params), freshness]);
+  const hasMore = res.rows.length > q.perPage;
+  const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r.j);
+  return { rows, hasMore, retrievedAt: fresh.rows[0]?.at ?? null };
+}
+
+export interface GetQuery {
+  accountId: string;
+  resource: string;
+  scopes: readonly string[] | 'all';
+  /** A service id, or a source id when `bySourceId`. */
+  id: string;
+  bySourceId: boolean;
+  includeSourceData: boolean;
+}
+
+export interface GetResult {
+  json: string;
+  retrievedAt: Date | null;
+}
+
+export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | undefined> {
+  const params: unknown[] = [q.accountId, q.resource, q.id];
+  let scopeSql = '';
+  if (q.scopes !== 'all') {
+    params.push(q.scopes);
+    scopeSql = `AND r.scope = ANY($4::text[])`;
+  }
+  const sql = `SELECT ${objectSql(q.includeSourceData).replace(/\b(source_data|data)\b/g, 'r.$1')},
+                      (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
+                        WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at
+                 FROM records r
+                WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
+                  AND r.deleted_at IS NULL ${scopeSql}
+                ORDER BY r.scope LIMIT 1`;
+  const { rows } = await pool.query<{ j: string; at: Date | null }>(sql, params);
+  const row = rows[0];
+  return row ? { json: row.j, retrievedAt: row.at } : undefined;
+}
+
+/** Whether any pass of these streams has completed (a scope never synced is served from the upstream). */
+export async function scopeSynced(pool: Pool, accountId: string, resource: string, scopes: readonly string[] | 'all'): Promise<boolean> {
+  const { rows } = scopes === 'all'
+    ? await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND last_fresh_at IS NOT NULL LIMIT 1`, [accountId, resource])
+    : await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[]) AND last_fresh_at IS NOT NULL LIMIT 1`, [accountId, resource, scopes]);
+  return rows.length > 0;
+}
+
+/** Resolves a project given as a service id or `source_id:<x>` to its service id. */
+export async function resolveId(pool: Pool, accountId: string, resource: string, scope: string, ref: string): Promise<string | undefined> {
+  if (!ref.startsWith('source_id:')) return ref;
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND source_id = $4 AND deleted_at IS NULL LIMIT 1`,
+    [accountId, resource, scope, ref.slice('source_id:'.length)],
+  );
+  return rows[0]?.id;
+}

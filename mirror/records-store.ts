@@ -1,0 +1,156 @@
+// The only code that writes mirrored records. A page goes in as one JSON parameter (the fastest
+// path measured on this platform short of COPY), together with its checkpoint, in one transaction.
+// Unchanged records (same content hash) are not rewritten; counts come out of the write itself.
+import { resourceDef } from '../lib/resources.ts';
+import { inTransaction, type Pool } from './pool.ts';
+import { saveCheckpoint, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
+
+export interface WriteCounts {
+  inserted: number;
+  updated: number;
+  unchanged: number;
+}
+
+export interface PageWrite {
+  key: StreamKey;
+  pass: { streamId: number; generation: number };
+  /** Objects exactly as the upstream returned them (with `source_data` when requested). */
+  items: readonly Record<string, unknown>[];
+  /** Ordinal of the first item: keeps the upstream's order. */
+  ordinalBase: number;
+  /** Record ids in a seen-set so a full pass can mark absentees afterwards. */
+  trackSeen: boolean;
+  /** Keep an existing record's place in the upstream order (single-object writes from events). */
+  keepOrdinal?: boolean;
+  /** The checkpoint that holds once this page is committed; omitted for writes outside a pass. */
+  checkpoint?: Checkpoint;
+}
+
+function isoOrNull(v: unknown): string | null {
+  if (typeof v !== 'string' || v === '') return null;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? null : new Date(t).toISOString();
+}
+
+/** Fields whose values change on every fetch (signed URLs) and so must not count as a change. */
+function volatileFields(resource: string): string[] {
+  return [...(resourceDef(resource)?.urlFields ?? [])];
+}
+
+// $1 rows json, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
+// $8 stream id, $9 track seen
+const upsertSql = `
+WITH input AS (
+  SELECT (e->'k') - 'source_data' AS data, e->'k'->'source_data' AS source_data, e->'k'->>'id' AS id,
+         e->'k'->>'source_id' AS source_id, (e->>'c')::timestamptz AS sct, (e->>'u')::timestamptz AS sut,
+         $6::bigint + n - 1 AS ordinal
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n)
+), up AS (
+  INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
+                            source_create_time, source_update_time, generation, ordinal)
+  SELECT $2, $3, $4, id, source_id, data, source_data,
+         md5((data - $7::text[])::text || coalesce(source_data::text, ''))::uuid, sct, sut, $5, ordinal
+    FROM input
+  ON CONFLICT (account_id, resource, scope, id) DO UPDATE
+     SET source_id = EXCLUDED.source_id, data = EXCLUDED.data, source_data = EXCLUDED.source_data,
+         hash = EXCLUDED.hash, source_create_time = EXCLUDED.source_create_time,
+         source_update_time = EXCLUDED.source_update_time, mirrored_at = now(), deleted_at = NULL,
+         generation = EXCLUDED.generation, ordinal = CASE WHEN $10::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
+   WHERE (r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL)
+     -- An older fetch never overwrites a newer state (events and passes race).
+     AND (r.source_update_time IS NULL OR EXCLUDED.source_update_time IS NULL OR EXCLUDED.source_update_time >= r.source_update_time)
+  RETURNING (r.first_seen_at = r.mirrored_at) AS inserted
+), seen AS (
+  INSERT INTO stream_seen (stream_id, generation, id)
+  SELECT $8, $5, id FROM input WHERE $9::boolean
+  ON CONFLICT DO NOTHING
+)
+SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM up`;
+
+/** Serialises a page for the write: the objects untouched, with their parsed source timestamps. */
+function encodeRows(items: readonly Record<string, unknown>[]): { json: string; count: number } {
+  // The last copy of an id wins: one statement cannot upsert the same key twice.
+  const byId = new Map<string, Record<string, unknown>>();
+  for (const item of items) byId.set(String(item.id), item);
+  const rows = [...byId.values()].map((k) => ({ k, c: isoOrNull(k.source_create_time), u: isoOrNull(k.source_update_time) }));
+  return { json: JSON.stringify(rows), count: rows.length };
+}
+
+export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
+  const { json, count } = encodeRows(write.items);
+  return inTransaction(pool, async (client) => {
+    const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
+    if (count > 0) {
+      const { rows } = await client.query<{ inserted: number; updated: number }>(upsertSql, [
+        json,
+        write.key.accountId,
+        write.key.resource,
+        write.key.scope,
+        write.pass.generation,
+        write.ordinalBase,
+        volatileFields(write.key.resource),
+        write.pass.streamId,
+        write.trackSeen,
+        write.keepOrdinal ?? false,
+      ]);
+      counts.inserted = rows[0]!.inserted;
+      counts.updated = rows[0]!.updated;
+      counts.unchanged = count - counts.inserted - counts.updated;
+    }
+    if (write.checkpoint) {
+      const c = write.checkpoint.counts;
+      const next: Checkpoint = {
+        ...write.checkpoint,
+        counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
+      };
+      await saveCheckpoint(client, write.pass, next, { pages: 1, records: count });
+    }
+    return counts;
+  });
+}
+
+/**
+ * Completes a pass. A full pass marks every live record it did not see as deleted: safe only here,
+ * after every page of the pass was committed. Returns how many were marked.
+ */
+export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
+  return inTransaction(pool, async (client) => {
+    let deleted = 0;
+    if (checkpoint.mode === 'full') {
+      const res = await client.query(
+        `UPDATE records r SET deleted_at = now(), mirrored_at = now()
+          WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
+            AND NOT EXISTS (SELECT 1 FROM stream_seen s WHERE s.stream_id = $4 AND s.generation = $5 AND s.id = r.id)`,
+        [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
+      );
+      deleted = res.rowCount ?? 0;
+      await client.query('DELETE FROM stream_seen WHERE stream_id = $1 AND generation <= $2', [pass.streamId, pass.generation]);
+    }
+    const c = checkpoint.counts;
+    const done: Checkpoint = { ...checkpoint, done: true, counts: { ...c, deleted } };
+    const { rowCount } = await client.query(
+      `UPDATE streams SET state = 'synced', checkpoint = $3, last_fresh_at = now(), last_pass_started_at = pass_started_at,
+              last_error = NULL, updated_at = now()
+        WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $4`,
+      [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey],
+    );
+    if (rowCount !== 1) throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+    await client.query(
+      `UPDATE sync_runs SET status = 'succeeded', finished_at = now(), pages = (SELECT pages FROM streams WHERE id = $1),
+              inserted = $3, updated = $4, unchanged = $5, deleted = $6
+        WHERE stream_id = $1 AND generation = $2`,
+      [pass.streamId, pass.generation, c.inserted, c.updated, c.unchanged, deleted],
+    );
+    return deleted;
+  });
+}
+
+/** Marks records deleted by id (a DELETE event, or a parent that disappeared). */
+export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly string[]): Promise<number> {
+  const res = await pool.query(
+    `UPDATE records SET deleted_at = now(), mirrored_at = now()
+      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = ANY($4::text[]) AND deleted_at IS NULL`,
+    [key.accountId, key.resource, key.scope, ids],
+  );
+  return res.rowCount ?? 0;
+}

@@ -1,0 +1,144 @@
+// Stream state: which pass a stream is in, where it stopped, and how it ended. A checkpoint is
+// written in the same transaction as the page it follows (see records-store.ts).
+import { z } from 'zod';
+import { MirrorError } from '../lib/errors.ts';
+import type { Pool, PoolClient } from './pool.ts';
+
+export type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
+export type PassMode = 'full' | 'incremental';
+
+export const checkpointSchema = z.object({
+  /** Identifies the pass: a retried or resumed activity continues the same pass. */
+  passKey: z.string(),
+  mode: z.enum(['full', 'incremental']),
+  /** The next page to fetch. */
+  page: z.number().int().min(1),
+  perPage: z.number().int().min(1),
+  /** Fingerprint of the last committed page (repeat detection across slices). */
+  lastFingerprint: z.string().nullable(),
+  /** Lower bound of an incremental pass (ISO), if any. */
+  since: z.string().nullable(),
+  done: z.boolean(),
+  counts: z.object({ inserted: z.number(), updated: z.number(), unchanged: z.number(), deleted: z.number() }),
+});
+export type Checkpoint = z.infer<typeof checkpointSchema>;
+
+export interface StreamKey {
+  accountId: string;
+  resource: string;
+  scope: string;
+}
+
+export interface StreamPass {
+  streamId: number;
+  generation: number;
+  checkpoint: Checkpoint;
+  /** True when this call started the pass (false when it resumes or finds it finished). */
+  started: boolean;
+}
+
+/** A pass that another run has replaced: the caller must stop writing. */
+export class StalePassError extends MirrorError {
+  override readonly code = 'stale_pass';
+}
+
+interface StreamRow {
+  id: number;
+  generation: number;
+  state: StreamState;
+  checkpoint: unknown;
+  last_pass_started_at: Date | null;
+}
+
+/**
+ * Begins the pass named by `passKey`, or resumes it where its last committed page left it.
+ * A different pass key on a stream whose pass was interrupted starts over (a new generation).
+ */
+export async function beginOrResumePass(
+  pool: Pool,
+  key: StreamKey,
+  pass: { passKey: string; mode: PassMode; perPage: number; overlapMs?: number },
+): Promise<StreamPass> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(
+      `INSERT INTO streams (account_id, resource, scope) VALUES ($1, $2, $3) ON CONFLICT (account_id, resource, scope) DO NOTHING`,
+      [key.accountId, key.resource, key.scope],
+    );
+    const { rows } = await client.query<StreamRow>(
+      `SELECT id, generation, state, checkpoint, last_pass_started_at FROM streams
+        WHERE account_id = $1 AND resource = $2 AND scope = $3 FOR UPDATE`,
+      [key.accountId, key.resource, key.scope],
+    );
+    const row = rows[0]!;
+    const existing = checkpointSchema.safeParse(row.checkpoint);
+    if (existing.success && existing.data.passKey === pass.passKey) {
+      await client.query('COMMIT');
+      return { streamId: row.id, generation: row.generation, checkpoint: existing.data, started: false };
+    }
+    const mode: PassMode = pass.mode === 'incremental' && row.last_pass_started_at ? 'incremental' : 'full';
+    const since =
+      mode === 'incremental' && row.last_pass_started_at
+        ? new Date(row.last_pass_started_at.getTime() - (pass.overlapMs ?? 5 * 60_000)).toISOString()
+        : null;
+    const checkpoint: Checkpoint = {
+      passKey: pass.passKey,
+      mode,
+      page: 1,
+      perPage: pass.perPage,
+      lastFingerprint: null,
+      since,
+      done: false,
+      counts: { inserted: 0, updated: 0, unchanged: 0, deleted: 0 },
+    };
+    const generation = row.generation + 1;
+    await client.query(
+      `UPDATE streams SET generation = $2, state = 'syncing', mode = $3, checkpoint = $4, pages = 0, records = 0,
+              pass_started_at = now(), last_error = NULL, updated_at = now() WHERE id = $1`,
+      [row.id, generation, mode, JSON.stringify(checkpoint)],
+    );
+    await client.query(
+      `INSERT INTO sync_runs (stream_id, generation, mode) VALUES ($1, $2, $3) ON CONFLICT (stream_id, generation) DO NOTHING`,
+      [row.id, generation, mode],
+    );
+    // Seen-sets of abandoned passes are useless now.
+    await client.query('DELETE FROM stream_seen WHERE stream_id = $1 AND generation < $2', [row.id, generation]);
+    await client.query('COMMIT');
+    return { streamId: row.id, generation, checkpoint, started: true };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Writes the checkpoint that follows a committed page; fails if the pass was replaced meanwhile. */
+export async function saveCheckpoint(
+  client: PoolClient,
+  pass: { streamId: number; generation: number },
+  checkpoint: Checkpoint,
+  delta: { pages: number; records: number },
+): Promise<void> {
+  const { rowCount } = await client.query(
+    `UPDATE streams SET checkpoint = $3, pages = pages + $4, records = records + $5, updated_at = now()
+      WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $6`,
+    [pass.streamId, pass.generation, JSON.stringify(checkpoint), delta.pages, delta.records, checkpoint.passKey],
+  );
+  if (rowCount !== 1) throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+}
+
+export async function markStreamFailed(pool: Pool, key: StreamKey, message: string): Promise<void> {
+  await pool.query(
+    `UPDATE streams SET state = 'failed', last_error = $4, updated_at = now()
+      WHERE account_id = $1 AND resource = $2 AND scope = $3`,
+    [key.accountId, key.resource, key.scope, message.slice(0, 2000)],
+  );
+  await pool.query(
+    `UPDATE sync_runs r SET status = 'failed', error = $4, finished_at = now()
+       FROM streams s WHERE r.stream_id = s.id AND r.generation = s.generation
+        AND s.account_id = $1 AND s.resource = $2 AND s.scope = $3 AND r.status = 'running'`,
+    [key.accountId, key.resource, key.scope, message.slice(0, 2000)],
+  );
+}

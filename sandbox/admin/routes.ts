@@ -1,0 +1,192 @@
+// The admin API (`/_admin/...`, client credentials only): link without a browser, mutate data,
+// inject faults, read stats, tune rate limits, webhook delivery and source-system behaviour.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
+import type { LinkedAccount } from '../auth-and-link/accounts.ts';
+import type { SandboxContext } from '../context.ts';
+import { childResources, childSpecs, isChild, isTopLevel, type ResourceName } from '../data/catalog.ts';
+import type { Scope } from '../data/dataset.ts';
+import { faultSpecSchema } from '../faults/faults.ts';
+import { parseInput } from '../http/validate.ts';
+import { describeProfile, profileOf, sourceSystemProfiles } from '../source-systems/profiles.ts';
+import { applyChange } from '../webhooks/changes.ts';
+import { churnSchema } from '../webhooks/churn.ts';
+import { deliverySettingsSchema } from '../webhooks/registry.ts';
+
+export const mintPublicTokenSchema = z.object({ link_token: z.string().min(1), source_system: z.string().min(1) });
+
+const target = {
+  account_token: z.string().min(1),
+  resource: z.string().min(1),
+  project_id: z.string().optional(),
+  parent_id: z.string().optional(),
+  company_id: z.string().optional(),
+};
+export const createObjectSchema = z.object({ ...target, object: z.record(z.string(), z.unknown()) });
+export const updateObjectSchema = z.object({ ...target, id: z.string().min(1), patch: z.record(z.string(), z.unknown()) });
+export const deleteObjectSchema = z.object({ ...target, id: z.string().min(1) });
+export type CreateObject = z.infer<typeof createObjectSchema>;
+
+export const rateLimitSettingsSchema = z.object({
+  enabled: z.boolean().optional(),
+  windowMs: z.number().int().positive().optional(),
+  accountLimit: z.number().int().positive().optional(),
+  sourceSystemLimits: z.record(z.string(), z.number().int().positive()).optional(),
+  /** Start every window afresh. */
+  reset: z.boolean().optional(),
+});
+
+export const sourceSystemSettingsSchema = z.object({
+  latency_ms: z.number().int().nonnegative().optional(),
+  max_queued: z.number().int().nonnegative().optional(),
+  max_execution_ms: z.number().int().positive().optional(),
+});
+
+export const storageSettingsSchema = z.object({ url_ttl_ms: z.number().int().positive().optional(), async_result_ttl_ms: z.number().int().positive().optional() });
+
+export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
+  const opts = { config: { kind: 'admin' as const } };
+
+  function accountFor(token: string): LinkedAccount {
+    const a = ctx.accounts.byAccountToken(token);
+    if (!a) throw new NotFoundError('No linked account has this account_token');
+    return a;
+  }
+
+  /** Resolves the list a mutation targets: company, project (if project-scoped), parent (children). */
+  function scopeFor(account: LinkedAccount, name: string, t: { project_id?: string | undefined; parent_id?: string | undefined; company_id?: string | undefined }): { resource: ResourceName; scope: Scope; parent?: ResourceName } {
+    const resource = (name === 'line-items' ? 'ap-invoice-line-items' : name) as ResourceName;
+    if (!isTopLevel(resource) && !isChild(resource)) throw new BadRequestError(`Unknown resource ${name}; children are ${childResources.join(', ')}`);
+    if (!account.profile.resources[resource]) throw new BadRequestError(`${resource} is not supported by ${account.profile.name}`);
+    const company = t.company_id ? account.companies.findIndex((c) => c.id === t.company_id) : 0;
+    if (company < 0) throw new BadRequestError(`Unknown company_id ${t.company_id}`);
+    const base: Scope = { company, project: null, parent: null };
+    const top = isChild(resource) ? childSpecs[resource].parent : resource;
+    let scope = base;
+    if (account.profile.resources[top]?.scope === 'project') {
+      if (!t.project_id) throw new BadRequestError(`project_id is required for ${top} in ${account.profile.name}`);
+      const project = ctx.dataset.find(account, 'projects', base, t.project_id);
+      if (!project) throw new NotFoundError(`Project ${t.project_id} not found`);
+      scope = { ...base, project };
+    }
+    if (!isChild(resource)) return { resource, scope };
+    if (!t.parent_id) throw new BadRequestError(`parent_id (the ${top} id) is required for ${resource}`);
+    const parent = ctx.dataset.find(account, top, scope, t.parent_id);
+    if (!parent) throw new NotFoundError(`${top} ${t.parent_id} not found`);
+    return { resource, scope: { ...scope, parent }, parent: top };
+  }
+
+  app.post('/_admin/link/public-token', opts, async (request) => {
+    const body = parseInput(mintPublicTokenSchema, request.body);
+    const profile = profileOf(body.source_system);
+    if (!profile) throw new BadRequestError(`Unknown source_system ${body.source_system}; known: ${sourceSystemProfiles.map((p) => p.slug).join(', ')}`);
+    return { public_token: ctx.accounts.mintPublicToken(body.link_token, profile) };
+  });
+
+  app.get('/_admin/source-systems', opts, async () => ({ data: sourceSystemProfiles.map(describeProfile) }));
+
+  app.put('/_admin/source-systems/:slug', opts, async (request) => {
+    const { slug } = request.params as { slug: string };
+    if (!profileOf(slug)) throw new NotFoundError(`Unknown source system ${slug}`);
+    const body = parseInput(sourceSystemSettingsSchema, request.body);
+    const prev = ctx.sourceSettings.get(slug) ?? { latencyMs: 0 };
+    const next = {
+      latencyMs: body.latency_ms ?? prev.latencyMs,
+      ...(body.max_queued !== undefined ? { maxQueued: body.max_queued } : prev.maxQueued !== undefined ? { maxQueued: prev.maxQueued } : {}),
+      ...(body.max_execution_ms !== undefined ? { maxExecutionMs: body.max_execution_ms } : prev.maxExecutionMs !== undefined ? { maxExecutionMs: prev.maxExecutionMs } : {}),
+    };
+    ctx.sourceSettings.set(slug, next);
+    return { slug, latency_ms: next.latencyMs, max_queued: next.maxQueued ?? null, max_execution_ms: next.maxExecutionMs ?? null };
+  });
+
+  app.get('/_admin/accounts', opts, async () => ({
+    data: ctx.accounts.all().map((a) => ({ id: a.id, reference_id: a.referenceId, source_system: a.profile.slug, companies: a.companies, linked_at: a.linkedAt })),
+  }));
+
+  app.post('/_admin/objects', opts, async (request, reply) => {
+    const body = parseInput(createObjectSchema, request.body);
+    const account = accountFor(body.account_token);
+    const t = scopeFor(account, body.resource, body);
+    const created = applyChange(ctx, account, t.resource, t.scope, { op: 'create', object: body.object }, t.parent);
+    return reply.code(201).send(created);
+  });
+
+  app.patch('/_admin/objects', opts, async (request) => {
+    const body = parseInput(updateObjectSchema, request.body);
+    const account = accountFor(body.account_token);
+    const t = scopeFor(account, body.resource, body);
+    const updated = applyChange(ctx, account, t.resource, t.scope, { op: 'update', id: body.id, patch: body.patch }, t.parent);
+    if (!updated) throw new NotFoundError(`${t.resource} ${body.id} not found`);
+    return updated;
+  });
+
+  app.delete('/_admin/objects', opts, async (request) => {
+    const body = parseInput(deleteObjectSchema, request.body);
+    const account = accountFor(body.account_token);
+    const t = scopeFor(account, body.resource, body);
+    const deleted = applyChange(ctx, account, t.resource, t.scope, { op: 'delete', id: body.id }, t.parent);
+    if (!deleted) throw new NotFoundError(`${t.resource} ${body.id} not found`);
+    return { deleted: true, id: deleted.id, source_id: deleted.source_id };
+  });
+
+  app.post('/_admin/faults', opts, async (request, reply) => {
+    const spec = parseInput(faultSpecSchema, request.body);
+    return reply.code(201).send({ id: ctx.faults.add(spec).id });
+  });
+  app.get('/_admin/faults', opts, async () => ({ data: ctx.faults.list() }));
+  app.delete('/_admin/faults', opts, async () => {
+    ctx.faults.clear();
+    return { cleared: true };
+  });
+  app.delete('/_admin/faults/:id', opts, async (request) => {
+    const { id } = request.params as { id: string };
+    if (!ctx.faults.remove(id)) throw new NotFoundError(`Fault ${id} not found`);
+    return { deleted: true };
+  });
+
+  app.get('/_admin/stats', opts, async () => ({ ...ctx.stats.snapshot(), serial_queues: ctx.serial.snapshot() }));
+  app.delete('/_admin/stats', opts, async () => {
+    ctx.stats.reset();
+    return { reset: true };
+  });
+
+  app.get('/_admin/rate-limits', opts, async () => ctx.limiter.settings);
+  app.put('/_admin/rate-limits', opts, async (request) => {
+    const body = parseInput(rateLimitSettingsSchema, request.body);
+    const s = ctx.limiter.settings;
+    if (body.enabled !== undefined) s.enabled = body.enabled;
+    if (body.windowMs !== undefined) {
+      s.windowMs = body.windowMs;
+      s.windowOverride = true;
+    }
+    if (body.accountLimit !== undefined) s.accountLimit = body.accountLimit;
+    if (body.sourceSystemLimits !== undefined) s.sourceSystemLimits = { ...s.sourceSystemLimits, ...body.sourceSystemLimits };
+    if (body.reset || body.windowMs !== undefined) ctx.limiter.reset();
+    return s;
+  });
+
+  app.get('/_admin/webhook-delivery', opts, async () => ctx.webhooks.settings);
+  app.put('/_admin/webhook-delivery', opts, async (request) => {
+    ctx.webhooks.settings = parseInput(deliverySettingsSchema, { ...ctx.webhooks.settings, ...(request.body as object) });
+    return ctx.webhooks.settings;
+  });
+  app.get('/_admin/webhook-deliveries', opts, async () => ({ data: ctx.webhooks.deliveryLog() }));
+
+  app.post('/_admin/churn', opts, async (request, reply) => {
+    const body = parseInput(churnSchema, request.body);
+    return reply.code(201).send(ctx.churn.start(ctx, accountFor(body.account_token), body));
+  });
+  app.get('/_admin/churn', opts, async () => ({ data: ctx.churn.list() }));
+  app.delete('/_admin/churn', opts, async () => {
+    ctx.churn.stopAll();
+    return { stopped: true };
+  });
+
+  app.put('/_admin/storage', opts, async (request) => {
+    const body = parseInput(storageSettingsSchema, request.body);
+    if (body.url_ttl_ms !== undefined) ctx.signer.lifetimeMs = body.url_ttl_ms;
+    if (body.async_result_ttl_ms !== undefined) ctx.asyncRequests.ttlMs = body.async_result_ttl_ms;
+    return { url_ttl_ms: ctx.signer.lifetimeMs, async_result_ttl_ms: ctx.asyncRequests.ttlMs };
+  });
+}

@@ -1,0 +1,336 @@
+// The data of every linked account, computed on demand: record i of a list is a pure function of
+// (seed, account, resource, scope, i), with the live-mutation overlay applied on top. Nothing is
+// materialised, so a list can hold any number of records and one page costs only its own records.
+import { childSpecs, isChild, listSize, type ResourceName } from './catalog.ts';
+import type { Filter } from './filters.ts';
+import { matchesFilters } from './filters.ts';
+import { generate, type Fields, type GenInput } from './generators.ts';
+import { OverlayStore, type CreatedRecord, type ListOverlay } from './overlay.ts';
+import { hash128, hash32, Rng, uuidFromKey } from './random.ts';
+import { sourceIdOf } from './source-ids.ts';
+import type { SourceSystemProfile } from '../source-systems/profiles.ts';
+
+export interface DataAccount {
+  /** Derived from reference id and source system: the same pair always sees the same data. */
+  key: string;
+  profile: SourceSystemProfile;
+}
+
+/** A located record used as a scope: its id, a stable key (index, or `n:<id>` if created), its fields. */
+export interface Ref {
+  id: string;
+  key: string;
+  index: number | null;
+  fields: Fields;
+}
+
+export interface Scope {
+  company: number;
+  project: Ref | null;
+  parent: Ref | null;
+}
+
+export interface FileRef {
+  /** Opaque owner key (a hash of the account key): the storage proxy needs no account lookup. */
+  owner: string;
+  resource: ResourceName;
+  scope: string;
+  index: number;
+  size: number;
+  filename: string;
+  /** Whether the source system supports ETag / If-None-Match. */
+  etag: boolean;
+}
+export type FileUrlFactory = (ref: FileRef) => { url: string; preview_url: string };
+
+export interface DatasetOptions {
+  seed: number;
+  size: number;
+  /** Per-resource list sizes that replace `size`'s rule (see catalog.ts `listSize`). */
+  sizes?: Readonly<Record<string, number>>;
+  fileUrls: FileUrlFactory;
+}
+
+export interface ListOptions {
+  offset: number;
+  limit: number;
+  filters?: readonly Filter[];
+}
+
+const EPOCH_S = Date.UTC(2023, 0, 1) / 1000;
+const DAY_S = 86_400;
+
+/** Files over 100 MB are moved through a file transfer; its id derives from the file's. */
+export function fileTransferIdOf(fileId: string): string {
+  return uuidFromKey(`file-transfer|${fileId}`);
+}
+
+export function scopeKey(scope: Scope): string {
+  let k = `c${scope.company}`;
+  if (scope.project) k += `/p${scope.project.key}`;
+  if (scope.parent) k += `/x${scope.parent.key}`;
+  return k;
+}
+
+export class Dataset {
+  readonly overlay = new OverlayStore();
+  private readonly reverse = new Map<string, { byId: Map<string, number>; bySource: Map<string, number> }>();
+
+  constructor(private readonly opts: DatasetOptions) {}
+
+  get seed(): number {
+    return this.opts.seed;
+  }
+
+  get size(): number {
+    return this.opts.size;
+  }
+
+  supports(acct: DataAccount, resource: ResourceName): boolean {
+    return acct.profile.resources[resource] !== undefined;
+  }
+
+  idOf(acct: DataAccount, resource: ResourceName | 'users' | 'companies', i: number): string {
+    return uuidFromKey(`${this.opts.seed}|${acct.key}|${resource}|${i}`);
+  }
+
+  sourceIdOf(acct: DataAccount, resource: ResourceName, i: number): string {
+    return sourceIdOf(acct.profile.sourceIdStyle, acct.key, resource, i, isChild(resource));
+  }
+
+  /** How many generated records a list holds in a scope (children vary with their parent). */
+  count(acct: DataAccount, resource: ResourceName, scope: Scope): number {
+    if (!this.supports(acct, resource)) return 0;
+    if (isChild(resource)) {
+      const parent = scope.parent;
+      if (!parent || parent.index === null) return 0;
+      const spec = childSpecs[resource];
+      // Files and drawings state their version count; line items vary by invoice.
+      const stated = Number(parent.fields.version);
+      if (resource !== 'ap-invoice-line-items' && Number.isInteger(stated) && stated >= 1) return Math.min(stated, spec.max);
+      return spec.min + (hash32(`${this.opts.seed}|${acct.key}|${resource}|${scopeKey(scope)}`) % (spec.max - spec.min + 1));
+    }
+    return listSize(resource, this.opts.size, this.opts.sizes);
+  }
+
+  private listKey(acct: DataAccount, resource: ResourceName, scope: Scope): string {
+    return `${acct.key}|${resource}|${scopeKey(scope)}`;
+  }
+
+  private times(acct: DataAccount, resource: ResourceName, sk: string, i: number): { create: string; update: string } {
+    // Straight from one hash (no Rng): filters evaluate times of many records without generating them.
+    const [a, b] = hash128(`${this.opts.seed}|${acct.key}|${resource}|${sk}|${i}|t`);
+    const create = EPOCH_S + (a % (600 * DAY_S));
+    const update = create + (b % (120 * DAY_S));
+    return { create: new Date(create * 1000).toISOString(), update: new Date(update * 1000).toISOString() };
+  }
+
+  /**
+   * A generator of one list's records. Everything that depends only on the list is computed once,
+   * and one GenInput is reused with its per-record fields replaced: a 1000-record page allocates
+   * little besides the records themselves.
+   */
+  private generator(acct: DataAccount, resource: ResourceName, scope: Scope): (i: number) => Fields {
+    const sk = scopeKey(scope);
+    const profile = acct.profile;
+    const prefix = `${this.opts.seed}|${acct.key}|${resource}|${sk}|`;
+    const owner = (hash32(`${this.opts.seed}|${acct.key}`) >>> 0).toString(36);
+    const unsupported = profile.resources[resource]?.unsupportedFields ?? [];
+    const withLines = resource === 'ap-invoices' && this.supports(acct, 'ap-invoice-line-items');
+    const { size, sizes } = this.opts;
+    let current = 0;
+    // Users and the first few children are referenced constantly: compute their ids once per list.
+    const small = new Map<string, string>();
+    const smallId = (r: ResourceName | 'users', k: number): string => {
+      if (k >= 16) return this.idOf(acct, r, k);
+      const key = `${r}|${k}`;
+      let id = small.get(key);
+      if (id === undefined) small.set(key, (id = this.idOf(acct, r, k)));
+      return id;
+    };
+    const input: GenInput = {
+      rng: new Rng(prefix),
+      i: 0,
+      ref: (r, k) => (this.supports(acct, r) ? smallId(r, k) : null),
+      count: (r) => (this.supports(acct, r) ? listSize(r, size, sizes) : 0),
+      projectId: scope.project?.id ?? null,
+      parent: scope.parent ? { id: scope.parent.id, index: scope.parent.index ?? -1, fields: scope.parent.fields } : null,
+      fileUrls: (filename, fileSize) => this.opts.fileUrls({ owner, resource, scope: sk, index: current, size: fileSize, filename, etag: profile.etags }),
+      children: [],
+      folderCount: this.supports(acct, 'folders') && scope.project ? listSize('folders', size, sizes) : 0,
+      userId: (n) => smallId('users', n),
+      large: false,
+    };
+    return (i) => {
+      current = i;
+      const id = smallId(resource, i);
+      input.rng = new Rng(prefix + i);
+      input.i = i;
+      input.children = withLines ? this.all(acct, 'ap-invoice-line-items', { ...scope, parent: { id, key: String(i), index: i, fields: {} } }) : [];
+      input.large = profile.largeFiles && resource === 'files' && i % 20 === 7;
+      const fields = generate(resource, input);
+      for (const f of unsupported) if (f in fields) fields[f] = null;
+      if (input.large) fields.file_transfer_id = fileTransferIdOf(id);
+      const t = this.times(acct, resource, sk, i);
+      return { id, source_id: this.sourceIdOf(acct, resource, i), ...fields, source_create_time: t.create, source_update_time: t.update };
+    };
+  }
+
+  private generated(acct: DataAccount, resource: ResourceName, scope: Scope, i: number): Fields {
+    return this.generator(acct, resource, scope)(i);
+  }
+
+  /** Record i of a list with its patch applied (the caller checked it is not deleted). */
+  private record(acct: DataAccount, resource: ResourceName, scope: Scope, i: number, o: ListOverlay | undefined): Fields {
+    const base = this.generated(acct, resource, scope, i);
+    const p = o?.patches.get(i);
+    return p ? { ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt } : base;
+  }
+
+  private entries(o: ListOverlay, n: number): Array<number | CreatedRecord> {
+    if (!o.entries) {
+      const e: Array<number | CreatedRecord> = [];
+      for (let i = 0; i < n; i++) if (!o.deleted.has(i)) e.push(i);
+      e.push(...o.created);
+      o.entries = e;
+    }
+    return o.entries;
+  }
+
+  private entryTimes(acct: DataAccount, resource: ResourceName, sk: string, e: number | CreatedRecord, o: ListOverlay | undefined) {
+    if (typeof e !== 'number') {
+      return { source_create_time: (e.fields.source_create_time as string | null) ?? null, source_update_time: (e.fields.source_update_time as string | null) ?? null };
+    }
+    const t = this.times(acct, resource, sk, e);
+    const p = o?.patches.get(e);
+    return { source_create_time: t.create, source_update_time: p ? p.updatedAt : t.update };
+  }
+
+  /** One page over one or more scopes (several for `Project-Id: *`), in stable creation order. */
+  list(acct: DataAccount, resource: ResourceName, scopes: readonly Scope[], options: ListOptions): { items: Fields[]; total: number } {
+    const items: Fields[] = [];
+    let skip = options.offset;
+    let total = 0;
+    for (const scope of scopes) {
+      const n = this.count(acct, resource, scope);
+      const o = this.overlay.get(this.listKey(acct, resource, scope));
+      const filters = options.filters ?? [];
+      if (!o && filters.length === 0) {
+        // Fast path: pure arithmetic over indices.
+        total += n;
+        if (skip < n && items.length < options.limit) {
+          const gen = this.generator(acct, resource, scope);
+          for (let i = skip; i < n && items.length < options.limit; i++) items.push(gen(i));
+        }
+        skip = Math.max(0, skip - n);
+        continue;
+      }
+      const sk = scopeKey(scope);
+      let entries: ReadonlyArray<number | CreatedRecord> = o ? this.entries(o, n) : Array.from({ length: n }, (_, i) => i);
+      if (filters.length > 0) entries = entries.filter((e) => matchesFilters(filters, this.entryTimes(acct, resource, sk, e, o)));
+      total += entries.length;
+      const gen = this.generator(acct, resource, scope);
+      for (let k = skip; k < entries.length && items.length < options.limit; k++) {
+        const e = entries[k]!;
+        if (typeof e !== 'number') items.push({ ...e.fields });
+        else {
+          const p = o?.patches.get(e);
+          const base = gen(e);
+          items.push(p ? { ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt } : base);
+        }
+      }
+      skip = Math.max(0, skip - entries.length);
+    }
+    return { items, total };
+  }
+
+  /** Every record of a small list (children, a folder's contents). */
+  all(acct: DataAccount, resource: ResourceName, scope: Scope): Fields[] {
+    return this.list(acct, resource, [scope], { offset: 0, limit: Number.MAX_SAFE_INTEGER }).items;
+  }
+
+  private reverseMaps(acct: DataAccount, resource: ResourceName) {
+    const key = `${acct.key}|${resource}`;
+    let m = this.reverse.get(key);
+    if (!m) {
+      m = { byId: new Map(), bySource: new Map() };
+      const n = listSize(resource, this.opts.size, this.opts.sizes);
+      for (let i = 0; i < n; i++) {
+        m.byId.set(this.idOf(acct, resource, i), i);
+        m.bySource.set(this.sourceIdOf(acct, resource, i), i);
+      }
+      this.reverse.set(key, m);
+    }
+    return m;
+  }
+
+  /** Finds a record by service id or `source_id:<x>` within one scope. */
+  find(acct: DataAccount, resource: ResourceName, scope: Scope, ref: string): Ref | null {
+    if (!this.supports(acct, resource)) return null;
+    const bySource = ref.startsWith('source_id:');
+    const key = bySource ? ref.slice('source_id:'.length) : ref;
+    const o = this.overlay.get(this.listKey(acct, resource, scope));
+    const maps = this.reverseMaps(acct, resource);
+    const i = bySource ? maps.bySource.get(key) : maps.byId.get(key);
+    if (i !== undefined && i < this.count(acct, resource, scope) && !o?.deleted.has(i)) {
+      const fields = this.record(acct, resource, scope, i, o);
+      return { id: String(fields.id), key: String(i), index: i, fields };
+    }
+    const created = o?.created.find((c) => (bySource ? c.fields.source_id === key : c.id === key));
+    return created ? { id: created.id, key: `n:${created.id}`, index: null, fields: { ...created.fields } } : null;
+  }
+
+  create(acct: DataAccount, resource: ResourceName, scope: Scope, object: Fields): Fields {
+    const o = this.overlay.ensure(this.listKey(acct, resource, scope));
+    const n = this.overlay.next();
+    const id = uuidFromKey(`${this.opts.seed}|${acct.key}|${resource}|created|${n}`);
+    const now = this.overlay.tick();
+    const fields: Fields = {
+      id,
+      source_id: typeof object.source_id === 'string' ? object.source_id : `new-${n}`,
+      ...object,
+      ...(scope.project ? { project_id: scope.project.id } : {}),
+      source_create_time: now,
+      source_update_time: now,
+    };
+    fields.id = id;
+    o.created.push({ id, fields });
+    this.overlay.changed(o);
+    return { ...fields };
+  }
+
+  update(acct: DataAccount, resource: ResourceName, scope: Scope, ref: string, patch: Fields): Fields | null {
+    const found = this.find(acct, resource, scope, ref);
+    if (!found) return null;
+    const o = this.overlay.ensure(this.listKey(acct, resource, scope));
+    const clean = { ...patch };
+    delete clean.id;
+    delete clean.source_create_time;
+    delete clean.source_update_time;
+    // Strictly increasing update times, so `>` filters never miss two changes in one millisecond.
+    const now = this.overlay.tick();
+    if (found.index !== null) {
+      const prev = o.patches.get(found.index)?.patch ?? {};
+      o.patches.set(found.index, { patch: { ...prev, ...clean }, updatedAt: now });
+    } else {
+      const c = o.created.find((x) => x.id === found.id)!;
+      Object.assign(c.fields, clean, { source_update_time: now });
+    }
+    this.overlay.changed(o);
+    return this.find(acct, resource, scope, found.id)!.fields;
+  }
+
+  remove(acct: DataAccount, resource: ResourceName, scope: Scope, ref: string): Fields | null {
+    const found = this.find(acct, resource, scope, ref);
+    if (!found) return null;
+    const o = this.overlay.ensure(this.listKey(acct, resource, scope));
+    if (found.index !== null) {
+      o.deleted.add(found.index);
+      o.patches.delete(found.index);
+    } else {
+      o.created = o.created.filter((c) => c.id !== found.id);
+    }
+    this.overlay.changed(o);
+    return found.fields;
+  }
+}

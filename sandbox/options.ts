@@ -1,0 +1,83 @@
+// The sandbox's options, as callers give them and as the sandbox uses them (defaults applied).
+import { createHash } from 'node:crypto';
+import type { Logger } from '../lib/logger.ts';
+import type { RateLimitSettings } from './rate-limits/limiter.ts';
+
+export interface SandboxOptions {
+  /** Default 1; all data derives deterministically from it. */
+  seed?: number;
+  /** The only accepted Client-Id (36 chars). */
+  clientId: string;
+  /** The only accepted Client-Secret (40 chars). */
+  clientSecret: string;
+  /** Brand prefix of the `Svc-*` headers; default 'Svc'. */
+  headerPrefix?: string;
+  /** Records per list (per scope) for big resources; default 60. */
+  size?: number;
+  /**
+   * Per-resource override of the list size (records per list, per scope) of top-level resources,
+   * e.g. `{ customers: 200_000, projects: 1 }`: one big list and little else (benchmarks).
+   */
+  sizes?: Partial<Record<string, number>>;
+  /** Default: realistic limits on; false: off. */
+  rateLimits?: false | { windowMs?: number; accountLimit?: number; sourceSystemLimits?: Record<string, number> };
+  logger?: Logger | false;
+  /** Base for Link page and storage URLs; default the listen URL. */
+  publicUrl?: string;
+  /** Lifetime of signed storage URLs; default 6 hours. */
+  storageUrlTtlMs?: number;
+  /** How long async results stay available; default 1 hour. */
+  asyncResultTtlMs?: number;
+}
+
+export interface ResolvedOptions {
+  seed: number;
+  clientId: string;
+  clientSecret: string;
+  headerPrefix: string;
+  size: number;
+  /** Per-resource list sizes that replace `size`'s rule (whole numbers >= 0). */
+  sizes: Readonly<Record<string, number>>;
+  rateLimits: RateLimitSettings;
+  publicUrl: string | undefined;
+  storageUrlTtlMs: number;
+  asyncResultTtlMs: number;
+  /** Keys derived from the seed and secret: stable URLs across restarts, unguessable without the secret. */
+  signingKey: Buffer;
+}
+
+export const API_VERSION = '2021-11-21';
+
+export function resolveOptions(o: SandboxOptions): ResolvedOptions {
+  const rl = o.rateLimits;
+  const seed = o.seed ?? 1;
+  return {
+    seed,
+    clientId: o.clientId,
+    clientSecret: o.clientSecret,
+    headerPrefix: o.headerPrefix ?? 'Svc',
+    size: Math.max(1, Math.floor(o.size ?? 60)),
+    sizes: resolveSizes(o.sizes),
+    rateLimits: {
+      enabled: rl !== false,
+      windowMs: (rl && rl.windowMs) || 60_000,
+      windowOverride: Boolean(rl && rl.windowMs),
+      accountLimit: (rl && rl.accountLimit) || 150,
+      sourceSystemLimits: (rl && rl.sourceSystemLimits) || {},
+    },
+    publicUrl: o.publicUrl?.replace(/\/+$/, ''),
+    storageUrlTtlMs: o.storageUrlTtlMs ?? 6 * 3_600_000,
+    asyncResultTtlMs: o.asyncResultTtlMs ?? 3_600_000,
+    signingKey: createHash('sha256').update(`sandbox-storage|${seed}|${o.clientSecret}`).digest(),
+  };
+}
+
+function resolveSizes(sizes: SandboxOptions['sizes']): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [resource, n] of Object.entries(sizes ?? {})) {
+    if (n === undefined) continue;
+    if (!Number.isFinite(n) || n < 0) throw new RangeError(`sandbox sizes.${resource} must be a number >= 0 (got ${n})`);
+    out[resource] = Math.floor(n);
+  }
+  return out;
+}

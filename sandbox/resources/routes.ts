@@ -1,0 +1,217 @@
+// The unified endpoints: lists, single objects (by id or `source_id:<x>`), children, folder trees,
+// and writes for the resource/source pairs that allow them.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
+import type { LinkedAccount } from '../auth-and-link/accounts.ts';
+import type { SandboxContext } from '../context.ts';
+import { childOf, childSpecs, isTopLevel, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
+import type { Ref, Scope } from '../data/dataset.ts';
+import { parseFilters } from '../data/filters.ts';
+import type { Fields } from '../data/generators.ts';
+import { hasFault } from '../faults/apply.ts';
+import { NotSupportedError } from '../http/errors.ts';
+import { accountOf } from '../http/request-state.ts';
+import { headerValue } from '../http/validate.ts';
+import { applyChange } from '../webhooks/changes.ts';
+import { pageMeta, parsePage } from './pagination.ts';
+import { pathContext, scopesFor, supportOf } from './scope.ts';
+import { sourceDataMode, withSourceData } from './source-data.ts';
+
+type Params = { resource: string; id?: string; sub?: string; subId?: string };
+
+function routeNotFound(request: FastifyRequest): never {
+  throw new NotFoundError(`Route ${request.method} ${request.url.split('?')[0]} not found`);
+}
+
+function topLevel(request: FastifyRequest, name: string): TopLevelResource {
+  if (!isTopLevel(name)) routeNotFound(request);
+  return name;
+}
+
+export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext): void {
+  const opts = { config: { kind: 'account' as const } };
+  const d = ctx.dataset;
+
+  function render(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, scope: Scope, fields: Fields, parentResource?: ResourceName): Fields {
+    const mode = sourceDataMode(request.headers);
+    return mode ? withSourceData(account.profile, resource, fields, mode, pathContext(account, scope, parentResource)) : fields;
+  }
+
+  function dataHeaders(reply: FastifyReply): void {
+    void reply.header(ctx.headers.dataRetrievedAt, new Date().toISOString());
+  }
+
+  /** One page of a list over its scopes, with filters, pagination meta and fault quirks. */
+  function listPage(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: ResourceName, scopes: Scope[], parentResource?: ResourceName) {
+    const query = request.query as Record<string, unknown>;
+    const page = parsePage(query, account.profile);
+    const filters = parseFilters(query.filters);
+    if (filters.length > 0 && !supportOf(account, resource).filterable) {
+      throw new BadRequestError(`Filters on ${resource} are not supported by ${account.profile.name}`);
+    }
+    if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
+    const { items, total } = d.list(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters });
+    const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, items.length, total);
+    const lie = hasFault(request, 'lying-has-more');
+    if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
+    dataHeaders(reply);
+    // Items of `Project-Id: *` lists carry their project in project_id; scope per item for paths.
+    const data = items.map((f) => {
+      const scope = scopes.length === 1 ? scopes[0]! : (scopes.find((s) => s.project?.id === f.project_id) ?? scopes[0]!);
+      return render(request, account, resource, scope, f, parentResource);
+    });
+    return { data, meta };
+  }
+
+  function parentOf(account: LinkedAccount, request: FastifyRequest, resource: TopLevelResource, id: string): { scope: Scope; ref: Ref } {
+    const [scope] = scopesFor(ctx, account, request, resource, false);
+    const ref = d.find(account, resource, scope!, id);
+    if (!ref) throw new NotFoundError(`${resource} ${id} not found`);
+    return { scope: scope!, ref };
+  }
+
+  function folderView(request: FastifyRequest, account: LinkedAccount, scope: Scope, folder: Ref): Fields {
+    const files = d.all(account, 'files', scope).filter((f) => f.folder_id === folder.id);
+    const folders = d.all(account, 'folders', scope).filter((f) => f.parent_id === folder.id);
+    return {
+      ...render(request, account, 'folders', scope, folder.fields),
+      files: files.map((f) => render(request, account, 'files', scope, f)),
+      folders: folders.map((f) => render(request, account, 'folders', scope, f)),
+    };
+  }
+
+  app.get('/root-folder', opts, async (request, reply) => {
+    const account = accountOf(request.svc);
+    const [scope] = scopesFor(ctx, account, request, 'folders', false);
+    const root = d.all(account, 'folders', scope!).find((f) => f.parent_id === null || f.parent_id === undefined);
+    if (!root) throw new NotFoundError('This project has no root folder');
+    dataHeaders(reply);
+    return folderView(request, account, scope!, d.find(account, 'folders', scope!, String(root.id))!);
+  });
+
+  app.get('/:resource', opts, async (request, reply) => {
+    const { resource: name } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    const scopes = scopesFor(ctx, account, request, resource, true);
+    return listPage(request, reply, account, resource, scopes);
+  });
+
+  app.get('/:resource/:id', opts, async (request, reply) => {
+    const { resource: name, id } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    const { scope, ref } = parentOf(account, request, resource, id!);
+    dataHeaders(reply);
+    if (resource === 'folders') return folderView(request, account, scope, ref);
+    return render(request, account, resource, scope, ref.fields);
+  });
+
+  /** Children (line items, versions) and a folder's files and subfolders. */
+  app.get('/:resource/:id/:sub', opts, async (request, reply) => {
+    const { resource: name, id, sub } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    if (resource === 'folders' && (sub === 'files' || sub === 'folders')) {
+      const { scope, ref } = parentOf(account, request, 'folders', id!);
+      const all = sub === 'files' ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id) : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
+      const page = parsePage(request.query as Record<string, unknown>, account.profile);
+      const items = all.slice(page.offset, page.offset + page.perPage);
+      dataHeaders(reply);
+      return { data: items.map((f) => render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)), meta: pageMeta(account.profile, page, items.length, all.length) };
+    }
+    const child = childOf(resource, sub!);
+    if (!child) routeNotFound(request);
+    supportOf(account, child);
+    const { scope, ref } = parentOf(account, request, resource, id!);
+    return listPage(request, reply, account, child, [{ ...scope, parent: ref }], resource);
+  });
+
+  app.get('/:resource/:id/:sub/:subId', opts, async (request, reply) => {
+    const { resource: name, id, sub, subId } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    const child = childOf(resource, sub!);
+    if (!child) routeNotFound(request);
+    supportOf(account, child);
+    const { scope, ref } = parentOf(account, request, resource, id!);
+    const childScope = { ...scope, parent: ref };
+    const found = d.find(account, child, childScope, subId!);
+    if (!found) throw new NotFoundError(`${childSpecs[child].segment} ${subId} not found in ${resource} ${id}`);
+    dataHeaders(reply);
+    return render(request, account, child, childScope, found.fields, resource);
+  });
+
+  // Writes, for the pairs a source system allows: create, update (PATCH or PUT), through the same
+  // path as admin mutations, so webhooks fire.
+  function writable(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, verb: string): void {
+    const s = supportOf(account, resource);
+    if (!s.writable) throw new NotSupportedError(`${verb} ${resource} is not supported by ${account.profile.name}`);
+  }
+
+  /** Reference fields accept `source_id:<x>` like every place that takes a service UUID. */
+  const referenceTargets: Record<string, TopLevelResource> = {
+    cost_code_id: 'cost-codes',
+    vendor_id: 'vendors',
+    customer_id: 'customers',
+    project_id: 'projects',
+    folder_id: 'folders',
+    opportunity_id: 'opportunities',
+  };
+
+  function resolveReferences(request: FastifyRequest, account: LinkedAccount, resource: TopLevelResource, fields: Fields): void {
+    for (const [key, value] of Object.entries(fields)) {
+      if (typeof value !== 'string' || !value.startsWith('source_id:')) continue;
+      const target = key === 'parent_id' ? resource : referenceTargets[key];
+      if (!target || !account.profile.resources[target]) continue;
+      const [scope] = scopesFor(ctx, account, request, target, false);
+      const found = d.find(account, target, scope!, value);
+      if (!found) throw new BadRequestError(`${key}: no ${target} has ${value}`);
+      fields[key] = found.id;
+    }
+  }
+
+  function checkFields(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: TopLevelResource, body: unknown): Fields {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new BadRequestError('The body must be a JSON object');
+    const fields = { ...(body as Fields) };
+    delete fields.source_data;
+    resolveReferences(request, account, resource, fields);
+    const prohibited = Object.keys(fields).filter((k) => account.profile.resources[resource]?.unsupportedFields?.includes(k));
+    if (prohibited.length > 0) {
+      if (headerValue(request.headers, 'ignore-prohibited-fields')?.toLowerCase() !== 'true') {
+        throw new BadRequestError(`${account.profile.name} does not support the field(s) ${prohibited.join(', ')} on ${resource}; send Ignore-Prohibited-Fields: true to drop them`);
+      }
+      for (const k of prohibited) delete fields[k];
+      void reply.header(ctx.headers.warnings, `Ignored unsupported field(s): ${prohibited.join(', ')}`);
+    }
+    return fields;
+  }
+
+  app.post('/:resource', opts, async (request, reply) => {
+    const { resource: name } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    writable(request, account, resource, 'Creating');
+    const [scope] = scopesFor(ctx, account, request, resource, false);
+    const created = applyChange(ctx, account, resource, scope!, { op: 'create', object: checkFields(request, reply, account, resource, request.body) })!;
+    const view = render(request, account, resource, scope!, created);
+    dataHeaders(reply);
+    // The contract shows budget line item creation answering a one-item list.
+    if (resource === 'budget-line-items') return reply.code(201).send({ data: [view], meta: { current_page: 1, has_more_results: false } });
+    return reply.code(201).send(view);
+  });
+
+  const update = async (request: FastifyRequest, reply: FastifyReply) => {
+    const { resource: name, id } = request.params as Params;
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    writable(request, account, resource, 'Updating');
+    const [scope] = scopesFor(ctx, account, request, resource, false);
+    const updated = applyChange(ctx, account, resource, scope!, { op: 'update', id: id!, patch: checkFields(request, reply, account, resource, request.body) });
+    if (!updated) throw new NotFoundError(`${resource} ${id} not found`);
+    dataHeaders(reply);
+    return render(request, account, resource, scope!, updated);
+  };
+  app.patch('/:resource/:id', opts, update);
+  app.put('/:resource/:id', opts, update);
+}

@@ -1,0 +1,163 @@
+// A whole mirror for an integration test: its own database, the sandbox upstream on a free port, a
+// worker on its own task queue against the real Temporal dev server, and the API app (inject()).
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../api/app.ts';
+import { upsertApiClient } from '../../api/auth.ts';
+import { SyncControl } from '../../api/sync-control.ts';
+import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
+import { startWorker, type WorkerHandle } from '../../bin/worker.ts';
+import { createLinkToken } from '../../connectors/operations.ts';
+import { parseConfig } from '../../lib/config.ts';
+import { generateKey, randomSecret } from '../../lib/crypto.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
+import { linkWithPublicToken } from '../../api/link-service.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+import { temporalForTests } from './temporal.ts';
+
+export interface Harness {
+  services: Services;
+  sandbox: Sandbox;
+  db: TestDatabase;
+  worker: WorkerHandle;
+  temporal: Client;
+  sync: SyncControl;
+  app: FastifyInstance;
+  /** The API's base URL (it listens on a free port, so the upstream can deliver webhooks to it). */
+  apiUrl: string;
+  taskQueue: string;
+  clientHeaders: Record<string, string>;
+  upstreamHeaders: Record<string, string>;
+  /** Links an account on the sandbox for a source system and registers it (no sync started). */
+  link(sourceSystem: string, referenceId?: string): Promise<{ accountId: string; accountToken: string }>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(options: { sandbox?: Partial<SandboxOptions> } = {}): Promise<Harness> {
+  const db = await createTestDatabase();
+  const upstreamId = randomUUID();
+  const upstreamSecret = randomSecret(40);
+  const sandbox = await startSandbox({
+    port: 0,
+    seed: 7,
+    clientId: upstreamId,
+    clientSecret: upstreamSecret,
+    rateLimits: false,
+    logger: false,
+    ...options.sandbox,
+  });
+  const temporalServer = await temporalForTests();
+  const config = parseConfig({
+    DATABASE_URL: db.url,
+    TEMPORAL_ADDRESS: temporalServer.address,
+    TEMPORAL_TASK_QUEUE: `test-${randomBytes(4).toString('hex')}`,
+    UPSTREAM_BASE_URL: sandbox.url,
+    UPSTREAM_CLIENT_ID: upstreamId,
+    UPSTREAM_CLIENT_SECRET: upstreamSecret,
+    MIRROR_CLIENT_ID: randomUUID(),
+    MIRROR_CLIENT_SECRET: randomSecret(40),
+    MIRROR_ENCRYPTION_KEY: generateKey(),
+    MIRROR_SIGNING_KEY: generateKey(),
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    // Without the sandbox's limits there are no headers: pace only to what it reports.
+    UPSTREAM_ASSUME_LIMITS: options.sandbox?.rateLimits ? 'true' : 'false',
+  });
+  const logger = createLogger({ level: config.LOG_LEVEL });
+  const services = createServices(config, { logger });
+  await upsertApiClient(services.prisma, config.MIRROR_CLIENT_ID, config.MIRROR_CLIENT_SECRET);
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const sync = new SyncControl(temporal, config.TEMPORAL_TASK_QUEUE);
+  const app = await buildApp({
+    pool: services.pool,
+    prisma: services.prisma,
+    accounts: services.accounts,
+    logger,
+    upstream: { client: services.upstream, target: upstreamTarget(config) },
+    sync,
+    hashKey: services.keys.signingKey,
+    encryptionKey: services.keys.encryptionKey,
+  });
+  const apiUrl = (await app.listen({ port: 0, host: '127.0.0.1' })).replace('localhost', '127.0.0.1');
+  const worker = await startWorker(services, { publicBaseUrl: apiUrl });
+  const upstreamHeaders = { 'api-version': '2021-11-21', 'client-id': upstreamId, 'client-secret': upstreamSecret };
+  return {
+    services,
+    sandbox,
+    db,
+    worker,
+    temporal,
+    sync,
+    app,
+    apiUrl,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    clientHeaders: { 'api-version': '2021-11-21', 'client-id': config.MIRROR_CLIENT_ID, 'client-secret': config.MIRROR_CLIENT_SECRET },
+    upstreamHeaders,
+    async link(sourceSystem, referenceId = `ref-${sourceSystem}`) {
+      const linkToken = await createLinkToken(services.upstream, referenceId);
+      const res = await fetch(`${sandbox.url}/_admin/link/public-token`, {
+        method: 'POST',
+        headers: { ...upstreamHeaders, 'content-type': 'application/json' },
+        body: JSON.stringify({ link_token: linkToken, source_system: sourceSystem }),
+      });
+      if (!res.ok) throw new Error(`minting a public token failed: ${res.status} ${await res.text()}`);
+      const { public_token } = (await res.json()) as { public_token: string };
+      const { account, linked } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts }, public_token);
+      return { accountId: account.id, accountToken: linked.account_token };
+    },
+    async close() {
+      await app.close();
+      await worker.shutdown();
+      await connection.close();
+      await services.close();
+      await sandbox.close();
+      await temporalServer.stop();
+      await db.drop();
+    },
+  };
+}
+
+/** Every page of a list from the sandbox, as the upstream serves it. */
+export async function upstreamAll(h: Harness, path: string, headers: Record<string, string>, perPage = 1000): Promise<Record<string, unknown>[]> {
+  const out: Record<string, unknown>[] = [];
+  for (let page = 1; page < 10_000; page++) {
+    const sep = path.includes('?') ? '&' : '?';
+    const res = await fetch(`${h.sandbox.url}${path}${sep}page=${page}&per_page=${perPage}`, { headers: { ...h.upstreamHeaders, ...headers } });
+    if (!res.ok) throw new Error(`sandbox ${path} page ${page}: ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as { data: Record<string, unknown>[]; meta: { has_more_results: boolean | null } };
+    out.push(...body.data);
+    const more = body.meta.has_more_results;
+    if (more === false || body.data.length === 0 || (more === null && body.data.length < perPage)) break;
+  }
+  return out;
+}
+
+/** Calls the sandbox's admin API. */
+export async function sandboxAdmin<T = unknown>(h: Harness, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${h.sandbox.url}${path}`, {
+    method,
+    headers: { ...h.upstreamHeaders, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`sandbox ${method} ${path}: ${res.status} ${text}`);
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/** Polls `fn` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

@@ -1,0 +1,182 @@
+// Two PostgresRateGovernor instances on two pools stand for two worker processes sharing one linked
+// account. The upstream's counters are faked in process (20 requests per 1 s window, so the test is
+// short); time and Postgres are real.
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import pgClient, { type Pool } from 'pg';
+import type { GovernorKeys } from '../../connectors/governor.ts';
+import { PostgresRateGovernor, type PostgresRateGovernorOptions } from '../../connectors/governor/postgres-governor.ts';
+import type { RateLimitReport } from '../../connectors/rate-limit-headers.ts';
+import { createPool } from '../../mirror/pool.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { FixedWindow, maxInAnyWindow, SlidingWindow, testProfiles } from '../unit/connectors/governor-fakes.ts';
+
+// Source systems of the test's own: one publishing 20 per second (the window here is 1 s), one serial.
+const profiles = testProfiles({ buildpro: { concurrency: 10, requestsPerMinute: 1_200 }, sqlerp: { concurrency: 1 } });
+
+let db: TestDatabase;
+const pools: Pool[] = [];
+
+before(async () => {
+  db = await createTestDatabase('mirror_governor');
+  pools.push(createPool(db.url, { max: 4, application: 'governor-a' }), createPool(db.url, { max: 4, application: 'governor-b' }));
+});
+
+after(async () => {
+  await Promise.all(pools.map((p) => p.end()));
+  await connectionsClosed(db.url);
+  await db.drop();
+});
+
+/** pool.end() resolves before its sockets are closed; dropping the database then would kill them mid-close. */
+async function connectionsClosed(url: string): Promise<void> {
+  const client = new pgClient.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (let i = 0; i < 100; i++) {
+      const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+      if (rows[0]!.n === 0) return;
+      await sleep(20);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+interface Run {
+  sent: { at: number; by: number }[];
+  rejected: number[];
+  maxConcurrent: number;
+}
+
+/** Each governor drives `workers` loops of acquire -> request -> report -> release for `durationMs`. */
+async function drive(options: {
+  governors: PostgresRateGovernor[];
+  keys: GovernorKeys;
+  serve(now: number): { status: number; report: RateLimitReport };
+  workers: number;
+  latencyMs: number;
+  durationMs: number;
+}): Promise<Run> {
+  const run: Run = { sent: [], rejected: [], maxConcurrent: 0 };
+  const end = Date.now() + options.durationMs;
+  let concurrent = 0;
+  const loop = async (governor: PostgresRateGovernor, by: number) => {
+    while (Date.now() < end) {
+      const release = await governor.acquire(options.keys);
+      const at = Date.now();
+      if (at >= end) {
+        release();
+        break;
+      }
+      concurrent++;
+      run.maxConcurrent = Math.max(run.maxConcurrent, concurrent);
+      run.sent.push({ at, by });
+      const { status, report } = options.serve(at);
+      if (status === 429) run.rejected.push(at);
+      await sleep(options.latencyMs);
+      governor.report(options.keys, report, status);
+      concurrent--;
+      release();
+    }
+  };
+  await Promise.all(options.governors.flatMap((g, by) => Array.from({ length: options.workers }, () => loop(g, by))));
+  await Promise.all(options.governors.map((g) => g.close()));
+  run.sent.sort((a, b) => a.at - b.at);
+  return run;
+}
+
+function governors(options: PostgresRateGovernorOptions): PostgresRateGovernor[] {
+  return pools.map((pool) => new PostgresRateGovernor(pool, { profiles, ...options }));
+}
+
+describe('PostgresRateGovernor shared by two processes', () => {
+  it('keeps any 1 s span within 20 requests and achieves >= 0.95 of the budget (service window, sliding)', async () => {
+    const window = new SlidingWindow(20, 1_000);
+    const keys = { client: 'client-a', account: 'account-1' };
+    const seconds = 8;
+    const run = await drive({
+      governors: governors({ serviceLimit: { total: 20, windowMs: 1_000 } }),
+      keys,
+      serve(now) {
+        const hit = window.hit(now);
+        return { status: hit.status, report: { service: hit.window, sourceSystems: {} } };
+      },
+      workers: 5,
+      latencyMs: 25,
+      durationMs: seconds * 1_000,
+    });
+    const times = run.sent.map((s) => s.at);
+    const start = times[0]!;
+    const steady = times.filter((t) => t >= start + 1_000).length;
+    const ratio = steady / (20 * (seconds - 1));
+    const byProcess = [0, 1].map((by) => run.sent.filter((s) => s.by === by).length);
+    console.log(`sliding service window: ${times.length} sent (${byProcess.join(' + ')}), steady ratio ${ratio.toFixed(3)}, max in any 1 s ${maxInAnyWindow(times, 1_000)}, 429s ${run.rejected.length}`);
+    assert.deepEqual(run.rejected, []);
+    assert.ok(maxInAnyWindow(times, 1_000) <= 20);
+    assert.ok(ratio >= 0.95, `ratio ${ratio}`);
+    assert.ok(byProcess.every((n) => n > 0.3 * times.length), `both processes send: ${byProcess.join(' + ')}`);
+  });
+
+  it('paces by the later of the service and the source-system windows, with reset headers, at >= 0.95', async () => {
+    const service = new FixedWindow(40, 1_000, false);
+    const source = new FixedWindow(20, 1_000);
+    const keys = { client: 'client-a', account: 'account-2', sourceSystem: 'buildpro' };
+    const seconds = 8;
+    const run = await drive({
+      governors: governors({ serviceLimit: { total: 40, windowMs: 1_000 }, sourceSystemWindowMs: 1_000 }),
+      keys,
+      serve(now) {
+        const a = service.hit(now);
+        const b = source.hit(now);
+        return { status: Math.max(a.status, b.status), report: { service: a.window, sourceSystems: { buildpro: b.window } } };
+      },
+      workers: 5,
+      latencyMs: 25,
+      durationMs: seconds * 1_000,
+    });
+    const times = run.sent.map((s) => s.at);
+    const start = times[0]!;
+    const steady = times.filter((t) => t >= start + 1_000).length;
+    const ratio = steady / (20 * (seconds - 1));
+    console.log(`service + source-system windows: ${times.length} sent, steady ratio ${ratio.toFixed(3)}, 429s after the first window ${run.rejected.filter((t) => t >= start + 1_000).length}`);
+    assert.deepEqual(run.rejected.filter((t) => t >= start + 1_000), []);
+    assert.ok(ratio >= 0.95, `ratio ${ratio}`);
+    const { rows } = await pools[0]!.query<{ key: string; total: number; spacing_ms: number }>('SELECT key, total, spacing_ms FROM rate_budgets WHERE key LIKE $1 ORDER BY key', ['%account-2%']);
+    assert.deepEqual(rows.map((r) => [r.key, r.total]), [['source:account-2:buildpro', 20], ['svc:client-a:account-2', 40]]);
+  });
+
+  it('after a 429 reported by one process, neither sends until the reset', async () => {
+    const [a, b] = governors({ serviceLimit: { total: 1_000, windowMs: 1_000 }, resetSlackMs: 0 });
+    const keys = { client: 'client-a', account: 'account-3' };
+    (await a!.acquire(keys))();
+    const resetsAt = Date.now() + 700;
+    a!.report(keys, { service: { total: 1_000, remaining: 0, resetsAt }, sourceSystems: {} }, 429);
+    await a!.close();
+    const release = await b!.acquire(keys);
+    const at = Date.now();
+    release();
+    assert.ok(at >= resetsAt - 5, `sent ${resetsAt - at} ms before the reset`);
+    assert.ok(at < resetsAt + 200, `waited ${at - resetsAt} ms past the reset`);
+  });
+
+  it('holds a serial source system (concurrency 1) to one request at a time across processes', async () => {
+    const keys = { client: 'client-a', account: 'account-4', sourceSystem: 'sqlerp' };
+    const run = await drive({
+      governors: governors({ serviceLimit: { total: 10_000, windowMs: 1_000 }, leasePollMs: 10 }),
+      keys,
+      serve: () => ({ status: 200, report: { sourceSystems: {} } }),
+      workers: 3,
+      latencyMs: 40,
+      durationMs: 2_000,
+    });
+    const byProcess = [0, 1].map((by) => run.sent.filter((s) => s.by === by).length);
+    console.log(`serial source system: ${run.sent.length} requests of 40 ms in 2 s (${byProcess.join(' + ')}), max concurrent ${run.maxConcurrent}`);
+    assert.equal(run.maxConcurrent, 1);
+    assert.ok(byProcess.every((n) => n > 0), byProcess.join(' + '));
+    assert.ok(run.sent.length >= 20, String(run.sent.length));
+    const { rows } = await pools[0]!.query<{ n: number }>('SELECT count(*)::int AS n FROM rate_leases WHERE key LIKE $1 AND holder IS NOT NULL', ['%account-4%']);
+    assert.equal(rows[0]!.n, 0, 'every lease released');
+  });
+});

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  baseSpacing,
+  blockAfterRejection,
+  observeWindow,
+  paceFor,
+  reserveSlot,
+  resetSlack,
+  type PacingOptions,
+} from '../../../connectors/governor/pacing.ts';
+
+const exact: PacingOptions = { utilization: 1, resetSlackMs: 0 };
+const t0 = 1_700_000_000_000;
+
+describe('baseSpacing', () => {
+  it('spreads a full window evenly, less the utilization margin', () => {
+    assert.equal(baseSpacing({ total: 150, windowMs: 60_000 }, exact), 400);
+    assert.ok(Math.abs(baseSpacing({ total: 150, windowMs: 60_000 }) - 60_000 / 147) < 1e-9);
+    assert.equal(baseSpacing({ windowMs: 60_000 }, exact), 0, 'an unknown total does not pace');
+    assert.equal(baseSpacing({ total: 0, windowMs: 60_000 }, exact), 60_000);
+  });
+});
+
+describe('resetSlack', () => {
+  it('is capped by the gap even pacing leaves before each reset', () => {
+    assert.equal(resetSlack(60_000, { utilization: 0.98, resetSlackMs: 1000 }), 1000);
+    assert.ok(Math.abs(resetSlack(1_000, { utilization: 0.98, resetSlackMs: 1000 }) - 1000 * (1 / 0.98 - 1)) < 1e-9);
+    assert.equal(resetSlack(60_000, exact), 0);
+  });
+});
+
+describe('paceFor', () => {
+  it('without a reset time, paces evenly by total and window whatever remains', () => {
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 3 }, now: t0 }, exact), { spacingMs: 400 });
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0 }, now: t0 }, exact), { spacingMs: 400 });
+  });
+  it('spreads what remains evenly until the reset when that is slower than the full-window pace', () => {
+    // 10 left for the next 30 s: one every 3 s, not ten at once and then a wait.
+    const pace = paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 10, resetsAt: t0 + 30_000 }, now: t0 }, exact);
+    assert.deepEqual(pace, { spacingMs: 3_000 });
+    // Plenty left: the full-window pace rules.
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 90, resetsAt: t0 + 30_000 }, now: t0 }, exact), { spacingMs: 600 });
+  });
+  it('starts spreading at the end of the schedule and counts our requests the upstream has not seen', () => {
+    const facts = { windowMs: 60_000, total: 100, remaining: 10, resetsAt: t0 + 30_000 };
+    assert.deepEqual(paceFor({ facts, now: t0, nextAt: t0 + 10_000, unseen: 5 }, exact), { spacingMs: 4_000 });
+  });
+  it('a long window (an hourly budget) is paced by its reset even though the window length is a guess', () => {
+    const pace = paceFor({ facts: { windowMs: 60_000, total: 3600, remaining: 3599, resetsAt: t0 + 3_599_000 }, now: t0 }, exact);
+    assert.equal(pace.spacingMs, 1_000);
+  });
+  it('waits for the reset when the budget is spent, or will be by requests in flight', () => {
+    const opts = { utilization: 0.98, resetSlackMs: 500 };
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 0, resetsAt: t0 + 20_000 }, now: t0 }, opts), {
+      spacingMs: 60_000 / 98,
+      blockedUntil: t0 + 20_500,
+    });
+    assert.equal(paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 2, resetsAt: t0 + 20_000 }, now: t0, unseen: 2 }, opts).blockedUntil, t0 + 20_500);
+  });
+  it('ignores a reset in the past, and one the schedule already reaches past', () => {
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 - 1 }, now: t0 }, exact), { spacingMs: 400 });
+    assert.deepEqual(
+      paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact),
+      { spacingMs: 400 },
+    );
+  });
+  it('in steady state at the full-window pace, the adaptive pace never slows it down', () => {
+    // Fixed window of 150 from t0, paced at 0.98: after k requests the upstream reports 150 - k and
+    // `inFlight` more are reserved ahead at the even spacing.
+    const opts = { utilization: 0.98, resetSlackMs: 1000 };
+    const spacing = baseSpacing({ total: 150, windowMs: 60_000 }, opts);
+    for (let k = 1; k < 147; k++) {
+      for (const inFlight of [0, 3, 10]) {
+        const now = t0 + (k - 1) * spacing + 50;
+        const pace = paceFor(
+          { facts: { windowMs: 60_000, total: 150, remaining: 150 - k, resetsAt: t0 + 60_000 }, now, nextAt: t0 + (k + inFlight) * spacing, unseen: inFlight },
+          opts,
+        );
+        assert.equal(pace.blockedUntil, undefined, `k=${k}`);
+        assert.ok(Math.abs(pace.spacingMs - spacing) < 1e-9, `k=${k} inFlight=${inFlight}: ${pace.spacingMs}`);
+      }
+    }
+  });
+});
+
+describe('blockAfterRejection', () => {
+  it('blocks until the reported reset, else for a whole window', () => {
+    const opts = { utilization: 0.98, resetSlackMs: 250 };
+    assert.equal(blockAfterRejection({ windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 + 7_000 }, t0, opts), t0 + 7_250);
+    assert.equal(blockAfterRejection({ windowMs: 60_000, total: 150, remaining: 0 }, t0, opts), t0 + 60_250);
+    assert.equal(blockAfterRejection({ windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 - 5 }, t0, opts), t0 + 60_250);
+  });
+});
+
+describe('observeWindow', () => {
+  it('takes the latest report, but not one older than what is known of the same window', () => {
+    const known = { windowMs: 60_000, total: 150, remaining: 40, resetsAt: t0 + 9_000 };
+    assert.deepEqual(observeWindow(known, { total: 150, remaining: 39, resetsAt: t0 + 9_000 }), { ...known, remaining: 39 });
+    assert.deepEqual(observeWindow(known, { total: 150, remaining: 41, resetsAt: t0 + 9_000 }), known);
+    assert.deepEqual(observeWindow(known, { total: 150, remaining: 149, resetsAt: t0 + 69_000 }), { ...known, remaining: 149, resetsAt: t0 + 69_000 });
+    assert.deepEqual(observeWindow({ windowMs: 60_000, total: 150 }, { total: 600, remaining: 5 }), { windowMs: 60_000, total: 600, remaining: 5 });
+  });
+});
+
+describe('reserveSlot', () => {
+  it('spaces consecutive requests evenly and does not bank an idle budget', () => {
+    let schedules = [{ nextAt: 0, spacingMs: 400 }];
+    const slots: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = reserveSlot(schedules, t0);
+      slots.push(r.at);
+      schedules = r.schedules;
+    }
+    assert.deepEqual(slots, [t0, t0 + 400, t0 + 800, t0 + 1200]);
+    // Idle for a minute: the next request goes at once, and the one after a spacing later.
+    const later = reserveSlot(schedules, t0 + 60_000);
+    assert.equal(later.at, t0 + 60_000);
+    assert.equal(later.schedules[0]!.nextAt, t0 + 60_400);
+  });
+  it('with two windows, waits for the later one and spends one slot of each', () => {
+    const service = { nextAt: t0 + 400, spacingMs: 400 };
+    const source = { nextAt: t0 + 1000, spacingMs: 1000 };
+    const r = reserveSlot([service, source], t0);
+    assert.equal(r.at, t0 + 1000);
+    assert.deepEqual(r.schedules.map((s) => s.nextAt), [t0 + 1400, t0 + 2000]);
+  });
+  it('nothing before a block, then the even pace resumes from it', () => {
+    const r = reserveSlot([{ nextAt: t0, spacingMs: 400, blockedUntil: t0 + 30_000 }], t0 + 5);
+    assert.equal(r.at, t0 + 30_000);
+    assert.equal(r.schedules[0]!.nextAt, t0 + 30_400);
+  });
+});

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseConfig } from '../../../lib/config.ts';
+import { generateKey } from '../../../lib/crypto.ts';
+import { ConfigError } from '../../../lib/errors.ts';
+
+const valid = {
+  UPSTREAM_CLIENT_ID: '0123456789abcdef0123456789abcdef0123',
+  UPSTREAM_CLIENT_SECRET: 'a'.repeat(40),
+  MIRROR_CLIENT_ID: 'fedcba9876543210fedcba9876543210fedc',
+  MIRROR_CLIENT_SECRET: 'b'.repeat(40),
+  MIRROR_ENCRYPTION_KEY: generateKey(),
+  MIRROR_SIGNING_KEY: generateKey(),
+};
+
+describe('parseConfig', () => {
+  it('applies defaults', () => {
+    const c = parseConfig(valid);
+    assert.equal(c.UPSTREAM_HEADER_PREFIX, 'Svc');
+    assert.equal(c.API_PORT, 4000);
+    assert.match(c.DATABASE_URL, /mirror$/);
+  });
+  it('refuses to start with a list of everything that is wrong, saying what to set', () => {
+    try {
+      parseConfig({ ...valid, UPSTREAM_CLIENT_SECRET: 'short', MIRROR_ENCRYPTION_KEY: 'nope', API_PORT: '99999' });
+      assert.fail('expected a ConfigError');
+    } catch (error) {
+      assert.ok(error instanceof ConfigError);
+      assert.match(error.message, /UPSTREAM_CLIENT_SECRET/);
+      assert.match(error.message, /MIRROR_ENCRYPTION_KEY/);
+      assert.match(error.message, /API_PORT/);
+      assert.match(error.message, /mirror setup/);
+      assert.equal(error.details.length, 3);
+      assert.ok(!error.message.includes('short'), 'the bad secret itself is not echoed');
+    }
+  });
+});

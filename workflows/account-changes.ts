@@ -1,0 +1,48 @@
+// The account's change workflow: woken by a small signal whenever webhook events land in the inbox,
+// it applies them in coalesced batches. The inbox, not the signal, carries the events, so a lost or
+// duplicated signal costs latency at most. Runs for the account's lifetime, continuing as new.
+import { ParentClosePolicy, condition, continueAsNew, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { EventActivities } from '../activities/events.ts';
+import { eventsSignal } from './shared.ts';
+import { accountSyncWorkflow } from './account-sync.ts';
+
+const { applyInbox } = proxyActivities<EventActivities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+export interface AccountChangesInput {
+  accountId: string;
+}
+
+export async function accountChangesWorkflow(input: AccountChangesInput): Promise<void> {
+  // Events may have landed before this run started: look once at start.
+  let pending = true;
+  setHandler(eventsSignal, () => {
+    pending = true;
+  });
+  for (;;) {
+    // Also look now and then without a signal, in case one was lost.
+    await condition(() => pending, '5 minutes');
+    pending = false;
+    for (;;) {
+      const r = await applyInbox({ accountId: input.accountId });
+      for (const resource of new Set(r.fullPassTypes)) {
+        try {
+          await startChild(accountSyncWorkflow, {
+            workflowId: `account-sync:${input.accountId}:${resource}`,
+            args: [{ accountId: input.accountId, mode: 'full', resource }],
+            parentClosePolicy: ParentClosePolicy.ABANDON,
+          });
+        } catch (error) {
+          if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+        }
+      }
+      if (!r.more) break;
+    }
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 2000) {
+      await continueAsNew<typeof accountChangesWorkflow>(input);
+    }
+  }
+}

@@ -1,0 +1,68 @@
+// The children of one parent scope (e.g. the line items of every AP invoice of an account): one
+// stream per parent, synced by activities in batches of parents.
+import { continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { SliceCounts, SyncActivities } from '../activities/sync.ts';
+import { streamProgressQuery, type StreamProgress } from './shared.ts';
+
+const { listParentIds } = proxyActivities<SyncActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
+});
+const { syncChildren } = proxyActivities<SyncActivities>({
+  startToCloseTimeout: '15 minutes',
+  heartbeatTimeout: '60 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
+export interface ChildStreamsInput {
+  accountId: string;
+  resource: string;
+  parentResource: string;
+  parentScope: string;
+  projectId?: string;
+  passKey: string;
+  mode: 'full' | 'incremental';
+  batchSize?: number;
+  /** Carried over continue-as-new. */
+  offset?: number;
+  carried?: ChildStreamsResult;
+}
+
+export interface ChildStreamsResult extends SliceCounts {
+  streams: number;
+  failed: { scope: string; error: string }[];
+}
+
+export async function childStreamsWorkflow(input: ChildStreamsInput): Promise<ChildStreamsResult> {
+  const totals: ChildStreamsResult = input.carried ?? { pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0, streams: 0, failed: [] };
+  let done = false;
+  setHandler(streamProgressQuery, (): StreamProgress => ({ resource: input.resource, scope: input.parentScope, pages: totals.pages, records: totals.records, done }));
+  const ids = await listParentIds({ accountId: input.accountId, parentResource: input.parentResource, parentScope: input.parentScope });
+  const batch = input.batchSize ?? 25;
+  for (let offset = input.offset ?? 0; offset < ids.length; offset += batch) {
+    const parentIds = ids.slice(offset, offset + batch);
+    const r = await syncChildren({
+      accountId: input.accountId,
+      resource: input.resource,
+      parentResource: input.parentResource,
+      parentScope: input.parentScope,
+      parentIds,
+      ...(input.projectId ? { projectId: input.projectId } : {}),
+      passKey: input.passKey,
+      mode: input.mode,
+    });
+    totals.pages += r.pages;
+    totals.records += r.records;
+    totals.inserted += r.inserted;
+    totals.updated += r.updated;
+    totals.unchanged += r.unchanged;
+    totals.deleted += r.deleted;
+    totals.streams += parentIds.length;
+    totals.failed.push(...r.failed);
+    if (workflowInfo().continueAsNewSuggested && offset + batch < ids.length) {
+      await continueAsNew<typeof childStreamsWorkflow>({ ...input, offset: offset + batch, carried: totals });
+    }
+  }
+  done = true;
+  return totals;
+}

@@ -1,0 +1,39 @@
+// Names shared by workflows, the worker and clients: task queue, workflow ids, signals and queries.
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+
+export const defaultTaskQueue = 'mirror';
+
+export function streamWorkflowId(accountId: string, resource: string, scope: string): string {
+  return `stream:${accountId}:${resource}:${scope || '-'}`;
+}
+
+export function accountWorkflowId(accountId: string): string {
+  return `account-sync:${accountId}`;
+}
+
+export interface StreamProgress {
+  resource: string;
+  scope: string;
+  pages: number;
+  records: number;
+  done: boolean;
+}
+
+export const streamProgressQuery = defineQuery<StreamProgress>('progress');
+
+export interface AccountProgress {
+  phase: string;
+  streamsTotal: number;
+  streamsDone: number;
+  streamsFailed: number;
+  records: number;
+}
+
+export const accountProgressQuery = defineQuery<AccountProgress>('progress');
+
+/** "Events are waiting in the inbox": carries nothing, the inbox holds the events. */
+export const eventsSignal = defineSignal('events');
+
+export function changesWorkflowId(accountId: string): string {
+  return `account-changes:${accountId}`;
+}

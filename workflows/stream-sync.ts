@@ -1,0 +1,38 @@
+// One stream's pass: pages through the upstream in bounded, heartbeating activity slices. Only
+// counts travel through history; the checkpoint lives in Postgres beside the records.
+import { continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { SliceCounts, SyncActivities, SyncSliceInput } from '../activities/sync.ts';
+import { streamProgressQuery, type StreamProgress } from './shared.ts';
+
+const { syncSlice } = proxyActivities<SyncActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
+export interface StreamSyncInput extends SyncSliceInput {
+  /** Totals of earlier runs of this pass (carried over continue-as-new). */
+  carried?: SliceCounts;
+}
+
+export type StreamSyncResult = SliceCounts;
+
+const zero = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
+
+export async function streamSyncWorkflow(input: StreamSyncInput): Promise<StreamSyncResult> {
+  const totals = input.carried ?? zero();
+  let done = false;
+  setHandler(streamProgressQuery, (): StreamProgress => ({ resource: input.resource, scope: input.scope, pages: totals.pages, records: totals.records, done }));
+  const { carried: _carried, ...slice } = input;
+  for (;;) {
+    const r = await syncSlice(slice);
+    for (const k of Object.keys(totals) as (keyof SliceCounts)[]) totals[k] += r[k];
+    if (r.done) {
+      done = true;
+      return totals;
+    }
+    if (workflowInfo().continueAsNewSuggested) {
+      await continueAsNew<typeof streamSyncWorkflow>({ ...slice, carried: totals });
+    }
+  }
+}
