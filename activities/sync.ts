@@ -7,7 +7,8 @@ import { listPage, type Page } from '../connectors/operations.ts';
 import { pageFingerprint, pageVerdict } from '../connectors/pagination.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import pLimit from 'p-limit';
-import { MirrorError, RepeatedPageError, UpstreamNotFoundError } from '../lib/errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MirrorError, RepeatedPageError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
@@ -96,7 +97,7 @@ const emptyCounts = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, upd
 const scopeOrder: Record<ScopeKind, number> = { account: 0, project: 1, child: 2 };
 
 export function createSyncActivities(deps: SyncDeps) {
-  const { upstream, pool, accounts } = deps;
+  const { upstream, pool, accounts, logger: log } = deps;
 
   async function profileFor(accountId: string): Promise<SourceSystemProfile | undefined> {
     const account = await accounts.get(accountId);
@@ -215,7 +216,7 @@ export function createSyncActivities(deps: SyncDeps) {
         ? [{ field: 'source_update_time', operator: '>=', value: checkpoint.since }]
         : undefined;
     const fetchPage = (page: number): Promise<Page> =>
-      listPage(upstream, {
+      waitingOutRateLimits(() => listPage(upstream, {
         accountToken: token,
         accountId: input.accountId,
         sourceSystem: profile?.slug,
@@ -227,7 +228,7 @@ export function createSyncActivities(deps: SyncDeps) {
         filters,
         what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
         signal: ctx?.cancellationSignal,
-      });
+      }), ctx?.cancellationSignal);
 
     const maxPages = input.maxPages ?? 50;
     // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
@@ -240,18 +241,27 @@ export function createSyncActivities(deps: SyncDeps) {
         const page = await next;
         next = undefined;
         const fingerprint = pageFingerprint(page.items);
+        if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
+          // The end is confirmed: nothing past the full last page (an upstream that ignores an
+          // out-of-range page number serves the last page again, which ends the pass too).
+          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, confirming: false });
+          return { ...counts, done: true, generation: pass.generation };
+        }
         if (fingerprint !== null && fingerprint === lastFingerprint) {
           throw new RepeatedPageError(
             `Upstream served the same page twice for ${input.resource}${input.scope ? ` in ${input.scope}` : ''} (page ${checkpoint.page}); stopping instead of looping.`,
           );
         }
         const verdict = pageVerdict({ hasMore: page.hasMore, received: page.items.length, perPage: checkpoint.perPage });
+        if (verdict === 'confirm') {
+          log.warn({ resource: input.resource, scope: input.scope, page: checkpoint.page }, 'has_more_results is false on a full page; fetching the next page to confirm the end');
+        }
         // Fetch the next page while this one is written.
-        if (verdict === 'next' && n + 1 < maxPages) {
+        if (verdict !== 'stop' && n + 1 < maxPages) {
           next = fetchPage(checkpoint.page + 1);
           next.catch(() => undefined);
         }
-        const nextCheckpoint = { ...checkpoint, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false };
+        const nextCheckpoint = { ...checkpoint, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
         const written = await writePage(pool, {
           key,
           pass,
@@ -285,6 +295,27 @@ export function createSyncActivities(deps: SyncDeps) {
       return { ...counts, done: false, generation: pass.generation };
     } finally {
       clearInterval(beat);
+    }
+  }
+}
+
+/** How long one activity waits out 429s before handing the wait to Temporal's retry (with its delay). */
+const rateLimitPatienceMs = 5 * 60_000;
+
+/**
+ * Runs `fn` again after each 429, once the upstream's window resets (the governor, told of the 429,
+ * holds every other request of the budget until then too). A rate limit is not a failure: it must
+ * not spend the activity's retry attempts, or a long throttle would fail the stream. The activity
+ * heartbeats on its own timer meanwhile.
+ */
+async function waitingOutRateLimits<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  const giveUpAt = Date.now() + rateLimitPatienceMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (!(error instanceof UpstreamRateLimitedError) || error.resetAt > giveUpAt) throw error;
+      await sleep(Math.max(100, error.resetAt - Date.now()), undefined, signal ? { signal } : {});
     }
   }
 }

@@ -23,7 +23,11 @@ export interface Services {
 
 export function createServices(config: Config, options: { logger?: Logger; name?: string; poolSize?: number } = {}): Services {
   const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
-  const pool = createPool(config.DATABASE_URL, { max: options.poolSize ?? 10, application: options.name });
+  const pool = createPool(config.DATABASE_URL, {
+    max: options.poolSize ?? 10,
+    application: options.name,
+    onError: (error) => logger.warn({ err: error.message }, 'an idle database connection was lost; the next query reconnects'),
+  });
   const prisma = createPrisma(config.DATABASE_URL);
   const keys = { encryptionKey: decodeKey(config.MIRROR_ENCRYPTION_KEY), signingKey: decodeKey(config.MIRROR_SIGNING_KEY) };
   const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey });

@@ -7,27 +7,62 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
-export function createPool(databaseUrl: string, options: { max?: number; application?: string } = {}): pg.Pool {
-  return new pg.Pool({
+export function createPool(databaseUrl: string, options: { max?: number; application?: string; onError?: (error: Error) => void } = {}): pg.Pool {
+  const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 10,
     application_name: options.application ?? 'mirror',
     idleTimeoutMillis: 30_000,
   });
+  // An idle client whose connection dies (Postgres restarted, a backend terminated) is dropped by the
+  // pool, which then emits 'error'; unhandled, that would take the whole process down. The next
+  // query opens a new connection, and a query in flight fails on its own and is retried.
+  pool.on('error', options.onError ?? (() => undefined));
+  return pool;
+}
+
+/**
+ * Checks a client out for `fn`, with an error listener for its lifetime (a connection lost while
+ * checked out emits 'error' on the client, not only a failed query), and hands a broken client back
+ * as broken so the pool destroys it instead of reusing it.
+ */
+export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (error: Error) => {
+    lost = error;
+  };
+  client.on('error', onError);
+  let failure: Error | undefined;
+  try {
+    return await fn(client);
+  } catch (error) {
+    failure = error instanceof Error ? error : new Error(String(error));
+    throw error;
+  } finally {
+    client.off('error', onError);
+    client.release(lost ?? (failure && isConnectionError(failure) ? failure : undefined));
+  }
 }
 
 /** Runs `fn` in one transaction; rolls back on any error so nothing half-written remains. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
+  return withClient(pool, async (client) => {
     await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+    try {
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+  });
+}
+
+/** A failure of the connection itself (not of a statement): the client must not be reused. */
+export function isConnectionError(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(08|57P0)/.test(code)) return true; // connection exception, admin shutdown
+  return /Connection terminated|ECONNRESET|ECONNREFUSED|EPIPE|not queryable|Client has encountered a connection error/i.test(error.message);
 }

@@ -54,18 +54,23 @@ WITH input AS (
   ON CONFLICT (account_id, resource, scope, id) DO UPDATE
      SET source_id = EXCLUDED.source_id, data = EXCLUDED.data, source_data = EXCLUDED.source_data,
          hash = EXCLUDED.hash, source_create_time = EXCLUDED.source_create_time,
-         source_update_time = EXCLUDED.source_update_time, mirrored_at = now(), deleted_at = NULL,
+         source_update_time = EXCLUDED.source_update_time, deleted_at = NULL,
+         -- Only a change of content is a change (the changes feed and outbound webhooks follow
+         -- mirrored_at); a record that only moved in the upstream order keeps it.
+         mirrored_at = CASE WHEN r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL THEN now() ELSE r.mirrored_at END,
          generation = EXCLUDED.generation, ordinal = CASE WHEN $10::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
-   WHERE (r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL)
+   WHERE (r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL
+          -- A pass puts records back in the upstream's order (events insert new ones at the end).
+          OR (NOT $10::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
      -- An older fetch never overwrites a newer state (events and passes race).
      AND (r.source_update_time IS NULL OR EXCLUDED.source_update_time IS NULL OR EXCLUDED.source_update_time >= r.source_update_time)
-  RETURNING (r.first_seen_at = r.mirrored_at) AS inserted
+  RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
 ), seen AS (
   INSERT INTO stream_seen (stream_id, generation, id)
   SELECT $8, $5, id FROM input WHERE $9::boolean
   ON CONFLICT DO NOTHING
 )
-SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM up`;
+SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
 
 /** Serialises a page for the write: the objects untouched, with their parsed source timestamps. */
 function encodeRows(items: readonly Record<string, unknown>[]): { json: string; count: number } {

@@ -2,7 +2,7 @@
 // written in the same transaction as the page it follows (see records-store.ts).
 import { z } from 'zod';
 import { MirrorError } from '../lib/errors.ts';
-import type { Pool, PoolClient } from './pool.ts';
+import { inTransaction, type Pool, type PoolClient } from './pool.ts';
 
 export type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
 export type PassMode = 'full' | 'incremental';
@@ -19,6 +19,8 @@ export const checkpointSchema = z.object({
   /** Lower bound of an incremental pass (ISO), if any. */
   since: z.string().nullable(),
   done: z.boolean(),
+  /** The last page said no more results although it was full: the next page only confirms the end. */
+  confirming: z.boolean().optional(),
   counts: z.object({ inserted: z.number(), updated: z.number(), unchanged: z.number(), deleted: z.number() }),
 });
 export type Checkpoint = z.infer<typeof checkpointSchema>;
@@ -59,9 +61,7 @@ export async function beginOrResumePass(
   key: StreamKey,
   pass: { passKey: string; mode: PassMode; perPage: number; overlapMs?: number },
 ): Promise<StreamPass> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     await client.query(
       `INSERT INTO streams (account_id, resource, scope) VALUES ($1, $2, $3) ON CONFLICT (account_id, resource, scope) DO NOTHING`,
       [key.accountId, key.resource, key.scope],
@@ -74,7 +74,6 @@ export async function beginOrResumePass(
     const row = rows[0]!;
     const existing = checkpointSchema.safeParse(row.checkpoint);
     if (existing.success && existing.data.passKey === pass.passKey) {
-      await client.query('COMMIT');
       return { streamId: row.id, generation: row.generation, checkpoint: existing.data, started: false };
     }
     const mode: PassMode = pass.mode === 'incremental' && row.last_pass_started_at ? 'incremental' : 'full';
@@ -104,14 +103,8 @@ export async function beginOrResumePass(
     );
     // Seen-sets of abandoned passes are useless now.
     await client.query('DELETE FROM stream_seen WHERE stream_id = $1 AND generation < $2', [row.id, generation]);
-    await client.query('COMMIT');
     return { streamId: row.id, generation, checkpoint, started: true };
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Writes the checkpoint that follows a committed page; fails if the pass was replaced meanwhile. */

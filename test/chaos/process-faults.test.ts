@@ -112,11 +112,11 @@ describe('chaos: Postgres connection loss and API kill -9', { timeout: scaled(30
     }, file);
   });
 
-  it('keeps the worker alive when Postgres connections are lost', { todo: 'mirror/pool.ts: no error listener on the pool or on checked-out clients, so a lost connection crashes the process' }, async () => {
+  it('keeps the worker alive when Postgres connections are lost', async () => {
     await scenario('process: Postgres connection loss', 'worker process survives lost connections (no crash)', async () => {
       assert.deepEqual(pgCrashes, [], `the mirror's processes crashed on lost Postgres connections: ${JSON.stringify(pgCrashes)}; ${pgCrashLines.slice(0, 2).join(' | ')}`);
       return { tries: 1, outcome: 'no process crashed' };
-    }, file, { todo: 'mirror/pool.ts has no pg error listeners: an unhandled \'error\' event kills the worker on every lost connection (data stays exact after a supervisor restart)' });
+    }, file);
   });
 
   it('loses nothing acknowledged and serves correct data after the API is killed mid-request', async () => {
@@ -235,12 +235,12 @@ describe('chaos: Postgres connection loss and API kill -9', { timeout: scaled(30
   });
 
   let churned: LinkedTestAccount | undefined;
-  it('keeps the upstream order after churn (events, lost events) and a repairing full pass', { todo: 'mirror/records-store.ts: a full pass keeps the ordinal of unchanged rows, so records applied from events or inserted by the pass are served out of the upstream order' }, async () => {
+  it('keeps the upstream order after churn (events, lost events) and a repairing full pass', async () => {
     await scenario('process: API kill -9', 'list order equals the upstream order after churn and a full pass', async () => {
       assert.ok(churned, 'the API-kill scenario ran');
       const exact = await m.assertExact(churned);
       return { tries: 1, outcome: `${exact.records} records in the upstream order` };
-    }, file, { todo: 'mirror/records-store.ts keeps the ordinal of unchanged rows on a full pass: event-applied (max+1) and pass-inserted (positional) ordinals interleave wrongly, so lists are served out of the upstream order' });
+    }, file);
   });
 
   it('leaks no secret into logs or error bodies', async () => {

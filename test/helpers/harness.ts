@@ -83,7 +83,7 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
   const apiUrl = (await app.listen({ port: 0, host: '127.0.0.1' })).replace('localhost', '127.0.0.1');
   const worker = await startWorker(services, { publicBaseUrl: apiUrl });
   const upstreamHeaders = { 'api-version': '2021-11-21', 'client-id': upstreamId, 'client-secret': upstreamSecret };
-  return {
+  const harness: Harness = {
     services,
     sandbox,
     db,
@@ -109,7 +109,8 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
     },
     async close() {
       await app.close();
-      await worker.shutdown();
+      // A test may have replaced the worker (to restart it): stop the current one.
+      await harness.worker.shutdown();
       await connection.close();
       await services.close();
       await sandbox.close();
@@ -117,6 +118,7 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
       await db.drop();
     },
   };
+  return harness;
 }
 
 /** Every page of a list from the sandbox, as the upstream serves it. */

@@ -5,7 +5,11 @@ import { pageFingerprint, pageVerdict } from '../../../connectors/pagination.ts'
 describe('pageVerdict', () => {
   it('follows has_more_results when it is true or false', () => {
     assert.equal(pageVerdict({ hasMore: true, received: 3, perPage: 100 }), 'next');
-    assert.equal(pageVerdict({ hasMore: false, received: 100, perPage: 100 }), 'stop');
+    assert.equal(pageVerdict({ hasMore: false, received: 40, perPage: 100 }), 'stop');
+  });
+  it('asks for confirmation when has_more_results is false on a full page', () => {
+    assert.equal(pageVerdict({ hasMore: false, received: 100, perPage: 100 }), 'confirm');
+    assert.equal(pageVerdict({ hasMore: false, received: 0, perPage: 100 }), 'stop');
   });
   it('with null (unknown) goes on while pages are full and stops on a short or empty page', () => {
     assert.equal(pageVerdict({ hasMore: null, received: 100, perPage: 100 }), 'next');
