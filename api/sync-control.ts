@@ -18,6 +18,9 @@ export interface AccountSyncSummary {
   byResource: Record<string, number>;
 }
 
+/** The account pass by its workflow type's name, typed here so handles' results are typed too. */
+export type AccountSyncWorkflow = (input: Record<string, unknown>) => Promise<AccountSyncSummary>;
+
 export class SyncControl {
   constructor(
     readonly client: Client,
@@ -26,7 +29,7 @@ export class SyncControl {
   ) {}
 
   /** A newly linked (or adopted) account: its first full pass now, then its periodic passes. */
-  async onLinked(accountId: string): Promise<WorkflowHandle> {
+  async onLinked(accountId: string): Promise<WorkflowHandle<AccountSyncWorkflow>> {
     const handle = await this.start({ accountId, mode: 'full', registerWebhooks: true });
     await this.ensureSchedules(accountId, this.every);
     return handle;
@@ -38,8 +41,8 @@ export class SyncControl {
   }
 
   /** Starts an account pass, or joins the one already running for the same target. */
-  async start(req: SyncRequest): Promise<WorkflowHandle> {
-    return this.client.workflow.start('accountSyncWorkflow', {
+  async start(req: SyncRequest): Promise<WorkflowHandle<AccountSyncWorkflow>> {
+    return this.client.workflow.start<AccountSyncWorkflow>('accountSyncWorkflow', {
       taskQueue: this.taskQueue,
       workflowId: this.workflowId(req),
       args: [{ accountId: req.accountId, mode: req.mode ?? 'full', resource: req.resource, scope: req.scope, concurrency: req.concurrency, registerWebhooks: req.registerWebhooks }],

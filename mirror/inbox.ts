@@ -21,7 +21,7 @@ export function dedupeKey(body: unknown): string {
 function stableJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
   if (v && typeof v === 'object') {
-    return `{${Object.keys(v as object)
+    return `{${Object.keys(v)
       .sort()
       .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
       .join(',')}}`;

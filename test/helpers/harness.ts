@@ -159,7 +159,7 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -69,8 +69,8 @@ describe('migrate', () => {
     await assert.rejects(migrate(db.url, { dir }), /failed earlier and was not rolled back/);
     const c = new pg.Client({ connectionString: db.url });
     await c.connect();
-    const table = await c.query(`SELECT to_regclass('broken') AS t`);
+    const table = await c.query<{ t: string | null }>(`SELECT to_regclass('broken') AS t`);
     await c.end();
-    assert.equal(table.rows[0].t, null, 'nothing half-written: the failed migration rolled back');
+    assert.equal(table.rows[0]!.t, null, 'nothing half-written: the failed migration rolled back');
   });
 });

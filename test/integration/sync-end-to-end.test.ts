@@ -69,7 +69,7 @@ describe('full sync end to end', { timeout: 240_000 }, () => {
   it('serves the mirror through the read API in the upstream shape, scoped to the account', async () => {
     const res = await h.app.inject({ method: 'GET', url: '/projects?page=1&per_page=2', headers: { ...h.clientHeaders, 'account-token': construction.accountToken } });
     assert.equal(res.statusCode, 200);
-    const body = res.json() as { data: Record<string, unknown>[]; meta: { current_page: number; has_more_results: boolean } };
+    const body = res.json<{ data: Record<string, unknown>[]; meta: { current_page: number; has_more_results: boolean } }>();
     const upstream = await upstreamAll(h, '/projects', { 'account-token': construction.accountToken });
     assert.deepEqual(body.data, upstream.slice(0, 2));
     assert.deepEqual(body.meta, { current_page: 1, has_more_results: upstream.length > 2 });
@@ -90,7 +90,7 @@ describe('full sync end to end', { timeout: 240_000 }, () => {
   it('rejects bad credentials with a clear message', async () => {
     const res = await h.app.inject({ method: 'GET', url: '/projects', headers: { ...h.clientHeaders, 'client-secret': 'x'.repeat(40), 'account-token': construction.accountToken } });
     assert.equal(res.statusCode, 401);
-    assert.match((res.json() as { message: string }).message, /Client-Id or Client-Secret/);
+    assert.match(res.json<{ message: string }>().message, /Client-Id or Client-Secret/);
   });
 
   it('rewrites no row on an unchanged second pass', async () => {
