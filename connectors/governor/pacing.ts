@@ -87,12 +87,27 @@ export function blockAfterRejection(facts: WindowFacts, now: number, options: Pa
   return resetsAt + resetSlack(facts.windowMs, options);
 }
 
+/**
+ * The window's length, learned from two reports of it: the headers give a window's total and its
+ * reset time, never its length. When a later report names a later reset and its budget came back
+ * (more remaining than before), a new window began, and the distance between the two resets is a
+ * whole number of windows: at least one window long, so the smaller of it and what was known is
+ * never shorter than the real window (no 429 for pacing too fast), and converges on it as soon as
+ * two consecutive windows are seen. Resets are whole seconds, hence the 1 s floor.
+ */
+export function learnWindowMs(previous: WindowFacts, reported: RateLimitWindow): number {
+  if (reported.resetsAt === undefined || previous.resetsAt === undefined || previous.remaining === undefined) return previous.windowMs;
+  const distance = reported.resetsAt - previous.resetsAt;
+  if (distance <= 0 || reported.remaining <= previous.remaining) return previous.windowMs;
+  return Math.min(previous.windowMs, Math.max(1_000, distance));
+}
+
 /** Folds one reported window into what is known, ignoring a report that arrives after a fresher one. */
 export function observeWindow(previous: WindowFacts, reported: RateLimitWindow): WindowFacts {
   const sameWindow = reported.resetsAt !== undefined && reported.resetsAt === previous.resetsAt;
   const stale = sameWindow && previous.remaining !== undefined && reported.remaining > previous.remaining;
   return {
-    windowMs: previous.windowMs,
+    windowMs: learnWindowMs(previous, reported),
     total: reported.total,
     remaining: stale ? previous.remaining : reported.remaining,
     ...(reported.resetsAt !== undefined ? { resetsAt: reported.resetsAt } : {}),

@@ -54,14 +54,15 @@ ON CONFLICT (key) DO NOTHING`;
 const reportSql = `
 UPDATE rate_budgets b
    SET total = coalesce(u.total, b.total),
+       window_ms = coalesce(u.window_ms, b.window_ms),
        remaining = u.remaining,
        resets_at = clock_timestamp() + u.resets_in_ms * interval '1 millisecond',
        spacing_ms = u.spacing_ms,
        blocked_until = CASE WHEN u.blocked_in_ms IS NULL THEN b.blocked_until
                             ELSE greatest(b.blocked_until, clock_timestamp() + u.blocked_in_ms * interval '1 millisecond') END,
        updated_at = clock_timestamp()
-  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[])
-       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms)
+  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[])
+       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms)
  WHERE b.key = u.key`;
 
 const ensureLeasesSql = `
@@ -239,6 +240,7 @@ export class PostgresRateGovernor extends RateGovernor {
             batch.map(([, w]) => relative(w.facts.resetsAt)),
             batch.map(([, w]) => w.pace.spacingMs),
             batch.map(([, w]) => relative(w.pace.blockedUntil)),
+            batch.map(([, w]) => Math.round(w.facts.windowMs)),
           ]);
         } catch (error) {
           for (const [key] of batch) this.written.delete(key);

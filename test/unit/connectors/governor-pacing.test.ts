@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import {
   baseSpacing,
   blockAfterRejection,
+  learnWindowMs,
   observeWindow,
   paceFor,
   reserveSlot,
@@ -100,6 +101,24 @@ describe('observeWindow', () => {
     assert.deepEqual(observeWindow(known, { total: 150, remaining: 41, resetsAt: t0 + 9_000 }), known);
     assert.deepEqual(observeWindow(known, { total: 150, remaining: 149, resetsAt: t0 + 69_000 }), { ...known, remaining: 149, resetsAt: t0 + 69_000 });
     assert.deepEqual(observeWindow({ windowMs: 60_000, total: 150 }, { total: 600, remaining: 5 }), { windowMs: 60_000, total: 600, remaining: 5 });
+  });
+});
+
+describe('learnWindowMs', () => {
+  const known = { windowMs: 60_000, total: 20, remaining: 3, resetsAt: t0 + 1_000 };
+  it('learns a shorter window from the distance between two resets once the budget came back', () => {
+    // Three 2 s windows went by unseen: an upper bound, never below the real length.
+    assert.equal(learnWindowMs(known, { total: 20, remaining: 19, resetsAt: t0 + 7_000 }), 6_000);
+    // Then two consecutive windows: the real length.
+    assert.equal(learnWindowMs({ ...known, windowMs: 6_000 }, { total: 20, remaining: 18, resetsAt: t0 + 3_000 }), 2_000);
+    assert.equal(observeWindow(known, { total: 20, remaining: 19, resetsAt: t0 + 3_000 }).windowMs, 2_000);
+  });
+  it('never lengthens what is known, and ignores reports that do not show a new window', () => {
+    assert.equal(learnWindowMs({ ...known, windowMs: 2_000 }, { total: 20, remaining: 19, resetsAt: t0 + 61_000 }), 2_000);
+    assert.equal(learnWindowMs(known, { total: 20, remaining: 2, resetsAt: t0 + 1_000 }), 60_000, 'same window');
+    assert.equal(learnWindowMs(known, { total: 20, remaining: 2, resetsAt: t0 + 2_000 }), 60_000, 'a moving reset without budget returned (sliding)');
+    assert.equal(learnWindowMs({ windowMs: 60_000 }, { total: 20, remaining: 19, resetsAt: t0 + 2_000 }), 60_000, 'a first report');
+    assert.equal(learnWindowMs(known, { total: 20, remaining: 19, resetsAt: t0 + 1_200 }), 1_000, 'floored at 1 s');
   });
 });
 
