@@ -28,7 +28,7 @@ export interface RateLimitRun {
   rejected: number;
   /** Accepted requests in each sandbox window, in order. */
   perWindow: number[];
-  /** Mean over complete windows after the first of accepted / allowed. */
+  /** Mean over the complete windows of the second half (steady state) of accepted / allowed. */
   utilization: number | null;
   /** Accepted requests per second after the first window / allowed per second. */
   rateRatio: number | null;
@@ -84,8 +84,12 @@ export function analyse(seen: readonly Seen[], o: { limit: number; windowMs: num
     windows.set(s.resetsAt, w);
   }
   const ordered = [...windows.entries()].sort((a, b) => a[0] - b[0]);
-  // Complete windows after the first: ended before the stop, and not the last one of a finished sync.
-  const complete = ordered.slice(1).filter(([reset], i, all) => reset * 1000 <= stoppedAt && !(finished && i === all.length - 1));
+  // Steady state: the complete windows (ended before the stop, and not the last one of a finished
+  // sync) of the second half. The first half covers the governor learning the windows: the headers
+  // give a window's total and reset time, never its length, which takes two resets to see.
+  const complete = ordered
+    .slice(Math.max(1, Math.floor(ordered.length / 2)))
+    .filter(([reset], i, all) => reset * 1000 <= stoppedAt && !(finished && i === all.length - 1));
   const utilization = complete.length > 0 ? complete.reduce((a, [, w]) => a + w.accepted, 0) / complete.length / o.limit : null;
   const firstEnd = ordered[0] ? ordered[0][1].first + o.windowMs : undefined;
   let rateRatio: number | null = null;

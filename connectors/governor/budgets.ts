@@ -36,6 +36,8 @@ export interface RateGovernorOptions {
   utilization?: number;
   /** Extra wait after a reported reset, capped by what even pacing leaves free (default 1000 ms). */
   resetSlackMs?: number;
+  /** A send slot is reserved at most this long before its time (default 1000 ms); see `Reservation`. */
+  reserveHorizonMs?: number;
   clock?: Clock;
   logger?: Logger;
 }
@@ -50,6 +52,7 @@ export interface ResolvedOptions {
   profiles: (slug: string) => SourceSystemProfile | undefined;
   pacing: PacingOptions;
   assumeLimits: boolean;
+  reserveHorizonMs: number;
 }
 
 export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
@@ -68,6 +71,7 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     sourceSystemConcurrency: options.sourceSystemConcurrency,
     profiles: options.profiles ?? knownProfile,
     pacing,
+    reserveHorizonMs: Math.max(0, options.reserveHorizonMs ?? 1_000),
   };
 }
 

@@ -22,12 +22,16 @@ export class MemoryRateGovernor extends RateGovernor {
     const current = budgets.map((b) => this.scheduleOf(b));
     const { at, schedules } = reserveSlot(current, now);
     const nextInMs = new Map<string, number>();
+    if (at - now > this.options.reserveHorizonMs) {
+      for (const [i, b] of budgets.entries()) nextInMs.set(b.key, current[i]!.nextAt - now);
+      return Promise.resolve({ waitMs: at - now, nextInMs, reserved: false });
+    }
     budgets.forEach((b, i) => {
       const s = schedules[i]!;
       this.schedules.set(b.key, s);
       nextInMs.set(b.key, s.nextAt - now);
     });
-    return Promise.resolve({ waitMs: at - now, nextInMs });
+    return Promise.resolve({ waitMs: at - now, nextInMs, reserved: true });
   }
 
   protected applyPace(view: BudgetView, pace: Pace): void {

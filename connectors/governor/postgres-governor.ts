@@ -32,17 +32,21 @@ export interface PostgresRateGovernorOptions extends RateGovernorOptions {
 // requests with overlapping budgets cannot deadlock. Nothing is reserved unless every row exists.
 const reserveSql = `
 WITH cur AS (
-  SELECT key, next_at, blocked_until FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
+  SELECT key, next_at, blocked_until, window_ms FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), max(next_at), max(blocked_until)) AS at, count(*) AS n FROM cur
+), upd AS (
+  UPDATE rate_budgets b
+     SET next_at = slot.at + b.spacing_ms * interval '1 millisecond'
+    FROM slot
+   WHERE b.key = ANY($1::text[]) AND slot.n = cardinality($1::text[])
+     AND slot.at <= clock_timestamp() + $2::float8 * interval '1 millisecond'
+  RETURNING b.key, b.next_at
 )
-UPDATE rate_budgets b
-   SET next_at = slot.at + b.spacing_ms * interval '1 millisecond'
-  FROM slot
- WHERE b.key = ANY($1::text[]) AND slot.n = cardinality($1::text[])
-RETURNING b.key,
+SELECT c.key, c.window_ms, u.key IS NOT NULL AS reserved,
   (extract(epoch FROM slot.at - clock_timestamp()) * 1000)::float8 AS wait_ms,
-  (extract(epoch FROM b.next_at - clock_timestamp()) * 1000)::float8 AS next_in_ms`;
+  (extract(epoch FROM coalesce(u.next_at, c.next_at) - clock_timestamp()) * 1000)::float8 AS next_in_ms
+  FROM cur c CROSS JOIN slot LEFT JOIN upd u ON u.key = c.key`;
 
 const ensureBudgetsSql = `
 INSERT INTO rate_budgets (key, total, window_ms, spacing_ms)
@@ -54,7 +58,8 @@ ON CONFLICT (key) DO NOTHING`;
 const reportSql = `
 UPDATE rate_budgets b
    SET total = coalesce(u.total, b.total),
-       window_ms = coalesce(u.window_ms, b.window_ms),
+       -- A window learned shorter by any process is every process's (see learnWindowMs).
+       window_ms = least(b.window_ms, u.window_ms),
        remaining = u.remaining,
        resets_at = clock_timestamp() + u.resets_in_ms * interval '1 millisecond',
        spacing_ms = u.spacing_ms,
@@ -171,15 +176,20 @@ export class PostgresRateGovernor extends RateGovernor {
     if (signal?.aborted) throw abortReason(signal);
     const keys = budgets.map((b) => b.key);
     if (keys.some((k) => !this.ensured.has(k))) await this.ensureBudgets(budgets);
-    let result = await this.pool.query<{ key: string; wait_ms: number; next_in_ms: number }>(reserveSql, [keys]);
+    const horizon = this.options.reserveHorizonMs;
+    let result = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number }>(reserveSql, [keys, horizon]);
     if (result.rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.
       await this.ensureBudgets(budgets);
-      result = await this.pool.query(reserveSql, [keys]);
+      result = await this.pool.query(reserveSql, [keys, horizon]);
       if (result.rows.length < keys.length) throw new MirrorError(`rate governor: could not reserve a slot in ${keys.join(', ')}`);
     }
     const nextInMs = new Map(result.rows.map((r) => [r.key, r.next_in_ms]));
-    return { waitMs: Math.max(0, result.rows[0]!.wait_ms), nextInMs };
+    for (const r of result.rows) {
+      const spec = budgets.find((b) => b.key === r.key);
+      if (spec) this.adoptWindow(spec, r.window_ms);
+    }
+    return { waitMs: Math.max(0, result.rows[0]!.wait_ms), nextInMs, reserved: result.rows.every((r) => r.reserved) };
   }
 
   /** Creates missing budget rows (with the first guesses); concurrent first requests share one insert. */

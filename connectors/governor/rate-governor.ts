@@ -26,7 +26,14 @@ export interface BudgetView {
 }
 
 export interface Reservation {
-  /** How long until the reserved slot. */
+  /**
+   * False when the next free slot lies beyond the reservation horizon: nothing was reserved, and
+   * the caller asks again later. A slot is only held that close to its time, so a pace that the
+   * headers speed up (a window learned shorter) applies to every waiting request at once instead
+   * of after a queue of slots reserved at the old pace.
+   */
+  reserved: boolean;
+  /** How long until the reserved slot (or, unreserved, the next free one). */
   waitMs: number;
   /** Per budget key: how long until the schedule's next free slot, when known. */
   nextInMs: Map<string, number>;
@@ -86,7 +93,11 @@ export abstract class RateGovernor implements Governor {
         const shared = await this.acquireShared(cap, signal);
         if (shared) entry.shared = shared;
       }
-      const reservation = await this.reserve(views.map((v) => v.spec), signal);
+      let reservation = await this.reserve(views.map((v) => v.spec), signal);
+      while (!reservation.reserved) {
+        await this.clock.sleep(Math.min(reservation.waitMs, this.options.reserveHorizonMs), signal);
+        reservation = await this.reserve(views.map((v) => v.spec), signal);
+      }
       const now = this.clock.now();
       for (const v of views) {
         v.inFlight.set(id, now + reservation.waitMs);
@@ -125,6 +136,12 @@ export abstract class RateGovernor implements Governor {
       }
       this.applyPace(view, pace, now);
     }
+  }
+
+  /** Takes a window length another process learned, when shorter than what this one knows. */
+  protected adoptWindow(spec: BudgetSpec, windowMs: number): void {
+    const view = this.view(spec);
+    if (windowMs > 0 && windowMs < view.facts.windowMs) view.facts = { ...view.facts, windowMs };
   }
 
   /** What this process knows of the budgets a request with these keys spends (for logs and tests). */
