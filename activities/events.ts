@@ -2,6 +2,7 @@
 // changed object is fetched from the upstream and upserted (an older fetch never overwrites a newer
 // state); DELETE targets and objects the upstream no longer has are marked deleted.
 import { randomBytes, randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
 import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
 import { createWebhook, getObject } from '../connectors/operations.ts';
 import { keyedHash } from '../lib/crypto.ts';
@@ -9,6 +10,7 @@ import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
 import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
 import { markDeleted, writePage } from '../mirror/records-store.ts';
+import type { StreamKey } from '../mirror/streams.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 import { asActivity } from './failures.ts';
 import type { SyncDeps } from './sync.ts';
@@ -78,10 +80,15 @@ export function createEventActivities(deps: EventDeps) {
       });
     },
 
-    /** Applies up to `limit` pending events, coalesced by object; returns what it did. */
-    async applyInbox(input: { accountId: string; limit?: number }): Promise<ApplyResult> {
+    /**
+     * Applies up to `limit` pending events, coalesced by object: the objects are fetched
+     * concurrently (within the account's budget: every request goes through the governor), then
+     * written in one statement per stream and marked applied in one per outcome. An object fetched
+     * before a newer state was written never overwrites it (records-store's guard).
+     */
+    async applyInbox(input: { accountId: string; limit?: number; concurrency?: number }): Promise<ApplyResult> {
       return asActivity(async () => {
-        const limit = input.limit ?? 200;
+        const limit = input.limit ?? 500;
         const events = await pendingEvents(pool, input.accountId, limit);
         const result: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: events.length === limit };
         if (events.length === 0) return result;
@@ -94,52 +101,98 @@ export function createEventActivities(deps: EventDeps) {
           const k = `${e.type}|${e.projectId ?? ''}|${e.target}`;
           byObject.set(k, [...(byObject.get(k) ?? []), e]);
         }
+        const outcomes = new Map<string, number[]>();
+        const settle = (outcome: string, group: readonly PendingEvent[]) => outcomes.set(outcome, [...(outcomes.get(outcome) ?? []), ...group.map((g) => g.id)]);
+        const wanted: { key: StreamKey; target: string; group: PendingEvent[]; gone: boolean; projectId?: string; path: string }[] = [];
         for (const group of byObject.values()) {
           const e = group[group.length - 1]!;
-          const ids = group.map((g) => g.id);
           const def = resourceForWebhookType(e.type);
           if (!def || def.scope === 'child') {
-            await markApplied(pool, ids, 'skipped: not mirrored');
+            settle('skipped: not mirrored', group);
             result.skipped += group.length;
             continue;
           }
           if (e.target.endsWith(':*')) {
             result.fullPassTypes.push(def.name);
-            await markApplied(pool, ids, 'pass requested');
+            settle('pass requested', group);
             continue;
           }
           const kind = scopeKindIn(profile, def.name, def.scope);
           if (kind === 'project' && !e.projectId) {
-            await markApplied(pool, ids, 'skipped: no project');
+            settle('skipped: no project', group);
             result.skipped += group.length;
             continue;
           }
           const scope = kind === 'project' ? formatScope([['project', e.projectId!]]) : '';
-          const key = { accountId: input.accountId, resource: def.name, scope };
-          let gone = group.some((g) => g.event === 'DELETE');
-          if (!gone) {
-            try {
-              const res = await getObject(upstream, {
-                accountToken: token,
-                accountId: input.accountId,
-                sourceSystem: profile?.slug,
-                path: `${def.path}/${encodeURIComponent(e.target)}`,
-                projectId: kind === 'project' ? e.projectId! : undefined,
-                includeSourceData: true,
-              });
-              await writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items: [res.body], ordinalBase: await nextOrdinal(key), trackSeen: false, keepOrdinal: true });
-              result.applied += group.length;
-            } catch (error) {
-              if (!(error instanceof UpstreamNotFoundError)) throw error;
-              gone = true;
-            }
-          }
-          if (gone) {
-            result.deleted += await markDeleted(pool, key, [e.target]);
-            result.applied += group.length;
-          }
-          await markApplied(pool, ids, gone ? 'deleted' : 'upserted');
+          wanted.push({
+            key: { accountId: input.accountId, resource: def.name, scope },
+            target: e.target,
+            group,
+            gone: group.some((g) => g.event === 'DELETE'),
+            ...(kind === 'project' ? { projectId: e.projectId! } : {}),
+            path: `${def.path}/${encodeURIComponent(e.target)}`,
+          });
         }
+
+        const fetchLimit = pLimit(input.concurrency ?? 8);
+        const fetched = await Promise.allSettled(
+          wanted.map((w) =>
+            w.gone
+              ? Promise.resolve(undefined)
+              : fetchLimit(async () => {
+                  try {
+                    const res = await getObject(upstream, {
+                      accountToken: token,
+                      accountId: input.accountId,
+                      sourceSystem: profile?.slug,
+                      path: w.path,
+                      projectId: w.projectId,
+                      includeSourceData: true,
+                    });
+                    return res.body;
+                  } catch (error) {
+                    if (error instanceof UpstreamNotFoundError) return undefined;
+                    throw error;
+                  }
+                }),
+          ),
+        );
+
+        // Per stream: the fetched objects in one write, the gone ones in one update.
+        const streams = new Map<string, { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; deleted: PendingEvent[] }>();
+        let failure: unknown;
+        wanted.forEach((w, i) => {
+          const r = fetched[i]!;
+          if (r.status === 'rejected') {
+            failure ??= r.reason;
+            return;
+          }
+          const k = `${w.key.resource}\n${w.key.scope}`;
+          let stream = streams.get(k);
+          if (!stream) streams.set(k, (stream = { key: w.key, items: [], gone: [], upserted: [], deleted: [] }));
+          if (r.value === undefined) {
+            stream.gone.push(w.target);
+            stream.deleted.push(...w.group);
+          } else {
+            stream.items.push(r.value);
+            stream.upserted.push(...w.group);
+          }
+        });
+        for (const stream of streams.values()) {
+          if (stream.items.length > 0) {
+            await writePage(pool, { key: stream.key, pass: { streamId: 0, generation: 0 }, items: stream.items, ordinalBase: await nextOrdinal(stream.key), trackSeen: false, keepOrdinal: true });
+            result.applied += stream.upserted.length;
+            settle('upserted', stream.upserted);
+          }
+          if (stream.gone.length > 0) {
+            result.deleted += await markDeleted(pool, stream.key, stream.gone);
+            result.applied += stream.deleted.length;
+            settle('deleted', stream.deleted);
+          }
+        }
+        for (const [outcome, ids] of outcomes) await markApplied(pool, ids, outcome);
+        // What could not be fetched stays pending; the activity's retry takes it up again.
+        if (failure !== undefined) throw failure instanceof Error ? failure : new Error('fetching a changed object failed');
         return result;
       });
     },

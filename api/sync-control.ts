@@ -94,8 +94,36 @@ export class SyncControl {
     }
   }
 
-  /** Wakes (or starts) the account's change workflow: events are waiting in the inbox. */
-  async signalEvents(accountId: string): Promise<void> {
+  private readonly signalsInFlight = new Map<string, Promise<void>>();
+  private readonly signalsQueued = new Map<string, Promise<void>>();
+
+  /**
+   * Wakes (or starts) the account's change workflow: events are waiting in the inbox. Coalesced per
+   * account: while one signal is in flight, callers share a single next one, sent after it, which
+   * covers every event stored meanwhile; a burst of deliveries costs Temporal two signals at a time,
+   * not one per event.
+   */
+  signalEvents(accountId: string): Promise<void> {
+    const inFlight = this.signalsInFlight.get(accountId);
+    if (inFlight) {
+      let next = this.signalsQueued.get(accountId);
+      if (!next) {
+        next = inFlight
+          .catch(() => undefined)
+          .then(() => {
+            this.signalsQueued.delete(accountId);
+            return this.signalEvents(accountId);
+          });
+        this.signalsQueued.set(accountId, next);
+      }
+      return next;
+    }
+    const sent = this.sendEventsSignal(accountId).finally(() => this.signalsInFlight.delete(accountId));
+    this.signalsInFlight.set(accountId, sent);
+    return sent;
+  }
+
+  private async sendEventsSignal(accountId: string): Promise<void> {
     await this.client.workflow.signalWithStart('accountChangesWorkflow', {
       taskQueue: this.taskQueue,
       workflowId: `account-changes:${accountId}`,

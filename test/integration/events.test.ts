@@ -63,7 +63,7 @@ describe('events and async requests', { timeout: 240_000 }, () => {
     await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: target.id, patch: { name: 'Renamed by webhook' } });
     await eventually('the update to be visible in the read API', async () => {
       const res = await h.app.inject({ method: 'GET', url: `/vendors/${String(target.id)}`, headers: headers() });
-      return (res.json() as { name?: string }).name === 'Renamed by webhook' ? true : undefined;
+      return res.json<{ name?: string }>().name === 'Renamed by webhook' ? true : undefined;
     });
 
     const created = await sandboxAdmin<Record<string, unknown>>(h, 'POST', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', object: { name: 'New vendor via webhook' } });
@@ -79,12 +79,12 @@ describe('events and async requests', { timeout: 240_000 }, () => {
       return res.statusCode === 404 ? true : undefined;
     });
     const listed = await h.app.inject({ method: 'GET', url: '/vendors?per_page=1000&include_deleted=true', headers: headers() });
-    assert.ok((listed.json() as { data: { id: string }[] }).data.some((v) => v.id === target.id), 'deleted records stay queryable with include_deleted');
+    assert.ok(listed.json<{ data: { id: string }[] }>().data.some((v) => v.id === target.id), 'deleted records stay queryable with include_deleted');
 
     // After all of it, the mirror equals the upstream.
     const upstreamNow = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
     const mirror = await h.app.inject({ method: 'GET', url: '/vendors?per_page=1000', headers: headers() });
-    const mirrorIds = (mirror.json() as { data: { id: string }[] }).data.map((v) => v.id).sort();
+    const mirrorIds = mirror.json<{ data: { id: string }[] }>().data.map((v) => v.id).sort();
     assert.deepEqual(mirrorIds, upstreamNow.map((v) => String(v.id)).sort());
   });
 
@@ -112,7 +112,7 @@ describe('events and async requests', { timeout: 240_000 }, () => {
       const create = async (url: string) => {
         const res = await h.app.inject({ method: 'POST', url: '/webhooks', headers: headers(), payload: { callback_url: url, authorization_header: 'Bearer sub-secret', event: 'UPDATE', type: 'vendor' } });
         assert.equal(res.statusCode, 201, res.body);
-        return res.json() as { id: string; target: string };
+        return res.json<{ id: string; target: string }>();
       };
       const live = await create(up.url);
       const down = await create(`http://127.0.0.1:${downPort}/hook`);
@@ -139,7 +139,7 @@ describe('events and async requests', { timeout: 240_000 }, () => {
         await new Promise((r) => back.server.close(r));
       }
       const listed = await h.app.inject({ method: 'GET', url: '/webhooks', headers: headers() });
-      assert.equal((listed.json() as { data: unknown[] }).data.length, 2);
+      assert.equal(listed.json<{ data: unknown[] }>().data.length, 2);
       const del = await h.app.inject({ method: 'DELETE', url: `/webhooks/${down.id}`, headers: headers() });
       assert.equal(del.statusCode, 200);
     } finally {
