@@ -176,7 +176,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   let stall: SyncRun['stall'];
   const deadline = 30 * 60;
   while (!done) {
-    await Promise.race([outcome, sleep(500)]);
+    await Promise.race([outcome, sleep(100)]);
     if (done) break;
     if (pagesSeconds === undefined) {
       const s = await streamOf();
@@ -194,6 +194,8 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   const o = await outcome;
   if ('error' in o) throw o.error instanceof Error ? o.error : new Error(String(o.error));
   const seconds = o.at;
+  // Finished between two looks: the last page went in less than one poll (100 ms) before the end.
+  pagesSeconds ??= seconds;
   if (stall && pagesSeconds !== undefined) stall.finishSecondsAfter = seconds - pagesSeconds - stall.waitedSeconds;
   const peak = workers.children.map((c) => peakRss(c.pid));
   const result = o.result;
