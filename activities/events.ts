@@ -9,7 +9,7 @@ import { keyedHash } from '../lib/crypto.ts';
 import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
 import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
-import { markDeleted, writePage } from '../mirror/records-store.ts';
+import { applyObjects, markDeleted } from '../mirror/records-store.ts';
 import type { StreamKey } from '../mirror/streams.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 import { asActivity } from './failures.ts';
@@ -180,7 +180,7 @@ export function createEventActivities(deps: EventDeps) {
         });
         for (const stream of streams.values()) {
           if (stream.items.length > 0) {
-            await writePage(pool, { key: stream.key, pass: { streamId: 0, generation: 0 }, items: stream.items, ordinalBase: await nextOrdinal(stream.key), trackSeen: false, keepOrdinal: true });
+            await applyObjects(pool, stream.key, stream.items);
             result.applied += stream.upserted.length;
             settle('upserted', stream.upserted);
           }
@@ -197,12 +197,6 @@ export function createEventActivities(deps: EventDeps) {
       });
     },
   };
-
-  /** A new object goes after every known one, as the upstream appends it. Existing ones keep theirs. */
-  async function nextOrdinal(key: { accountId: string; resource: string; scope: string }): Promise<number> {
-    const { rows } = await pool.query<{ n: number | null }>(`SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
-    return rows[0]?.n ?? 0;
-  }
 }
 
 export type EventActivities = ReturnType<typeof createEventActivities>;

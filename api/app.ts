@@ -12,6 +12,7 @@ import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
 import { registerForwardedRoutes } from './routes/forwarded.ts';
+import { registerWriteRoutes } from './routes/writes.ts';
 import { registerInboundWebhookRoutes } from './routes/webhooks-inbound.ts';
 import { registerSubscriptionRoutes } from './routes/subscriptions.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
@@ -62,6 +63,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey });
   if (deps.upstream) {
     registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync });
+    registerWriteRoutes(app, { pool: deps.pool, auth, target: deps.upstream.target, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }
   await app.ready();
   return app;

@@ -46,6 +46,12 @@ export interface ForwardOptions {
   path?: string;
   /** A JSON body to send instead of the request's own stream. */
   json?: unknown;
+  /**
+   * Reads the upstream's answer whole (up to `maxBytes`) and hands it to this callback before it is
+   * relayed, so the mirror can apply what a write returned. Only for answers known to be small (a
+   * write's object), never for pass-through.
+   */
+  capture?: { maxBytes: number; onAnswer(status: number, body: Buffer): Promise<void> };
 }
 
 /** Forwards one request and streams the upstream's answer back as it is. */
@@ -90,5 +96,19 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
     if (value === undefined) continue;
     if (passResponse.has(name) || (name.startsWith(prefix) && name !== `${prefix}debug-id`) || name.includes('-ratelimit-')) void reply.header(name, value);
   }
-  return reply.status(res.statusCode).send(res.body);
+  if (!options.capture) return reply.status(res.statusCode).send(res.body);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    const b = chunk as Buffer;
+    size += b.length;
+    if (size > options.capture.maxBytes) {
+      res.body.destroy();
+      throw new UpstreamError(`The upstream's answer to ${method} ${path.split('?')[0]} exceeds ${options.capture.maxBytes} bytes.`);
+    }
+    chunks.push(b);
+  }
+  const answer = Buffer.concat(chunks);
+  await options.capture.onAnswer(res.statusCode, answer);
+  return reply.status(res.statusCode).send(answer);
 }

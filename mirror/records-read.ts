@@ -24,10 +24,12 @@ export interface ListResult {
   retrievedAt: Date | null;
 }
 
-function objectSql(includeSourceData: boolean): string {
+/** The object as served: `data`, with `source_data` added when asked for (columns of `alias`). */
+function objectSql(includeSourceData: boolean, alias = ''): string {
+  const c = (column: string) => (alias ? `${alias}.${column}` : column);
   return includeSourceData
-    ? `(CASE WHEN source_data IS NULL THEN data ELSE data || jsonb_build_object('source_data', source_data) END)::text AS j`
-    : `data::text AS j`;
+    ? `(CASE WHEN ${c('source_data')} IS NULL THEN ${c('data')} ELSE ${c('data')} || jsonb_build_object('source_data', ${c('source_data')}) END)::text AS j`
+    : `${c('data')}::text AS j`;
 }
 
 export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
@@ -80,7 +82,7 @@ export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | un
     params.push(q.scopes);
     scopeSql = `AND r.scope = ANY($4::text[])`;
   }
-  const sql = `SELECT ${objectSql(q.includeSourceData).replace(/\b(source_data|data)\b/g, 'r.$1')},
+  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')},
                       (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
                         WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at
                  FROM records r

@@ -171,3 +171,17 @@ export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly stri
   );
   return res.rowCount ?? 0;
 }
+
+/**
+ * Writes objects the upstream just returned outside any pass (a webhook's object, the answer to a
+ * write): an existing record keeps its place in the upstream order, a new one goes after every
+ * known one, as the upstream appends it.
+ */
+export async function applyObjects(pool: Pool, key: StreamKey, items: readonly Record<string, unknown>[]): Promise<WriteCounts> {
+  if (items.length === 0) return { inserted: 0, updated: 0, unchanged: 0 };
+  const { rows } = await pool.query<{ n: number | null }>(
+    `SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`,
+    [key.accountId, key.resource, key.scope],
+  );
+  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items, ordinalBase: rows[0]?.n ?? 0, trackSeen: false, keepOrdinal: true });
+}
