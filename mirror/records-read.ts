@@ -111,3 +111,18 @@ export async function resolveId(pool: Pool, accountId: string, resource: string,
   );
   return rows[0]?.id;
 }
+
+/** Live records of one scope whose `data` field `field` equals `value`, in the upstream's order. */
+export async function recordsWhere(
+  pool: Pool,
+  q: { accountId: string; resource: string; scope: string; field: 'folder_id' | 'parent_id'; value: string | null; includeSourceData: boolean },
+): Promise<string[]> {
+  const match = q.value === null ? `(data->'${q.field}' IS NULL OR data->'${q.field}' = 'null'::jsonb)` : `data->>'${q.field}' = $4`;
+  const { rows } = await pool.query<{ j: string }>(
+    `SELECT ${objectSql(q.includeSourceData)} FROM records
+      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL AND ${match}
+      ORDER BY ordinal, id`,
+    q.value === null ? [q.accountId, q.resource, q.scope] : [q.accountId, q.resource, q.scope, q.value],
+  );
+  return rows.map((r) => r.j);
+}

@@ -9,7 +9,7 @@ import { formatScope, resources, resourceDef, type ResourceDef } from '../../lib
 import type { AccountSummary } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import { changesSince } from '../../mirror/changes.ts';
-import { getRecord, listRecords, resolveId, scopeSynced } from '../../mirror/records-read.ts';
+import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../../mirror/records-read.ts';
 import { forward, type UpstreamTarget } from '../forward.ts';
 import type { SyncControl } from '../sync-control.ts';
 import type { Authenticator } from '../auth.ts';
@@ -141,6 +141,75 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     return sendJson(reply, headerPrefix, found.retrievedAt, needsReshaping(sd) ? reshape(found.json, sd) : found.json);
   };
 
+  // Folders as the contract serves them: a folder object carries its files and subfolders, and the
+  // project's root folder (the one without a parent) is `/root-folder`.
+  const foldersDef = resourceDef('folders')!;
+  async function folderView(request: FastifyRequest, accountId: string, scope: string, folderJson: string): Promise<string> {
+    const sd = sourceDataOptions(request.headers);
+    const folder = JSON.parse(folderJson) as { id: string };
+    const [files, folders] = await Promise.all(
+      (['files', 'folders'] as const).map((resource) =>
+        recordsWhere(pool, { accountId, resource, scope, field: resource === 'files' ? 'folder_id' : 'parent_id', value: folder.id, includeSourceData: sd.include }),
+      ),
+    );
+    const shape = (rows: string[]) => (needsReshaping(sd) ? rows.map((r) => reshape(r, sd)) : rows);
+    const own = needsReshaping(sd) ? reshape(folderJson, sd) : folderJson;
+    return `${own.slice(0, -1)}${own.length > 2 ? ',' : ''}"files":[${shape(files!).join(',')}],"folders":[${shape(folders!).join(',')}]}`;
+  }
+
+  async function oneScope(request: FastifyRequest, account: AccountSummary): Promise<string> {
+    const scopes = await scopesFor(pool, account, foldersDef, request);
+    if (scopes === 'all' || scopes.length !== 1) throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
+    return scopes[0]!;
+  }
+
+  app.get('/root-folder', async (request, reply) => {
+    const account = await auth.account(request);
+    const scope = await oneScope(request, account);
+    const sd = sourceDataOptions(request.headers);
+    if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account.id, foldersDef, [scope]);
+    const [root] = await recordsWhere(pool, { accountId: account.id, resource: 'folders', scope, field: 'parent_id', value: null, includeSourceData: sd.include });
+    if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
+    return sendJson(reply, headerPrefix, null, await folderView(request, account.id, scope, root));
+  });
+
+  app.get<{ Params: { id: string } }>('/folders/:id', async (request, reply) => {
+    const account = await auth.account(request);
+    const scope = await oneScope(request, account);
+    const sd = sourceDataOptions(request.headers);
+    const ref = request.params.id;
+    const bySourceId = ref.startsWith('source_id:');
+    const found = await getRecord(pool, { accountId: account.id, resource: 'folders', scopes: [scope], id: bySourceId ? ref.slice('source_id:'.length) : ref, bySourceId, includeSourceData: sd.include });
+    if (!found) {
+      if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account.id, foldersDef, [scope]);
+      throw new NotFoundError(`No folder ${ref} in this account.`);
+    }
+    return sendJson(reply, headerPrefix, found.retrievedAt, await folderView(request, account.id, scope, found.json));
+  });
+
+  for (const sub of ['files', 'folders'] as const) {
+    app.get<{ Params: { id: string } }>(`/folders/:id/${sub}`, async (request, reply) => {
+      const account = await auth.account(request);
+      const scope = await oneScope(request, account);
+      const q = parseQuery(listQuerySchema, request.query);
+      const sd = sourceDataOptions(request.headers);
+      const folderId = await resolveId(pool, account.id, 'folders', scope, request.params.id);
+      if (!folderId) throw new NotFoundError(`No folder ${request.params.id} in this account.`);
+      const field = sub === 'files' ? 'folder_id' : 'parent_id';
+      const result = await listRecords(pool, {
+        accountId: account.id,
+        resource: sub,
+        scopes: [scope],
+        page: q.page,
+        perPage: q.per_page,
+        includeSourceData: sd.include,
+        filterSql: (offset) => ({ sql: `data->>'${field}' = $${offset}`, params: [folderId] }),
+      });
+      const rows = needsReshaping(sd) ? result.rows.map((r) => reshape(r, sd)) : result.rows;
+      return sendJson(reply, headerPrefix, result.retrievedAt, `{"data":[${rows.join(',')}],"meta":{"current_page":${q.page},"has_more_results":${result.hasMore}}}`);
+    });
+  }
+
   // Beyond the upstream: a change feed per resource, followed with an opaque cursor.
   const changesQuery = z.object({
     cursor: z.string().max(512).optional(),
@@ -180,7 +249,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
       app.get(`${parent.path}/:parentId/${def.path}/:id`, get(def));
     } else {
       app.get(def.path, list(def));
-      app.get(`${def.path}/:id`, get(def));
+      // A folder is served with its files and subfolders (above).
+      if (def.name !== 'folders') app.get(`${def.path}/:id`, get(def));
     }
   }
 }
