@@ -225,9 +225,42 @@ function catalogOperations(): Map<string, Operation> {
     } else {
       ops.set(`GET ${def.path}`, resourceOperation(def, 'list', def.scope === 'project'));
       ops.set(`GET ${def.path}/:id`, resourceOperation(def, 'get', def.scope === 'project'));
+      const write = writeOperation(def);
+      ops.set(`POST ${def.path}`, { ...write, summary: `Create one of the ${def.name.replace(/-/g, ' ')} upstream` });
+      for (const m of ['PATCH', 'PUT']) ops.set(`${m} ${def.path}/:id`, { ...write, summary: `Update one of the ${def.name.replace(/-/g, ' ')} upstream (${m})` });
     }
   }
+  const folders = resourceDef('folders')!;
+  const folderHeaders = [{ name: 'Project-Id', description: 'The project (its id or `source_id:<id>`).', required: true }, ...sourceDataHeaders];
+  const folderWithChildren = objectSchema(folders);
+  ops.set('GET /root-folder', { summary: "The project's root folder, with its files and subfolders", tag: 'folders', security: 'account', headers: folderHeaders, responses: { '200': { description: 'The folder, with `files` and `folders`.', schema: folderWithChildren }, '404': { description: 'No root folder mirrored for this project.', schema: errorSchema } } });
+  ops.set('GET /folders/:id', { summary: 'One folder by id or `source_id:<id>`, with its files and subfolders', tag: 'folders', security: 'account', headers: folderHeaders, responses: { '200': { description: 'The folder, with `files` and `folders`.', schema: folderWithChildren }, '404': { description: 'No such folder in this account.', schema: errorSchema } } });
+  for (const sub of ['files', 'folders'] as const) {
+    ops.set(`GET /folders/:id/${sub}`, { summary: `The ${sub} of a folder`, tag: 'folders', security: 'account', query: listQuerySchema, headers: folderHeaders, responses: { '200': { description: 'A page of records.', schema: z.object({ data: z.array(objectSchema(resourceDef(sub)!)), meta: metaSchema }) } } });
+  }
   return ops;
+}
+
+/** A write, forwarded upstream; the object it returns is applied to the mirror before the answer. */
+function writeOperation(def: ResourceDef): Operation {
+  return {
+    summary: '',
+    description:
+      "Forwarded to the upstream with the contract's headers (`Ignore-Prohibited-Fields`, `Project-Id`); the upstream's answer is relayed unchanged, and the object it returned is in the mirror before the answer is sent. A refused write changes nothing.",
+    tag: def.name,
+    security: 'account',
+    headers: [
+      ...(def.scope === 'project' ? [{ name: 'Project-Id', description: 'The project the record belongs to.', required: true }] : []),
+      { name: 'Ignore-Prohibited-Fields', description: '`true` drops fields the source system does not support instead of refusing the write.' },
+      asyncHeader,
+    ],
+    body: z.looseObject({}).describe("The record's fields, as the upstream takes them (optional `source_data`)."),
+    responses: {
+      '200': { description: 'The updated record (the upstream\'s answer).', schema: objectSchema(def) },
+      '201': { description: 'The created record (the upstream\'s answer; a one-item list for budget line items).' },
+      '400': { description: "The upstream's refusal, with its message.", schema: errorSchema },
+    },
+  };
 }
 
 const securityOf: Record<Security, Record<string, string[]>[]> = {

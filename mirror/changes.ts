@@ -57,3 +57,50 @@ export async function changesSince(
     cursor: { at: r.mirrored_at, key: r.k },
   }));
 }
+
+/** A stream's completed pass, as the SYNCED event tells it. */
+export interface SyncedPass {
+  runId: number;
+  scope: string;
+  mode: string;
+  pages: number;
+  added: number;
+  updated: number;
+  unchanged: number;
+  deleted: number;
+  finishedAt: Date;
+  cursor: ChangeCursor;
+}
+
+/**
+ * Passes of an account's resource that committed every page, in order of (finished_at, run id),
+ * after a cursor; held back for the same settle window as changes.
+ */
+export async function syncedSince(
+  pool: Pool,
+  q: { accountId: string; resource: string; scopePrefix?: string; after: ChangeCursor; limit: number },
+): Promise<SyncedPass[]> {
+  const { rows } = await pool.query<{ id: number; scope: string; mode: string; pages: number; inserted: number; updated: number; unchanged: number; deleted: number; finished_at: Date; k: string }>(
+    `SELECT r.id, s.scope, r.mode, r.pages, r.inserted, r.updated, r.unchanged, r.deleted, r.finished_at, lpad(r.id::text, 20, '0') AS k
+       FROM sync_runs r JOIN streams s ON s.id = r.stream_id
+      WHERE s.account_id = $1 AND s.resource = $2 AND r.status = 'succeeded'
+        AND ($3::text IS NULL OR s.scope = $3 OR s.scope LIKE $3 || '/%')
+        AND (r.finished_at, lpad(r.id::text, 20, '0')) > ($4::timestamptz, $5::text)
+        AND r.finished_at < now() - make_interval(secs => $7)
+      ORDER BY r.finished_at, r.id
+      LIMIT $6`,
+    [q.accountId, q.resource, q.scopePrefix ?? null, q.after.at, q.after.key, q.limit, settleMs / 1000],
+  );
+  return rows.map((r) => ({
+    runId: r.id,
+    scope: r.scope,
+    mode: r.mode,
+    pages: r.pages,
+    added: r.inserted,
+    updated: r.updated,
+    unchanged: r.unchanged,
+    deleted: r.deleted,
+    finishedAt: r.finished_at,
+    cursor: { at: r.finished_at, key: r.k },
+  }));
+}

@@ -13,7 +13,8 @@ import type { SyncControl } from '../sync-control.ts';
 const createSchema = z.object({
   callback_url: z.url({ protocol: /^https?$/, message: 'callback_url must be an http(s) URL' }),
   authorization_header: z.string().max(4096).optional(),
-  event: z.enum(['CREATE', 'UPDATE', 'DELETE'], { message: 'event must be CREATE, UPDATE or DELETE' }),
+  // SYNCED (the mirror's own): a stream's pass committed every page, with its counts.
+  event: z.enum(['CREATE', 'UPDATE', 'DELETE', 'SYNCED'], { message: 'event must be CREATE, UPDATE, DELETE or SYNCED' }),
   type: z.string().min(1, 'type is required').max(64),
 });
 

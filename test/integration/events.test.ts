@@ -147,6 +147,28 @@ describe('events and async requests', { timeout: 240_000 }, () => {
     }
   });
 
+  it('tells a SYNCED subscriber when a pass of a stream committed every page, with its counts', async () => {
+    const hook = await subscriber();
+    try {
+      const res = await h.app.inject({ method: 'POST', url: '/webhooks', headers: headers(), payload: { callback_url: hook.url, event: 'SYNCED', type: 'vendor' } });
+      assert.equal(res.statusCode, 201, res.body);
+      const vendors = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: vendors[0]!.id, patch: { name: 'Changed before the pass' } });
+      const result = await (await h.sync.start({ accountId: account.accountId, mode: 'full', resource: 'vendors' })).result();
+      assert.deepEqual(result.failed, []);
+      const got = await eventually('the SYNCED event', async () => hook.received.find((r) => r.body.event === 'SYNCED'), 60_000);
+      assert.equal(got.body.type, 'vendor');
+      assert.equal(got.body.target, 'vendor:*');
+      const data = (got.body.source_data as { data: { resource: string; mode: string; added: number; updated: number; deleted: number; unchanged: number } }).data;
+      assert.equal(data.resource, 'vendors');
+      assert.equal(data.mode, 'full');
+      assert.equal(data.added + data.updated + data.unchanged, vendors.length, 'the counts cover every record of the pass');
+      assert.equal(data.deleted, 0);
+    } finally {
+      await new Promise((r) => hook.server.close(r));
+    }
+  });
+
   it('runs an async request durably, across a worker restart, and serves the stored result', async () => {
     await h.worker.shutdown();
     const res = await h.app.inject({ method: 'GET', url: '/vendors?per_page=5', headers: { ...headers(), 'async-request': 'true' } });
