@@ -62,7 +62,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey });
   if (deps.upstream) {
-    registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync });
+    registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
     registerWriteRoutes(app, { pool: deps.pool, auth, target: deps.upstream.target, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }
   await app.ready();

@@ -5,6 +5,7 @@ import { keyedHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../lib/errors.ts';
 import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
+import { accountOfSession } from './sessions.ts';
 
 export const apiVersion = '2021-11-21';
 
@@ -22,6 +23,8 @@ function header(request: FastifyRequest, name: string): string | undefined {
 
 /** Header by which the worker runs a stored async request as its account (never accepted from outside: see internalToken). */
 export const internalHeader = 'x-mirror-internal';
+
+const clientHeaders = ['client-id', 'client-secret'];
 
 /** The internal credential for an account: an HMAC only holders of the signing key can make. */
 export function internalToken(key: Buffer, accountId: string): string {
@@ -63,11 +66,18 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
       if (/^[0-9a-f-]{36}$/.test(accountId) && safeEqual(internal, internalToken(deps.internalKey, accountId))) return deps.accounts.get(accountId);
       throw new UnauthorizedError('Invalid internal credential.');
     }
+    // Upstream, a Session replaces the client credentials and the account token: alone, it is the
+    // credential (a session created through the mirror, see api/sessions.ts).
+    const session = header(request, 'session');
+    if (session !== undefined && deps.internalKey && [...clientHeaders, 'account-token'].every((h) => header(request, h) === undefined)) {
+      const version = header(request, 'api-version');
+      if (version !== apiVersion) throw new UnauthorizedError(`${version === undefined ? 'Missing API-Version header' : 'Unsupported API-Version'}: send API-Version: ${apiVersion}.`);
+      return accountOfSession({ prisma: deps.prisma, accounts: deps.accounts, key: deps.internalKey }, request, session);
+    }
     await client(request);
-    // Upstream, a Session replaces the client credentials and the account token. The mirror
-    // authenticates by account token; passed on beside it, a session would make the upstream answer
-    // as the session's account (another account, or one whose session expired or lacks the scope).
-    if (header(request, 'session') !== undefined) {
+    // Beside the client credentials, a session would make the upstream answer as the session's
+    // account (another account, or one whose session expired or lacks the scope): ambiguous.
+    if (session !== undefined) {
       throw new BadRequestError('Send either a Session header or Client-Id, Client-Secret and Account-Token, not both: the mirror authenticates requests by their Account-Token.');
     }
     const token = header(request, 'account-token');

@@ -10,8 +10,21 @@ import type { Authenticator } from '../auth.ts';
 import { forward, type UpstreamTarget } from '../forward.ts';
 import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
+import type { PrismaClient } from '../../mirror/prisma.ts';
+import { recordSession, updateSessionExpiry } from '../sessions.ts';
+
+function parseJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
 
 export interface ForwardedRouteDeps {
+  prisma?: PrismaClient;
+  /** Key of the sessions' keyed hashes; without it sessions are forwarded but not recorded. */
+  sessionKey?: Buffer;
   auth: Authenticator;
   target: UpstreamTarget;
   upstream: UpstreamClient;
@@ -51,6 +64,39 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync }, account_token);
     return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
   });
+
+  // Link sessions: forwarded; the mirror records what it needs to accept the session itself.
+  const key = deps.sessionKey;
+  app.post('/link/sessions', async (request, reply) => {
+    const account = await auth.account(request);
+    return forward(request, reply, target, {
+      capture: {
+        maxBytes: 1024 * 1024,
+        async onAnswer(status, body) {
+          if (status >= 200 && status < 300 && key) await recordSession(deps.prisma!, key, account.id, parseJson(body));
+        },
+      },
+    });
+  });
+  for (const path of ['/link/sessions', '/link/sessions/:id']) {
+    app.get(path, async (request, reply) => {
+      await auth.account(request);
+      return forward(request, reply, target);
+    });
+  }
+  for (const action of ['extend', 'expire'] as const) {
+    app.post<{ Params: { id: string } }>(`/link/sessions/:id/${action}`, async (request, reply) => {
+      const account = await auth.account(request);
+      return forward(request, reply, target, {
+        capture: {
+          maxBytes: 1024 * 1024,
+          async onAnswer(status, body) {
+            if (status >= 200 && status < 300 && deps.prisma) await updateSessionExpiry(deps.prisma, account.id, request.params.id, parseJson(body), action === 'expire');
+          },
+        },
+      });
+    });
+  }
 
   for (const path of ['/link/account', '/link/companies']) {
     app.get(path, async (request, reply) => {
