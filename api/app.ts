@@ -13,6 +13,7 @@ import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
 import { registerForwardedRoutes } from './routes/forwarded.ts';
 import { registerWriteRoutes } from './routes/writes.ts';
+import { registerStorageRoutes } from './routes/storage.ts';
 import { registerInboundWebhookRoutes } from './routes/webhooks-inbound.ts';
 import { registerSubscriptionRoutes } from './routes/subscriptions.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
@@ -58,11 +59,12 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator });
   app.get('/healthz', async () => ({ ok: true }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
-  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: deps.upstream?.target, sync: deps.sync });
+  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: deps.upstream?.target, sync: deps.sync, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey } : {}) });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey });
   if (deps.upstream) {
     registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
+    if (deps.hashKey) registerStorageRoutes(app, { pool: deps.pool, prisma: deps.prisma, key: deps.hashKey, upstream: deps.upstream.client, accounts: deps.accounts });
     registerWriteRoutes(app, { pool: deps.pool, auth, target: deps.upstream.target, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }
   await app.ready();

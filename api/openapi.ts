@@ -180,6 +180,18 @@ const fixed: Record<string, Operation> = {
     body: z.object({ public_token: z.string().min(1) }),
     responses: { '200': { description: 'The linked account.', schema: linkedAccountSchema } },
   },
+  'GET /storage/:resource/:id/:field': {
+    summary: "A file behind one of the mirror's signed links (url, preview_url, file_url)",
+    description: 'Streamed from the upstream (a stored URL that expired is refreshed transparently); `Range` and `If-None-Match` honoured; `Content-Disposition` inline for previews, attachment for downloads; CORS open. The links come in the records the mirror serves and expire after an hour; every access is recorded.',
+    tag: 'storage',
+    security: 'public',
+    responses: {
+      '200': { description: 'The bytes.', contentType: 'application/octet-stream' },
+      '206': { description: 'The requested range.', contentType: 'application/octet-stream' },
+      '304': { description: 'Not modified (If-None-Match).' },
+      '403': { description: 'A link with a bad signature, or expired.', schema: errorSchema },
+    },
+  },
   'GET /link/account': { summary: 'The linked account (forwarded)', tag: 'link', security: 'account', responses: { '200': { description: 'Forwarded.', schema: forwardedSchema } } },
   'POST /link/sessions': {
     summary: 'Create a link session (forwarded; the mirror then accepts its Session header alone)',

@@ -19,6 +19,8 @@ export interface ListQuery {
 export interface ListResult {
   /** Each row's JSON text. */
   rows: string[];
+  /** Each row's scope (same order as `rows`). */
+  rowScopes: string[];
   hasMore: boolean;
   /** Oldest freshness among the streams read (for Svc-Data-Retrieved-At). */
   retrievedAt: Date | null;
@@ -49,15 +51,15 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     params.push(...f.params);
     if (f.sql) where.push(f.sql);
   }
-  const sql = `SELECT ${objectSql(q.includeSourceData)} FROM records WHERE ${where.join(' AND ')}
+  const sql = `SELECT ${objectSql(q.includeSourceData)}, scope FROM records WHERE ${where.join(' AND ')}
                ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`;
   const freshness = q.scopes === 'all'
     ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
     : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes]);
-  const [res, fresh] = await Promise.all([pool.query<{ j: string }>(sql, params), freshness]);
+  const [res, fresh] = await Promise.all([pool.query<{ j: string; scope: string }>(sql, params), freshness]);
   const hasMore = res.rows.length > q.perPage;
-  const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r.j);
-  return { rows, hasMore, retrievedAt: fresh.rows[0]?.at ?? null };
+  const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
+  return { rows: page.map((r) => r.j), rowScopes: page.map((r) => r.scope), hasMore, retrievedAt: fresh.rows[0]?.at ?? null };
 }
 
 export interface GetQuery {
@@ -72,6 +74,7 @@ export interface GetQuery {
 
 export interface GetResult {
   json: string;
+  scope: string;
   retrievedAt: Date | null;
 }
 
@@ -82,16 +85,16 @@ export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | un
     params.push(q.scopes);
     scopeSql = `AND r.scope = ANY($4::text[])`;
   }
-  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')},
+  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope,
                       (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
                         WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at
                  FROM records r
                 WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
                   AND r.deleted_at IS NULL ${scopeSql}
                 ORDER BY r.scope LIMIT 1`;
-  const { rows } = await pool.query<{ j: string; at: Date | null }>(sql, params);
+  const { rows } = await pool.query<{ j: string; scope: string; at: Date | null }>(sql, params);
   const row = rows[0];
-  return row ? { json: row.j, retrievedAt: row.at } : undefined;
+  return row ? { json: row.j, scope: row.scope, retrievedAt: row.at } : undefined;
 }
 
 /** Whether any pass of these streams has completed (a scope never synced is served from the upstream). */

@@ -15,6 +15,7 @@ import type { SyncControl } from '../sync-control.ts';
 import type { Authenticator } from '../auth.ts';
 import { filtersSql, parseFilters } from '../filters.ts';
 import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
+import { linkExpiry, rewriteStorageUrls } from '../storage-proxy.ts';
 
 export interface ResourceRouteDeps {
   pool: Pool;
@@ -23,6 +24,8 @@ export interface ResourceRouteDeps {
   /** Where a scope the mirror has never synced is answered from, while its sync starts. */
   upstream?: UpstreamTarget;
   sync?: SyncControl;
+  /** Key of the storage proxy's links; without it URL fields are served as mirrored. */
+  storageKey?: Buffer;
 }
 
 const listQuerySchema = z.object({
@@ -87,6 +90,14 @@ function sendJson(reply: FastifyReply, prefix: string, retrievedAt: Date | null,
 export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
   const { pool, auth, headerPrefix } = deps;
 
+  /** URL fields as the storage proxy's links (resources without URL fields pass through as text). */
+  function links(request: FastifyRequest, accountId: string, resource: string) {
+    const key = deps.storageKey;
+    if (!key || !resourceDef(resource)?.urlFields?.length) return (json: string) => json;
+    const ctx = { base: `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`, key, accountId, expiresAt: linkExpiry() };
+    return (json: string, scope: string) => rewriteStorageUrls(json, resource, scope, ctx);
+  }
+
   /** A scope never synced: the upstream answers, with a warning, and a sync of it starts. */
   async function fromUpstream(request: FastifyRequest, reply: FastifyReply, accountId: string, def: ResourceDef, scopes: string[] | 'all'): Promise<FastifyReply> {
     void reply.header(`${headerPrefix}-Warnings`, `${def.name} is not mirrored yet for this scope; answered by the upstream while the mirror syncs it.`);
@@ -115,7 +126,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
       modifiedAfter: q.modified_after ? new Date(q.modified_after) : undefined,
       filterSql: filters.length > 0 ? (offset) => filtersSql(filters, offset) : undefined,
     });
-    const rows = needsReshaping(sd) ? result.rows.map((r) => reshape(r, sd)) : result.rows;
+    const link = links(request, account.id, def.name);
+    const rows = result.rows.map((r, i) => link(needsReshaping(sd) ? reshape(r, sd) : r, result.rowScopes[i]!));
     const body = `{"data":[${rows.join(',')}],"meta":{"current_page":${q.page},"has_more_results":${result.hasMore}}}`;
     return sendJson(reply, headerPrefix, result.retrievedAt, body);
   };
@@ -138,7 +150,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
       if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account.id, def, scopes);
       throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
     }
-    return sendJson(reply, headerPrefix, found.retrievedAt, needsReshaping(sd) ? reshape(found.json, sd) : found.json);
+    return sendJson(reply, headerPrefix, found.retrievedAt, links(request, account.id, def.name)(needsReshaping(sd) ? reshape(found.json, sd) : found.json, found.scope));
   };
 
   // Folders as the contract serves them: a folder object carries its files and subfolders, and the
@@ -152,9 +164,14 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
         recordsWhere(pool, { accountId, resource, scope, field: resource === 'files' ? 'folder_id' : 'parent_id', value: folder.id, includeSourceData: sd.include }),
       ),
     );
-    const shape = (rows: string[]) => (needsReshaping(sd) ? rows.map((r) => reshape(r, sd)) : rows);
+    const fileLinks = links(request, accountId, 'files');
+    const shape = (rows: string[], resource: 'files' | 'folders') =>
+      rows.map((r) => {
+        const shaped = needsReshaping(sd) ? reshape(r, sd) : r;
+        return resource === 'files' ? fileLinks(shaped, scope) : shaped;
+      });
     const own = needsReshaping(sd) ? reshape(folderJson, sd) : folderJson;
-    return `${own.slice(0, -1)}${own.length > 2 ? ',' : ''}"files":[${shape(files!).join(',')}],"folders":[${shape(folders!).join(',')}]}`;
+    return `${own.slice(0, -1)}${own.length > 2 ? ',' : ''}"files":[${shape(files!, 'files').join(',')}],"folders":[${shape(folders!, 'folders').join(',')}]}`;
   }
 
   async function oneScope(request: FastifyRequest, account: AccountSummary): Promise<string> {
@@ -205,7 +222,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
         includeSourceData: sd.include,
         filterSql: (offset) => ({ sql: `data->>'${field}' = $${offset}`, params: [folderId] }),
       });
-      const rows = needsReshaping(sd) ? result.rows.map((r) => reshape(r, sd)) : result.rows;
+      const link = links(request, account.id, sub);
+      const rows = result.rows.map((r, i) => link(needsReshaping(sd) ? reshape(r, sd) : r, result.rowScopes[i]!));
       return sendJson(reply, headerPrefix, result.retrievedAt, `{"data":[${rows.join(',')}],"meta":{"current_page":${q.page},"has_more_results":${result.hasMore}}}`);
     });
   }

@@ -430,8 +430,9 @@ describe('chaos: hostile input on every API route', { timeout: scaled(300_000, 1
         m.extraSecrets.add(s.session);
         return s;
       };
-      // Public and operator pages answer without an account (their answers hold no account's records).
-      const notAccountRoutes = ['/healthz', '/openapi.json', '/docs', '/metrics', '/status', '/status.json'];
+      // Public and operator pages answer without an account (their answers hold no account's records);
+      // storage links carry their own signature (403 for these fillers).
+      const notAccountRoutes = ['/healthz', '/openapi.json', '/docs', '/metrics', '/status', '/status.json', '/storage/:resource/:id/:field'];
       const expired = await session(a, { name: 'expired', ttl: '60', mode: 'file-picker' });
       await fetch(`${m.sandbox.url}/link/sessions/${expired.id}/expire`, { method: 'POST', headers: { ...m.upstreamHeaders, 'account-token': a.accountToken } });
       const narrow = await session(a, { name: 'narrow', ttl: '600', scopes: ['vendors:read'] });
