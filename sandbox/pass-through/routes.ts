@@ -61,14 +61,17 @@ export function registerPassthroughRoutes(app: FastifyInstance, ctx: SandboxCont
   app.post('/passthrough-download', opts, async (request, reply) => {
     const account = accountOf(request.svc);
     const body = parseInput(jsonPassthroughSchema, request.body);
-    // A deterministic binary per path, as a source system's file endpoint would serve it.
-    const size = 16 * 1024 + (createHash('sha256').update(`${account.key}|${body.path}`).digest().readUInt16BE(0) % 4096);
+    // A deterministic binary per path, as a source system's file endpoint would serve it; `data.bytes`
+    // asks for a given size (up to 2 GiB, generated as it streams) to exercise large downloads.
+    const asked = body.data?.bytes;
+    if (asked !== undefined && !(Number.isInteger(asked) && (asked as number) >= 0 && (asked as number) <= 2 ** 31)) throw new BadRequestError('data.bytes must be a whole number of bytes up to 2147483648');
+    const size = typeof asked === 'number' ? asked : 16 * 1024 + (createHash('sha256').update(`${account.key}|${body.path}`).digest().readUInt16BE(0) % 4096);
     const filename = body.path.split('?')[0]!.split('/').filter(Boolean).pop() ?? 'download';
     void reply.header('Content-Type', 'application/octet-stream');
     void reply.header('Content-Disposition', `attachment; filename="${filename.replace(/"/g, '_')}"`);
     void reply.header('Content-Length', String(size));
     const ref = { owner: account.key, resource: 'files' as const, scope: `passthrough:${body.path}`, index: 0, size, filename, etag: false };
-    return reply.send(contentStream(ref, 0, size - 1));
+    return reply.send(size === 0 ? '' : contentStream(ref, 0, size - 1));
   });
 
   function writeHeaders(request: FastifyRequest) {
