@@ -45,20 +45,12 @@ WITH input AS (
          e->'k'->>'source_id' AS source_id, (e->>'c')::timestamptz AS sct, (e->>'u')::timestamptz AS sut,
          $6::bigint + n - 1 AS ordinal
     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n)
-), hashed AS (
-  SELECT i.*, md5((i.data - $7::text[])::text || coalesce(i.source_data::text, ''))::uuid AS hash FROM input i
-), todo AS (
-  -- Only what is new or differs is written: an unchanged record is not even locked (an unchanged
-  -- pass then costs reads, the seen-set and the checkpoint).
-  SELECT h.* FROM hashed h
-    LEFT JOIN records r ON r.account_id = $2 AND r.resource = $3 AND r.scope = $4 AND r.id = h.id
-   WHERE r.id IS NULL OR r.hash IS DISTINCT FROM h.hash OR r.deleted_at IS NOT NULL
-      OR (NOT $10::boolean AND r.ordinal IS DISTINCT FROM h.ordinal)
 ), up AS (
   INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
                             source_create_time, source_update_time, generation, ordinal)
-  SELECT $2, $3, $4, id, source_id, data, source_data, hash, sct, sut, $5, ordinal
-    FROM todo
+  SELECT $2, $3, $4, id, source_id, data, source_data,
+         md5((data - $7::text[])::text || coalesce(source_data::text, ''))::uuid, sct, sut, $5, ordinal
+    FROM input
   ON CONFLICT (account_id, resource, scope, id) DO UPDATE
      SET source_id = EXCLUDED.source_id, data = EXCLUDED.data, source_data = EXCLUDED.source_data,
          hash = EXCLUDED.hash, source_create_time = EXCLUDED.source_create_time,
