@@ -107,15 +107,20 @@ describe('storage proxy', { timeout: 240_000 }, () => {
 
   it('refreshes an upstream URL that expired, and records every access', async () => {
     const [file] = await mirrorFiles();
+    // Ids are unique only within their scope: read the record the link names.
+    const scope = new URL(file!.url).searchParams.get('scope')!;
     const stored = async () =>
-      (await h.services.pool.query<{ url: string }>(`SELECT data->>'url' AS url FROM records WHERE account_id = $1 AND resource = 'files' AND id = $2`, [accountId, file!.id])).rows[0]!.url;
-    const before = await stored();
-    await new Promise((r) => setTimeout(r, 5_000));
+      (await h.services.pool.query<{ url: string }>(`SELECT data->>'url' AS url FROM records WHERE account_id = $1 AND resource = 'files' AND scope = $2 AND id = $3`, [accountId, scope, file!.id])).rows;
+    const found = await stored();
+    assert.equal(found.length, 1, 'the link names one record');
+    const before = found[0]!.url;
+    // Past the upstream URL's lifetime (4 s, its expiry rounded up to the next second).
+    await new Promise((r) => setTimeout(r, 6_000));
     assert.equal((await fetch(before)).status, 403, 'the stored upstream URL has expired');
     const res = await fetch(file!.url);
     assert.equal(res.status, 200, 'served through a fresh upstream URL');
     assert.equal(sha(await res.arrayBuffer()), sha(await upstreamBytes(file!.id)));
-    assert.notEqual(await stored(), before, 'the fresh URL is kept');
+    assert.notEqual((await stored())[0]!.url, before, 'the fresh URL is kept');
 
     const { rows } = await h.services.pool.query<{ n: number; fields: string[] }>(
       `SELECT count(*)::int AS n, array_agg(DISTINCT field) AS fields FROM storage_accesses WHERE account_id = $1 AND resource = 'files'`,
