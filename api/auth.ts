@@ -16,7 +16,8 @@ export interface Authenticator {
   account(request: FastifyRequest): Promise<AccountSummary>;
 }
 
-function header(request: FastifyRequest, name: string): string | undefined {
+/** A request header's value (the first, if sent more than once). */
+export function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }

@@ -54,6 +54,15 @@ export interface ForwardOptions {
   capture?: { maxBytes: number; onAnswer(status: number, body: Buffer): Promise<void> };
 }
 
+/** A captured answer's JSON, or undefined when it is not JSON. */
+export function jsonOf(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Forwards one request and streams the upstream's answer back as it is. */
 export async function forward(request: FastifyRequest, reply: FastifyReply, target: UpstreamTarget, options: ForwardOptions = {}): Promise<FastifyReply> {
   const method = (options.method ?? request.method);

@@ -177,3 +177,19 @@ export async function applyObjects(pool: Pool, key: StreamKey, items: readonly R
   );
   return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items, ordinalBase: rows[0]?.n ?? 0, trackSeen: false, keepOrdinal: true });
 }
+
+/**
+ * Keeps fresh storage URLs a record was read again for. URL fields are not content (they are left
+ * out of the hash), so this is no change: `mirrored_at` and the changes feed stay as they are.
+ */
+export async function refreshUrlFields(pool: Pool, key: StreamKey, id: string, object: Record<string, unknown>): Promise<void> {
+  const urls = Object.fromEntries(volatileFields(key.resource).filter((f) => typeof object[f] === 'string').map((f) => [f, object[f]]));
+  if (Object.keys(urls).length === 0) return;
+  await pool.query(`UPDATE records SET data = data || $5::jsonb WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4`, [
+    key.accountId,
+    key.resource,
+    key.scope,
+    id,
+    JSON.stringify(urls),
+  ]);
+}

@@ -7,19 +7,11 @@ import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { BadRequestError } from '../../lib/errors.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Authenticator } from '../auth.ts';
-import { forward, type UpstreamTarget } from '../forward.ts';
+import { forward, jsonOf, type UpstreamTarget } from '../forward.ts';
 import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { recordSession, updateSessionExpiry } from '../sessions.ts';
-
-function parseJson(body: Buffer): unknown {
-  try {
-    return JSON.parse(body.toString('utf8')) as unknown;
-  } catch {
-    return undefined;
-  }
-}
 
 export interface ForwardedRouteDeps {
   prisma?: PrismaClient;
@@ -73,7 +65,7 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
       capture: {
         maxBytes: 1024 * 1024,
         async onAnswer(status, body) {
-          if (status >= 200 && status < 300 && key) await recordSession(deps.prisma!, key, account.id, parseJson(body));
+          if (status >= 200 && status < 300 && key) await recordSession(deps.prisma!, key, account.id, jsonOf(body));
         },
       },
     });
@@ -91,7 +83,7 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
         capture: {
           maxBytes: 1024 * 1024,
           async onAnswer(status, body) {
-            if (status >= 200 && status < 300 && deps.prisma) await updateSessionExpiry(deps.prisma, account.id, request.params.id, parseJson(body), action === 'expire');
+            if (status >= 200 && status < 300 && deps.prisma) await updateSessionExpiry(deps.prisma, account.id, request.params.id, jsonOf(body), action === 'expire');
           },
         },
       });

@@ -12,7 +12,7 @@ import { changesSince } from '../../mirror/changes.ts';
 import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../../mirror/records-read.ts';
 import { forward, type UpstreamTarget } from '../forward.ts';
 import type { SyncControl } from '../sync-control.ts';
-import type { Authenticator } from '../auth.ts';
+import { header, type Authenticator } from '../auth.ts';
 import { filtersSql, parseFilters } from '../filters.ts';
 import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
 import { linkExpiry, rewriteStorageUrls } from '../storage-proxy.ts';
@@ -41,11 +41,6 @@ function parseQuery<T>(schema: z.ZodType<T>, value: unknown): T {
   if (r.success) return r.data;
   const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
   throw new BadRequestError(`Invalid query: ${details.map((d) => `${d.path}: ${d.message}`).join('; ')}`, { details });
-}
-
-function header(request: FastifyRequest, name: string): string | undefined {
-  const v = request.headers[name];
-  return Array.isArray(v) ? v[0] : v;
 }
 
 /** The scopes a request may read for a resource, given Project-Id and an optional parent id. */

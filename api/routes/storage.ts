@@ -12,6 +12,7 @@ import { listPath, parseScope, resourceDef } from '../../lib/resources.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
+import { refreshUrlFields } from '../../mirror/records-store.ts';
 import { verifyLink, type StorageLink } from '../storage-proxy.ts';
 
 export interface StorageRouteDeps {
@@ -53,16 +54,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       ...(projectId ? { projectId } : {}),
       includeSourceData: true,
     });
-    // Only the URLs are kept: they are not content (records-store leaves them out of the hash), so
-    // this is no change for the changes feed; the next pass brings anything else.
-    const urls = Object.fromEntries((resourceDef(l.resource)?.urlFields ?? []).filter((f) => typeof res.body[f] === 'string').map((f) => [f, res.body[f]]));
-    await deps.pool.query(`UPDATE records SET data = data || $5::jsonb WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4`, [
-      l.accountId,
-      l.resource,
-      l.scope,
-      l.id,
-      JSON.stringify(urls),
-    ]);
+    await refreshUrlFields(deps.pool, { accountId: l.accountId, resource: l.resource, scope: l.scope }, l.id, res.body);
     return res.body;
   }
 

@@ -13,8 +13,8 @@ import type { AccountStore, AccountSummary } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import { resolveId } from '../../mirror/records-read.ts';
 import { applyObjects } from '../../mirror/records-store.ts';
-import type { Authenticator } from '../auth.ts';
-import { forward, type UpstreamTarget } from '../forward.ts';
+import { header, type Authenticator } from '../auth.ts';
+import { forward, jsonOf, type UpstreamTarget } from '../forward.ts';
 
 export interface WriteRouteDeps {
   pool: Pool;
@@ -27,11 +27,6 @@ export interface WriteRouteDeps {
 
 /** A write's answer is one object (or, for budget line items, a one-item list): well under this. */
 const maxAnswerBytes = 8 * 1024 * 1024;
-
-function header(request: FastifyRequest, name: string): string | undefined {
-  const v = request.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
 /** The objects a write answered: the object itself, or the `data` of a list answer. */
 export function objectsOf(body: unknown): Record<string, unknown>[] {
@@ -94,12 +89,8 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
             void reply.header(`${deps.headerPrefix}-Warnings`, `The written ${def.name} is not applied to the mirror yet (its project is not mirrored); the next pass brings it.`);
             return;
           }
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(body.toString('utf8'));
-          } catch {
-            return;
-          }
+          const parsed = jsonOf(body);
+          if (parsed === undefined) return;
           const objects = objectsOf(parsed);
           if (request.params.id && objects.length === 0) throw new NotFoundError(`The upstream answered the update of ${def.name} ${request.params.id} without the object.`);
           await applyObjects(pool, { accountId: account.id, resource: def.name, scope: place.scope }, await complete(account, def, place, objects));

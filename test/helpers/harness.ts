@@ -121,6 +121,21 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
   return harness;
 }
 
+/** Links an account and runs its first full pass to the end; throws if any stream failed. */
+export async function linkAndSync(h: Harness, sourceSystem: string, referenceId?: string): Promise<{ accountId: string; accountToken: string }> {
+  const linked = await h.link(sourceSystem, referenceId);
+  const result = await (await h.sync.start({ accountId: linked.accountId, mode: 'full' })).result();
+  if (result.failed.length > 0) throw new Error(`the first pass of ${sourceSystem} failed: ${JSON.stringify(result.failed)}`);
+  return linked;
+}
+
+/** The id of an account's first mirrored project (upstream order). */
+export async function firstProjectId(h: Harness, accountId: string): Promise<string> {
+  const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' ORDER BY ordinal LIMIT 1`, [accountId]);
+  if (!rows[0]) throw new Error(`account ${accountId} has no mirrored project`);
+  return rows[0].id;
+}
+
 /** Every page of a list from the sandbox, as the upstream serves it. */
 export async function upstreamAll(h: Harness, path: string, headers: Record<string, string>, perPage = 1000): Promise<Record<string, unknown>[]> {
   const out: Record<string, unknown>[] = [];

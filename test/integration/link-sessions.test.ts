@@ -3,7 +3,7 @@
 // expire are followed; a session never gives another account's data.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
 
 interface SessionObject {
   id: string;
@@ -19,10 +19,7 @@ describe('link sessions on the mirror', { timeout: 240_000 }, () => {
   before(async () => {
     h = await startHarness({ sandbox: { size: 6 } });
     for (const ref of ['sessions-a', 'sessions-b']) {
-      const linked = await h.link('buildpro', ref);
-      accounts.push(linked);
-      const result = await (await h.sync.start({ accountId: linked.accountId, mode: 'full' })).result();
-      assert.deepEqual(result.failed, []);
+      accounts.push(await linkAndSync(h, 'buildpro', ref));
     }
   });
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
 import { resourceDef, resources, type ResourceDef } from '../../lib/resources.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
 
 const systems = ['buildpro', 'docvault', 'sqlerp', 'xmlbooks', 'graphledger', 'crmcloud', 'fieldops'];
 
@@ -40,10 +40,7 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
   before(async () => {
     h = await startHarness({ sandbox: { size: 7 } });
     for (const slug of systems) {
-      const linked = await h.link(slug, `parity-${slug}`);
-      tokens.set(slug, linked.accountToken);
-      const result = await (await h.sync.start({ accountId: linked.accountId, mode: 'full' })).result();
-      assert.deepEqual(result.failed, [], `${slug}: no stream failed`);
+      tokens.set(slug, (await linkAndSync(h, slug, `parity-${slug}`)).accountToken);
     }
   });
 

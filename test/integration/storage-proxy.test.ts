@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { linkExpiry, storageUrl } from '../../api/storage-proxy.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { firstProjectId, linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
 
 interface FileObject {
   id: string;
@@ -25,11 +25,8 @@ describe('storage proxy', { timeout: 240_000 }, () => {
   before(async () => {
     // Upstream storage URLs live 4 s here, so the mirror's stored ones expire during the test.
     h = await startHarness({ sandbox: { size: 6, storageUrlTtlMs: 4_000 } });
-    ({ accountId, accountToken: token } = await h.link('docvault', 'storage'));
-    const result = await (await h.sync.start({ accountId, mode: 'full' })).result();
-    assert.deepEqual(result.failed, []);
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' ORDER BY ordinal LIMIT 1`, [accountId]);
-    projectId = rows[0]!.id;
+    ({ accountId, accountToken: token } = await linkAndSync(h, 'docvault', 'storage'));
+    projectId = await firstProjectId(h, accountId);
   });
 
   after(async () => {

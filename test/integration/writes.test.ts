@@ -3,7 +3,7 @@
 // leaves the mirror as it was.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { firstProjectId, linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
 
 describe('writes through the mirror', { timeout: 240_000 }, () => {
   let h: Harness;
@@ -13,11 +13,8 @@ describe('writes through the mirror', { timeout: 240_000 }, () => {
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 8 } });
-    ({ accountId, accountToken: token } = await h.link('buildpro', 'writes'));
-    const result = await (await h.sync.start({ accountId, mode: 'full' })).result();
-    assert.deepEqual(result.failed, []);
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' ORDER BY ordinal LIMIT 1`, [accountId]);
-    projectId = rows[0]!.id;
+    ({ accountId, accountToken: token } = await linkAndSync(h, 'buildpro', 'writes'));
+    projectId = await firstProjectId(h, accountId);
   });
 
   after(async () => {
