@@ -3,19 +3,20 @@
 // through workflow history. A retried or restarted activity resumes at the last committed page.
 import { Context } from '@temporalio/activity';
 import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
-import { listPage, type Page } from '../connectors/operations.ts';
+import { listPage, pollListPage, startListPage, type Page, type PageOrPending } from '../connectors/operations.ts';
 import { pageFingerprint, pageVerdict } from '../connectors/pagination.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import pLimit from 'p-limit';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MirrorError, RepeatedPageError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
+import { AsyncRequestExpiredError, MirrorError, RepeatedPageError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
 import { finishPass, writePage } from '../mirror/records-store.ts';
-import { beginOrResumePass, markStreamFailed, type PassMode } from '../mirror/streams.ts';
+import { beginOrResumePass, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
+import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
@@ -41,6 +42,11 @@ export interface SyncSliceInput extends StreamSpec {
   /** Pages to fetch in this activity before returning to the workflow. */
   maxPages?: number;
   includeSourceData?: boolean;
+  /**
+   * The caller waits for upstream async requests itself (a workflow, with durable timers): a page
+   * still being produced ends the slice with `waitAsync`. Otherwise the slice polls in place.
+   */
+  asyncPages?: boolean;
 }
 
 export interface SliceCounts {
@@ -55,7 +61,10 @@ export interface SliceCounts {
 export interface SyncSliceResult extends SliceCounts {
   done: boolean;
   generation: number;
+  /** The next page is an upstream async request still running: poll again after a timer. */
+  waitAsync?: { id: string; expiresAt: number | null };
 }
+
 
 export interface PlannedResource {
   name: string;
@@ -215,36 +224,76 @@ export function createSyncActivities(deps: SyncDeps) {
       checkpoint.mode === 'incremental' && checkpoint.since && support?.updateTimeFilter
         ? [{ field: 'source_update_time', operator: '>=', value: checkpoint.since }]
         : undefined;
-    const fetchPage = (page: number): Promise<Page> =>
-      waitingOutRateLimits(() => listPage(upstream, {
-        accountToken: token,
-        accountId: input.accountId,
-        sourceSystem: profile?.slug,
+    const listInput = (page: number) => ({
+      accountToken: token,
+      accountId: input.accountId,
+      sourceSystem: profile?.slug,
+      page,
+      what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
+      signal: ctx?.cancellationSignal,
+    });
+    const startPage = (page: number): Promise<PageOrPending> =>
+      startListPage(upstream, {
+        ...listInput(page),
         path: input.path,
-        page,
         perPage: checkpoint.perPage,
         projectId: input.projectId,
         includeSourceData: input.includeSourceData ?? true,
         filters,
-        what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
-        signal: ctx?.cancellationSignal,
-      }), ctx?.cancellationSignal);
+        // Slow source systems answer through async requests, polled from the stream's workflow.
+        preferAsync: Boolean(input.asyncPages && profile?.preferAsync),
+      });
+    const pollPage = async (id: string, page: number): Promise<PageOrPending> => {
+      try {
+        return await pollListPage(upstream, { ...listInput(page), id });
+      } catch (error) {
+        if (!(error instanceof AsyncRequestExpiredError)) throw error;
+        // Expired results cannot be read again: forget the request so the retry asks anew, once.
+        const expiries = (checkpoint.asyncExpiries ?? 0) + 1;
+        checkpoint = { ...withoutPending(checkpoint), asyncExpiries: expiries };
+        await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
+        if (expiries < 2) throw error;
+        throw new AsyncRequestExpiredError(
+          `${error.message}, twice in a row: the upstream keeps async results for less time than the mirror waits between polls (${asyncPollIntervalMs / 1000} s)`,
+          { final: true, cause: error },
+        );
+      }
+    };
+    const fetchPage = (page: number): Promise<PageOrPending> =>
+      waitingOutRateLimits(async () => {
+        const pending = checkpoint.pendingAsync;
+        let result = pending?.page === page ? await pollPage(pending.id, page) : await startPage(page);
+        // Without a workflow to wait in (children batches), wait here, heartbeating on the timer.
+        while (result.pending && !input.asyncPages) {
+          await sleep(asyncPollIntervalMs, undefined, ctx?.cancellationSignal ? { signal: ctx.cancellationSignal } : {});
+          result = await pollPage(result.pending.id, page);
+        }
+        return result;
+      }, ctx?.cancellationSignal);
 
     const maxPages = input.maxPages ?? 50;
     // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
     let position = { page: checkpoint.page };
     const beat = setInterval(() => ctx?.heartbeat(position), 5_000);
     try {
-      let next: Promise<Page> | undefined = fetchPage(checkpoint.page);
+      let next: Promise<PageOrPending> | undefined = fetchPage(checkpoint.page);
       let lastFingerprint = checkpoint.lastFingerprint;
       for (let n = 0; n < maxPages && next; n++) {
-        const page = await next;
+        const answer = await next;
         next = undefined;
+        if (answer.pending) {
+          // Remember the request with the stream, so a restarted worker polls it instead of asking again.
+          const { id, expiresAt } = answer.pending;
+          checkpoint = { ...checkpoint, pendingAsync: { id, page: checkpoint.page, expiresAt } };
+          await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
+          return { ...counts, done: false, generation: pass.generation, waitAsync: { id, expiresAt } };
+        }
+        const page: Page = answer.page;
         const fingerprint = pageFingerprint(page.items);
         if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
           // The end is confirmed: nothing past the full last page (an upstream that ignores an
           // out-of-range page number serves the last page again, which ends the pass too).
-          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, confirming: false });
+          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), confirming: false });
           return { ...counts, done: true, generation: pass.generation };
         }
         if (fingerprint !== null && fingerprint === lastFingerprint) {
@@ -261,7 +310,7 @@ export function createSyncActivities(deps: SyncDeps) {
           next = fetchPage(checkpoint.page + 1);
           next.catch(() => undefined);
         }
-        const nextCheckpoint = { ...checkpoint, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
+        const nextCheckpoint = { ...withoutPending(checkpoint), asyncExpiries: undefined, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
         const written = await writePage(pool, {
           key,
           pass,
@@ -297,6 +346,12 @@ export function createSyncActivities(deps: SyncDeps) {
       clearInterval(beat);
     }
   }
+}
+
+/** The checkpoint without the async request of its next page (read, or given up). */
+function withoutPending(checkpoint: Checkpoint): Checkpoint {
+  const { pendingAsync: _read, ...rest } = checkpoint;
+  return rest;
 }
 
 /** How long one activity waits out 429s before handing the wait to Temporal's retry (with its delay). */

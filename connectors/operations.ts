@@ -1,7 +1,9 @@
 // The operations the rest of the project calls: list a page, get one object, link calls.
 // Each is one upstream call through UpstreamClient.
 import { z } from 'zod';
-import type { UpstreamClient, UpstreamResponse } from './upstream-client.ts';
+import { AsyncRequestExpiredError, MalformedResponseError } from '../lib/errors.ts';
+import { errorForResponse } from './response-errors.ts';
+import type { AsyncRequestHandle, UpstreamCall, UpstreamClient, UpstreamResponse } from './upstream-client.ts';
 import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type UnifiedObject } from './schemas.ts';
 
 export interface AccountContext {
@@ -36,29 +38,74 @@ function budget(ctx: AccountContext) {
 }
 
 export async function listPage(client: UpstreamClient, input: ListPageInput): Promise<Page> {
+  const res = await client.request(listCall(input), listResponseSchema);
+  return pageOf(res.body, input.page, res.retrievedAt);
+}
+
+/** A list page, or the handle of the async request that will produce it. */
+export type PageOrPending = { page: Page; pending?: undefined } | { pending: AsyncRequestHandle; page?: undefined };
+
+/**
+ * A list page through an async request when `preferAsync` (slow source systems), and whenever the
+ * upstream answers 202 on its own: the caller polls the handle (see {@link pollListPage}).
+ */
+export async function startListPage(client: UpstreamClient, input: ListPageInput & { preferAsync?: boolean }): Promise<PageOrPending> {
+  const res = await client.request({ ...listCall(input), async: input.preferAsync ? 'send' : 'accept' }, listResponseSchema);
+  if ('handle' in res) return { pending: res.handle };
+  return { page: pageOf(res.body, input.page, res.retrievedAt) };
+}
+
+/**
+ * Reads the async request of a list page: still pending, or the page. A request that failed
+ * upstream throws the error its stored answer maps to; expired results throw
+ * {@link AsyncRequestExpiredError} (retryable: sending the request again helps).
+ */
+export async function pollListPage(
+  client: UpstreamClient,
+  input: AccountContext & { id: string; page: number; what?: string; signal?: AbortSignal },
+): Promise<PageOrPending> {
+  const what = input.what ?? `page ${input.page}`;
+  const res = await client.request({
+    method: 'GET',
+    path: `/async-requests/${encodeURIComponent(input.id)}`,
+    accountToken: input.accountToken,
+    budget: budget(input),
+    what: `async request ${input.id} (${what})`,
+    signal: input.signal,
+    async: 'poll',
+  });
+  if (!('handle' in res)) throw new MalformedResponseError(`Upstream answered the poll of async request ${input.id} (${what}) without its state headers`, res.status);
+  const { handle } = res;
+  if (res.status === 410) throw new AsyncRequestExpiredError(`The results of async request ${input.id} (${what}) expired before they were read`);
+  if (res.status === 202 || handle.state === 'pending' || handle.state === 'running') return { pending: handle };
+  if (handle.state === 'failure' || res.status >= 400) {
+    const error = errorForResponse({ status: res.status, body: res.body, what: `${what} (async request ${input.id})`, resetAt: Date.now() + 60_000 });
+    throw error;
+  }
+  const parsed = listResponseSchema.safeParse(res.body);
+  if (!parsed.success) throw new MalformedResponseError(`Upstream's async result for ${what} is not a list page: ${parsed.error.issues[0]?.message ?? 'bad shape'}`, res.status);
+  return { page: pageOf(parsed.data, input.page, res.retrievedAt) };
+}
+
+function listCall(input: ListPageInput): UpstreamCall & { async?: undefined } {
   const query = new URLSearchParams({ page: String(input.page), per_page: String(input.perPage) });
   if (input.filters && input.filters.length > 0) query.set('filters', JSON.stringify(input.filters));
-  const res = await client.request(
-    {
-      method: 'GET',
-      path: `${input.path}?${query.toString()}`,
-      accountToken: input.accountToken,
-      projectId: input.projectId,
-      companyId: input.companyId,
-      headers: input.includeSourceData ? { 'include-source-data': 'true' } : {},
-      budget: budget(input),
-      what: input.what ?? `${input.path} page ${input.page}`,
-      signal: input.signal,
-    },
-    listResponseSchema,
-  );
-  const meta = res.body.meta;
   return {
-    items: res.body.data,
-    currentPage: meta?.current_page ?? input.page,
-    hasMore: meta?.has_more_results ?? null,
-    retrievedAt: res.retrievedAt,
+    method: 'GET',
+    path: `${input.path}?${query.toString()}`,
+    accountToken: input.accountToken,
+    projectId: input.projectId,
+    companyId: input.companyId,
+    headers: input.includeSourceData ? { 'include-source-data': 'true' } : {},
+    budget: budget(input),
+    what: input.what ?? `${input.path} page ${input.page}`,
+    signal: input.signal,
   };
+}
+
+function pageOf(body: z.infer<typeof listResponseSchema>, page: number, retrievedAt: Date): Page {
+  const meta = body.meta;
+  return { items: body.data, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
 export async function getObject(

@@ -57,6 +57,33 @@ export interface UpstreamCall {
   /** What the call is about, for error messages ("projects page 3"). */
   what?: string;
   signal?: AbortSignal;
+  /**
+   * Async requests: `send` asks for one (`Async-Request: true`) and `accept` takes one the upstream
+   * chose to make; both hand back a 202 with its handle instead of a body. `poll` reads
+   * `/async-requests/{id}`: a pending request, an expired one (410) or a stored answer (whatever its
+   * status) comes back as an {@link AsyncAnswer} instead of being thrown.
+   */
+  async?: 'send' | 'accept' | 'poll';
+}
+
+export type AsyncRequestState = 'pending' | 'running' | 'executed' | 'failure';
+
+/** What the upstream's `-Async-Request-*` headers say of one async request. */
+export interface AsyncRequestHandle {
+  id: string;
+  state: AsyncRequestState;
+  /** Epoch ms after which its results are gone; null when the upstream did not say. */
+  expiresAt: number | null;
+}
+
+/** An answer about an async request rather than the resource asked for; `body` is not validated. */
+export interface AsyncAnswer {
+  status: number;
+  handle: AsyncRequestHandle;
+  body: unknown;
+  headers: Record<string, string | string[] | undefined>;
+  rateLimits: RateLimitReport;
+  retrievedAt: Date;
 }
 
 export interface UpstreamResponse<T = unknown> {
@@ -125,11 +152,14 @@ export class UpstreamClient {
     if (call.projectId) h['project-id'] = call.projectId;
     if (call.companyId) h['company-id'] = call.companyId;
     if (call.body !== undefined) h['content-type'] = 'application/json';
+    if (call.async === 'send') h['async-request'] = 'true';
     return { ...h, ...call.headers };
   }
 
   /** Sends one call with the retry policy and governor; returns the parsed JSON body or throws a mapped error. */
-  async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T>> {
+  request<T = unknown>(call: UpstreamCall & { async?: undefined }, schema?: z.ZodType<T>): Promise<UpstreamResponse<T>>;
+  request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer>;
+  async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer> {
     const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
     const keys: GovernorKeys = { client: this.options.clientId, ...call.budget };
     for (let attempt = 1; ; attempt++) {
@@ -160,6 +190,10 @@ export class UpstreamClient {
             // A cut-off or garbled body: worth another try, like a dropped connection.
             throw new MalformedResponseError(`Upstream sent malformed JSON for ${what}`, status, { cause: error });
           }
+        }
+        const handle = call.async ? asyncHandleOf(res.headers, this.headerPrefix) : undefined;
+        if (handle && isAsyncAnswer(call.async!, status, handle)) {
+          return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
         }
         if (status >= 400) {
           const ra = res.headers['retry-after'];
@@ -215,6 +249,26 @@ async function decodeBody(res: Dispatcher.ResponseData): Promise<string> {
     return (encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw)).toString('utf8');
   }
   return res.body.text();
+}
+
+function asyncHandleOf(headers: Record<string, string | string[] | undefined>, prefix: string): AsyncRequestHandle | undefined {
+  const one = (name: string): string | undefined => {
+    const v = headers[`${prefix.toLowerCase()}-async-request-${name}`];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const id = one('id');
+  const state = one('state');
+  if (!id || (state !== 'pending' && state !== 'running' && state !== 'executed' && state !== 'failure')) return undefined;
+  const expires = Date.parse(one('expires-at') ?? '');
+  return { id, state, expiresAt: Number.isNaN(expires) ? null : expires };
+}
+
+/** A 202 for a request sent or accepted as async; for a poll, anything but a failure of the poll itself. */
+function isAsyncAnswer(mode: NonNullable<UpstreamCall['async']>, status: number, handle: AsyncRequestHandle): boolean {
+  if (mode !== 'poll') return status === 202;
+  if (status === 202 || status === 410) return true;
+  // A stored answer carries the state of the request it answers; 413 is the poll's own refusal.
+  return status !== 413 && (handle.state === 'executed' || handle.state === 'failure');
 }
 
 /** Link calls and pass-through reads are POSTs that are safe to repeat. */

@@ -117,6 +117,22 @@ export class RepeatedPageError extends UpstreamError {
   }
 }
 
+/**
+ * An upstream async request whose results expired before they were read. Sending it again helps
+ * once (a worker was down past the expiry); `final` marks the time it does not.
+ */
+export class AsyncRequestExpiredError extends UpstreamError {
+  override readonly code = 'upstream_async_expired';
+  readonly final: boolean;
+  constructor(message: string, options: { final?: boolean; cause?: unknown } = {}) {
+    super(message, 410, options);
+    this.final = options.final ?? false;
+  }
+  override get retryable(): boolean {
+    return !this.final;
+  }
+}
+
 export function isMirrorError(error: unknown): error is MirrorError {
   return error instanceof MirrorError;
 }

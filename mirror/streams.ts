@@ -21,6 +21,10 @@ export const checkpointSchema = z.object({
   done: z.boolean(),
   /** The last page said no more results although it was full: the next page only confirms the end. */
   confirming: z.boolean().optional(),
+  /** The next page is being produced by an upstream async request: poll it instead of asking again. */
+  pendingAsync: z.object({ id: z.string(), page: z.number().int().min(1), expiresAt: z.number().nullable() }).optional(),
+  /** Async requests of the next page whose results expired unread (asked again once, then failed). */
+  asyncExpiries: z.number().int().min(0).optional(),
   counts: z.object({ inserted: z.number(), updated: z.number(), unchanged: z.number(), deleted: z.number() }),
 });
 export type Checkpoint = z.infer<typeof checkpointSchema>;
@@ -109,7 +113,7 @@ export async function beginOrResumePass(
 
 /** Writes the checkpoint that follows a committed page; fails if the pass was replaced meanwhile. */
 export async function saveCheckpoint(
-  client: PoolClient,
+  client: Pick<PoolClient, 'query'>,
   pass: { streamId: number; generation: number },
   checkpoint: Checkpoint,
   delta: { pages: number; records: number },

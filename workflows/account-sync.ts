@@ -13,7 +13,7 @@ import type { EventActivities } from '../activities/events.ts';
 import type { SyncActivities } from '../activities/sync.ts';
 import { childrenOf, formatScope, listPath, resourceDef, type ScopePart } from '../lib/resources.ts';
 import { runBounded } from './bounded.ts';
-import { accountProgressQuery, streamWorkflowId, type AccountProgress } from './shared.ts';
+import { accountProgressQuery, rootMessage, streamWorkflowId, type AccountProgress } from './shared.ts';
 import { childStreamsWorkflow } from './child-streams.ts';
 import { streamSyncWorkflow } from './stream-sync.ts';
 
@@ -97,7 +97,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
         return;
       }
       progress.streamsFailed++;
-      result.failed.push({ resource: spec.resource, scope: spec.scope, records: 0, error: (error as Error).message });
+      result.failed.push({ resource: spec.resource, scope: spec.scope, records: 0, error: rootMessage(error) });
     }
   };
 
@@ -152,7 +152,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
         return;
       }
       progress.streamsFailed++;
-      result.failed.push({ resource: g.resource, scope: g.parentScope, records: 0, error: (error as Error).message });
+      result.failed.push({ resource: g.resource, scope: g.parentScope, records: 0, error: rootMessage(error) });
     }
   });
   if (input.registerWebhooks) {
@@ -161,7 +161,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       await registerWebhooks({ accountId: input.accountId });
     } catch (error) {
       // Periodic passes still keep the mirror fresh; the failure is visible in the Temporal UI.
-      result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: (error as Error).message });
+      result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: rootMessage(error) });
     }
   }
   progress.phase = 'done';

@@ -37,3 +37,13 @@ export const eventsSignal = defineSignal('events');
 export function changesWorkflowId(accountId: string): string {
   return `account-changes:${accountId}`;
 }
+
+/**
+ * What went wrong, in the words of the failure that started it: a child workflow's failure wraps an
+ * activity's, which wraps the application's ("Child Workflow execution failed" says nothing).
+ */
+export function rootMessage(error: unknown): string {
+  let e: unknown = error;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return e instanceof Error ? e.message : String(error);
+}

@@ -1,7 +1,8 @@
 // One stream's pass: pages through the upstream in bounded, heartbeating activity slices. Only
 // counts travel through history; the checkpoint lives in Postgres beside the records.
-import { continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { SliceCounts, SyncActivities, SyncSliceInput } from '../activities/sync.ts';
+import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 import { streamProgressQuery, type StreamProgress } from './shared.ts';
 
 const { syncSlice } = proxyActivities<SyncActivities>({
@@ -23,7 +24,8 @@ export async function streamSyncWorkflow(input: StreamSyncInput): Promise<Stream
   const totals = input.carried ?? zero();
   let done = false;
   setHandler(streamProgressQuery, (): StreamProgress => ({ resource: input.resource, scope: input.scope, pages: totals.pages, records: totals.records, done }));
-  const { carried: _carried, ...slice } = input;
+  const { carried: _carried, ...rest } = input;
+  const slice: SyncSliceInput = { ...rest, asyncPages: true };
   for (;;) {
     const r = await syncSlice(slice);
     for (const k of Object.keys(totals) as (keyof SliceCounts)[]) totals[k] += r[k];
@@ -31,6 +33,8 @@ export async function streamSyncWorkflow(input: StreamSyncInput): Promise<Stream
       done = true;
       return totals;
     }
+    // A page produced by an upstream async request: a durable timer, then the slice polls it.
+    if (r.waitAsync) await sleep(asyncPollIntervalMs);
     if (workflowInfo().continueAsNewSuggested) {
       await continueAsNew<typeof streamSyncWorkflow>({ ...slice, carried: totals });
     }

@@ -13,7 +13,7 @@ import { startHarness, type Harness } from '../helpers/harness.ts';
 
 const mirrorBin = fileURLToPath(new URL('../../bin/mirror.js', import.meta.url));
 
-describe('mirror CLI for operators', { timeout: 180_000 }, () => {
+describe('mirror CLI for operators', { timeout: 420_000 }, () => {
   let h: Harness;
   let env: Record<string, string>;
   let accountId: string;
