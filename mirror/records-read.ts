@@ -78,23 +78,58 @@ export interface GetResult {
   retrievedAt: Date | null;
 }
 
+/**
+ * Freshness of the streams single-object reads come from (`Svc-Data-Retrieved-At`), remembered per
+ * process for at most this long: the hot path then reads the record alone. The key is the whole
+ * stream (account, resource, scope), so no account ever sees another's value; a pass that completes
+ * shows in the header within this time.
+ */
+export const freshnessTtlMs = 1000;
+const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number }>>();
+
+function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
+  let m = freshness.get(pool);
+  if (!m) freshness.set(pool, (m = new Map()));
+  return m;
+}
+
+const streamKey = (accountId: string, resource: string, scope: string) => `${accountId}\u0000${resource}\u0000${scope}`;
+
 export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | undefined> {
   const params: unknown[] = [q.accountId, q.resource, q.id];
+  // One scope (every request but `Project-Id: *`): an equality on the key's scope column.
+  const single = q.scopes !== 'all' && q.scopes.length === 1;
   let scopeSql = '';
-  if (q.scopes !== 'all') {
+  if (single) {
+    params.push(q.scopes[0]);
+    scopeSql = 'AND r.scope = $4';
+  } else if (q.scopes !== 'all') {
     params.push(q.scopes);
-    scopeSql = `AND r.scope = ANY($4::text[])`;
+    scopeSql = 'AND r.scope = ANY($4::text[])';
   }
-  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope,
-                      (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
-                        WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at
+  const cache = freshnessOf(pool);
+  const now = Date.now();
+  const known = single ? cache.get(streamKey(q.accountId, q.resource, q.scopes[0] as string)) : undefined;
+  const lean = known !== undefined && known.until > now;
+  const atSql = lean
+    ? ''
+    : `, (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
+          WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at`;
+  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
                  FROM records r
                 WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
                   AND r.deleted_at IS NULL ${scopeSql}
-                ORDER BY r.scope LIMIT 1`;
-  const { rows } = await pool.query<{ j: string; scope: string; at: Date | null }>(sql, params);
+                ${single ? '' : 'ORDER BY r.scope '}LIMIT 1`;
+  // A named statement: parsed and planned once per connection (there are 24 variants at most).
+  const name = `mirror.get.${q.includeSourceData ? 's' : 'd'}${q.bySourceId ? 's' : 'i'}${single ? '1' : q.scopes === 'all' ? 'a' : 'n'}${lean ? 'l' : 'f'}`;
+  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>({ name, text: sql, values: params });
   const row = rows[0];
-  return row ? { json: row.j, scope: row.scope, retrievedAt: row.at } : undefined;
+  if (!row) return undefined;
+  if (lean) return { json: row.j, scope: row.scope, retrievedAt: known.at };
+  const at = row.at ?? null;
+  if (cache.size >= 10_000) cache.clear();
+  cache.set(streamKey(q.accountId, q.resource, row.scope), { at, until: now + freshnessTtlMs });
+  return { json: row.j, scope: row.scope, retrievedAt: at };
 }
 
 /** Whether any pass of these streams has completed (a scope never synced is served from the upstream). */
