@@ -1,5 +1,6 @@
 // Authentication of the mirror's API: the contract's headers. Client credentials are checked against
 // stored SHA-256 digests in constant time; `Account-Token` selects the linked account by keyed hash.
+import { hash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { keyedHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../lib/errors.ts';
@@ -32,10 +33,23 @@ export function internalToken(key: Buffer, accountId: string): string {
   return `${accountId}.${keyedHash(key, `internal:${accountId}`)}`;
 }
 
+/**
+ * How long what the database said about a client or an account token is believed: revoking a client
+ * (deleting or rotating its secret) or unlinking an account takes effect within this time at most,
+ * in every API process, without a restart.
+ */
+export const authCacheMs = 3000;
+
 export function createAuthenticator(deps: { prisma: PrismaClient; accounts: AccountStore; cacheMs?: number; internalKey?: Buffer }): Authenticator {
-  const cacheMs = deps.cacheMs ?? 10_000;
+  const cacheMs = deps.cacheMs ?? authCacheMs;
   const clients = new Map<string, { secretHash: string | null; until: number }>();
   const tokens = new Map<string, { account: AccountSummary | undefined; until: number }>();
+  // Requests that passed every check, by a SHA-256 of their exact Client-Id, Client-Secret and
+  // Account-Token (never the plaintext): a repeat of the same credentials then costs one digest instead
+  // of the secret's digest, its comparison and the token's HMAC. An entry lives no longer than the
+  // client and token entries it was checked against, so revocation still shows within `cacheMs`; a
+  // different secret or token is a different key, so no request is ever answered as another account.
+  const verified = new Map<string, { account: AccountSummary; until: number }>();
 
   async function clientSecretHash(clientId: string): Promise<string | null> {
     const now = Date.now();
@@ -43,11 +57,13 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
     if (hit && hit.until > now) return hit.secretHash;
     const row = await deps.prisma.apiClient.findUnique({ where: { clientId } });
     const secretHash = row?.secretHash ?? null;
+    if (clients.size >= 10_000) clients.clear();
     clients.set(clientId, { secretHash, until: now + cacheMs });
     return secretHash;
   }
 
-  async function client(request: FastifyRequest): Promise<void> {
+  /** Checks API-Version and the client credentials; returns until when the answer may be believed. */
+  async function checkClient(request: FastifyRequest): Promise<number> {
     const version = header(request, 'api-version');
     if (version === undefined) throw new UnauthorizedError('Missing API-Version header: send API-Version: 2021-11-21.');
     if (version !== apiVersion) throw new UnauthorizedError(`Unsupported API-Version "${version.slice(0, 40)}": send API-Version: ${apiVersion}.`);
@@ -58,6 +74,11 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
     // Compare even for unknown clients, so timing does not reveal which ids exist.
     const ok = safeEqual(sha256Hex(secret), expected ?? '0'.repeat(64));
     if (!ok || expected === null) throw new UnauthorizedError('Invalid Client-Id or Client-Secret.');
+    return clients.get(clientId)?.until ?? 0;
+  }
+
+  async function client(request: FastifyRequest): Promise<void> {
+    await checkClient(request);
   }
 
   async function account(request: FastifyRequest): Promise<AccountSummary> {
@@ -75,24 +96,35 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
       if (version !== apiVersion) throw new UnauthorizedError(`${version === undefined ? 'Missing API-Version header' : 'Unsupported API-Version'}: send API-Version: ${apiVersion}.`);
       return accountOfSession({ prisma: deps.prisma, accounts: deps.accounts, key: deps.internalKey }, request, session);
     }
-    await client(request);
+    const clientId = header(request, 'client-id');
+    const secret = header(request, 'client-secret');
+    const token = header(request, 'account-token');
+    const key = session === undefined && clientId && secret && token && header(request, 'api-version') === apiVersion ? hash('sha256', `${clientId}\u0000${secret}\u0000${token}`, 'hex') : undefined;
+    const now = Date.now();
+    if (key !== undefined) {
+      const hit = verified.get(key);
+      if (hit && hit.until > now) return hit.account;
+    }
+    const clientUntil = await checkClient(request);
     // Beside the client credentials, a session would make the upstream answer as the session's
     // account (another account, or one whose session expired or lacks the scope): ambiguous.
     if (session !== undefined) {
       throw new BadRequestError('Send either a Session header or Client-Id, Client-Secret and Account-Token, not both: the mirror authenticates requests by their Account-Token.');
     }
-    const token = header(request, 'account-token');
     if (!token) throw new UnauthorizedError('Missing Account-Token header.');
-    const key = deps.accounts.tokenHash(token);
-    const now = Date.now();
-    const hit = tokens.get(key);
-    let found = hit && hit.until > now ? hit.account : undefined;
-    if (!hit || hit.until <= now) {
-      found = await deps.accounts.findByToken(token);
-      tokens.set(key, { account: found, until: now + cacheMs });
+    const tokenKey = deps.accounts.tokenHash(token);
+    let entry = tokens.get(tokenKey);
+    if (!entry || entry.until <= now) {
+      entry = { account: await deps.accounts.findByToken(token), until: now + cacheMs };
+      tokens.set(tokenKey, entry);
       if (tokens.size > 10_000) tokens.clear();
     }
+    const found = entry.account;
     if (!found) throw new UnauthorizedError('Invalid Account-Token: no linked account has this token.');
+    if (key !== undefined) {
+      if (verified.size >= 10_000) verified.clear();
+      verified.set(key, { account: found, until: Math.min(clientUntil, entry.until) });
+    }
     return found;
   }
 
