@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import type { Bindings, ChildLoggerOptions } from 'pino';
 import type { Logger } from '../lib/logger.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
@@ -41,16 +42,82 @@ export interface ApiDeps {
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
 }
 
+type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+/**
+ * A request's logger, made only when something is logged: most requests log nothing, and a pino child
+ * (its bindings go through the redaction of every credential path) costs more than the rest of a
+ * cached read. Logs exactly what `parent.child(bindings, options)` would, redaction included.
+ */
+class LazyChildLogger {
+  #parent: FastifyBaseLogger;
+  #bindings: Bindings;
+  #options: ChildLoggerOptions;
+  #child: FastifyBaseLogger | undefined;
+  constructor(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent;
+    this.#bindings = bindings;
+    this.#options = options;
+  }
+  get #logger(): FastifyBaseLogger {
+    return (this.#child ??= this.#parent.child(this.#bindings, this.#options));
+  }
+  #log(level: Level, args: unknown[]): void {
+    const logger = this.#logger;
+    (logger[level] as (...a: unknown[]) => void).apply(logger, args);
+  }
+  get level(): string {
+    return this.#child?.level ?? this.#options.level ?? this.#parent.level;
+  }
+  set level(level: string) {
+    this.#logger.level = level;
+  }
+  isLevelEnabled(level: string): boolean {
+    return (this.#logger as Logger).isLevelEnabled(level);
+  }
+  bindings(): Bindings {
+    return (this.#logger as Logger).bindings();
+  }
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#logger.child(bindings, options);
+  }
+  fatal(...args: unknown[]): void {
+    this.#log('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.#log('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.#log('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.#log('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.#log('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.#log('trace', args);
+  }
+  silent(...args: unknown[]): void {
+    this.#log('silent', args);
+  }
+}
+
 export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const prefix = deps.headerPrefix ?? 'Svc';
   const app: FastifyInstance = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
     loggerInstance: deps.logger,
     genReqId: () => randomUUID(),
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: (logger, bindings, options) => new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: 10 * 1024 * 1024,
   });
-  app.addHook('onRequest', async (request, reply) => {
-    void reply.header(`${prefix}-Debug-Id`, request.id);
+  // Hooks of every request are plain callbacks (an async hook costs a promise and a tick each).
+  const debugIdHeader = `${prefix}-Debug-Id`;
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header(debugIdHeader, request.id);
+    done();
   });
   registerErrorHandling(app);
   registerOpenApi(app);

@@ -2,7 +2,7 @@
 // (without credentials) and answered 202 with the `{Prefix}-Async-Request-*` headers; a workflow
 // runs it; `GET /async-requests/{id}` reports the state and, once executed, the stored response.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import type { AsyncRequestStore } from '../mirror/async-requests.ts';
 import type { Authenticator } from './auth.ts';
@@ -32,12 +32,18 @@ function stateHeaders(reply: FastifyReply, prefix: string, row: { id: string; st
 export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
   const { headerPrefix: prefix } = deps;
 
-  app.addHook('preHandler', async (request, reply) => {
+  // A plain callback: every request passes here, and most are not async.
+  app.addHook('preHandler', (request, reply, done) => {
     const flag = request.headers['async-request'];
-    if (typeof flag !== 'string' || flag.toLowerCase() !== 'true') return;
+    if (typeof flag !== 'string' || flag.toLowerCase() !== 'true') return done();
     const path = request.url.split('?')[0] ?? '';
     // Binary and streamed routes cannot be async (as upstream); nor can the async endpoints themselves.
-    if (path.startsWith('/async-requests') || path.startsWith('/passthrough') || path.startsWith('/webhooks/inbound') || path.startsWith('/storage')) return;
+    if (path.startsWith('/async-requests') || path.startsWith('/passthrough') || path.startsWith('/webhooks/inbound') || path.startsWith('/storage')) return done();
+    // Answered here (202): the route's handler does not run.
+    accept(request, reply).catch(done);
+  });
+
+  async function accept(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const account = await deps.auth.account(request);
     const headers: Record<string, string> = {};
     for (const h of keptHeaders) {
@@ -55,8 +61,8 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
       throw new UpstreamUnavailableError('The async request could not be scheduled; try again.', undefined, { cause: error });
     }
     stateHeaders(reply, prefix, { id, state: 'pending', startedAt: null, finishedAt: null, expiresAt });
-    return reply.status(202).send();
-  });
+    void reply.status(202).send();
+  }
 
   app.get<{ Params: { id: string } }>('/async-requests/:id', async (request, reply) => {
     const account = await deps.auth.account(request);

@@ -48,10 +48,12 @@ function unstorableInput(error: unknown): string | undefined {
 
 export function registerErrorHandling(app: FastifyInstance): void {
   // A parsed body nested too deep is refused before any handler re-serialises or walks it.
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     if (isJsonContainer(request.body) && bodyDepth(request.body) > maxBodyDepth) {
-      throw new BadRequestError(`The JSON body is nested deeper than ${maxBodyDepth} levels; send a flatter document.`);
+      done(new BadRequestError(`The JSON body is nested deeper than ${maxBodyDepth} levels; send a flatter document.`));
+      return;
     }
+    done();
   });
   app.setErrorHandler((error: FastifyError | MirrorError | Error, request, reply) => {
     if (error instanceof MirrorError) {

@@ -26,8 +26,9 @@ export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDe
   const metrics = deps.metrics ?? createProcessMetrics({ process: 'api' });
   const stopObserving = deps.upstream?.observe((o) => metrics.observeUpstream(o));
   app.addHook('onClose', async () => stopObserving?.());
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     metrics.observeApi({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
+    done();
   });
 
   const cacheMs = deps.cacheMs ?? 5000;
