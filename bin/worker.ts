@@ -8,7 +8,7 @@ import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
-export const workflowsPath = new URL('../workflows/index.ts', import.meta.url).pathname;
+import { workflowBundlePath } from './workflow-bundle.ts';
 
 export interface WorkerHandle {
   worker: Worker;
@@ -25,7 +25,7 @@ export async function startWorker(services: Services, options: { address?: strin
     connection,
     namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
     taskQueue: options.taskQueue ?? config.TEMPORAL_TASK_QUEUE,
-    workflowsPath,
+    workflowBundle: { codePath: await workflowBundlePath() },
     activities: createActivities({
       upstream: services.upstream,
       pool: services.pool,
@@ -39,7 +39,6 @@ export async function startWorker(services: Services, options: { address?: strin
       executor: lazyExecutor(services),
     }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? config.SYNC_STREAM_CONCURRENCY * 2,
-    bundlerOptions: { ignoreModules: [] },
   });
   const running = worker.run().finally(() => connection.close());
   return {
