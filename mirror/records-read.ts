@@ -34,6 +34,30 @@ function objectSql(includeSourceData: boolean, alias = ''): string {
     : `${c('data')}::text AS j`;
 }
 
+/**
+ * Freshness of a stream (`Svc-Data-Retrieved-At`), remembered per process for at most this long: a
+ * single-object read is then the record alone, a one-scope list one query. The key is the whole
+ * stream (account, resource, scope), so no account ever sees another's value; a pass that completes
+ * shows in the header within this time.
+ */
+export const freshnessTtlMs = 1000;
+const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number }>>();
+
+function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
+  let m = freshness.get(pool);
+  if (!m) freshness.set(pool, (m = new Map()));
+  return m;
+}
+
+const getStatements = new Map<string, string>();
+
+const streamKey = (accountId: string, resource: string, scope: string) => `${accountId}\u0000${resource}\u0000${scope}`;
+
+function remember(cache: Map<string, { at: Date | null; until: number }>, key: string, at: Date | null, asOf: number): void {
+  if (cache.size >= 10_000) cache.clear();
+  cache.set(key, { at, until: asOf + freshnessTtlMs });
+}
+
 export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
   const params: unknown[] = [q.accountId, q.resource, q.perPage + 1, (q.page - 1) * q.perPage];
   const where = ['account_id = $1', 'resource = $2'];
@@ -53,13 +77,26 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   }
   const sql = `SELECT ${objectSql(q.includeSourceData)}, scope FROM records WHERE ${where.join(' AND ')}
                ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`;
-  const freshness = q.scopes === 'all'
-    ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
-    : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes]);
-  const [res, fresh] = await Promise.all([pool.query<{ j: string; scope: string }>(sql, params), freshness]);
+  // One stream read (a single scope): its freshness as remembered (see freshnessTtlMs), else asked for.
+  const cache = freshnessOf(pool);
+  const now = Date.now();
+  const streamOfList = q.scopes !== 'all' && q.scopes.length === 1 ? streamKey(q.accountId, q.resource, q.scopes[0]!) : undefined;
+  const known = streamOfList === undefined ? undefined : cache.get(streamOfList);
+  const freshness: Promise<Date | null> =
+    known !== undefined && known.until > now
+      ? Promise.resolve(known.at)
+      : (q.scopes === 'all'
+          ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
+          : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes])
+        ).then(({ rows }) => {
+          const at = rows[0]?.at ?? null;
+          if (streamOfList !== undefined) remember(cache, streamOfList, at, now);
+          return at;
+        });
+  const [res, retrievedAt] = await Promise.all([pool.query<{ j: string; scope: string }>(sql, params), freshness]);
   const hasMore = res.rows.length > q.perPage;
   const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
-  return { rows: page.map((r) => r.j), rowScopes: page.map((r) => r.scope), hasMore, retrievedAt: fresh.rows[0]?.at ?? null };
+  return { rows: page.map((r) => r.j), rowScopes: page.map((r) => r.scope), hasMore, retrievedAt };
 }
 
 export interface GetQuery {
@@ -78,57 +115,36 @@ export interface GetResult {
   retrievedAt: Date | null;
 }
 
-/**
- * Freshness of the streams single-object reads come from (`Svc-Data-Retrieved-At`), remembered per
- * process for at most this long: the hot path then reads the record alone. The key is the whole
- * stream (account, resource, scope), so no account ever sees another's value; a pass that completes
- * shows in the header within this time.
- */
-export const freshnessTtlMs = 1000;
-const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number }>>();
-
-function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
-  let m = freshness.get(pool);
-  if (!m) freshness.set(pool, (m = new Map()));
-  return m;
-}
-
-const streamKey = (accountId: string, resource: string, scope: string) => `${accountId}\u0000${resource}\u0000${scope}`;
-
 export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | undefined> {
   const params: unknown[] = [q.accountId, q.resource, q.id];
   // One scope (every request but `Project-Id: *`): an equality on the key's scope column.
   const single = q.scopes !== 'all' && q.scopes.length === 1;
-  let scopeSql = '';
-  if (single) {
-    params.push(q.scopes[0]);
-    scopeSql = 'AND r.scope = $4';
-  } else if (q.scopes !== 'all') {
-    params.push(q.scopes);
-    scopeSql = 'AND r.scope = ANY($4::text[])';
-  }
+  if (q.scopes !== 'all') params.push(single ? q.scopes[0] : q.scopes);
   const cache = freshnessOf(pool);
   const now = Date.now();
   const known = single ? cache.get(streamKey(q.accountId, q.resource, q.scopes[0] as string)) : undefined;
   const lean = known !== undefined && known.until > now;
-  const atSql = lean
-    ? ''
-    : `, (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
-          WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at`;
-  const sql = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
-                 FROM records r
-                WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
-                  AND r.deleted_at IS NULL ${scopeSql}
-                ${single ? '' : 'ORDER BY r.scope '}LIMIT 1`;
-  // A named statement: parsed and planned once per connection (there are 24 variants at most).
+  // A named statement: parsed and planned once per connection (16 variants at most), its text built once.
   const name = `mirror.get.${q.includeSourceData ? 's' : 'd'}${q.bySourceId ? 's' : 'i'}${single ? '1' : q.scopes === 'all' ? 'a' : 'n'}${lean ? 'l' : 'f'}`;
-  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>({ name, text: sql, values: params });
+  let text = getStatements.get(name);
+  if (text === undefined) {
+    const atSql = lean
+      ? ''
+      : `, (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
+            WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at`;
+    text = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
+              FROM records r
+             WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
+               AND r.deleted_at IS NULL ${single ? 'AND r.scope = $4' : q.scopes === 'all' ? '' : 'AND r.scope = ANY($4::text[])'}
+             ${single ? '' : 'ORDER BY r.scope '}LIMIT 1`;
+    getStatements.set(name, text);
+  }
+  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>({ name, text, values: params });
   const row = rows[0];
   if (!row) return undefined;
   if (lean) return { json: row.j, scope: row.scope, retrievedAt: known.at };
   const at = row.at ?? null;
-  if (cache.size >= 10_000) cache.clear();
-  cache.set(streamKey(q.accountId, q.resource, row.scope), { at, until: now + freshnessTtlMs });
+  remember(cache, streamKey(q.accountId, q.resource, row.scope), at, now);
   return { json: row.j, scope: row.scope, retrievedAt: at };
 }
 
