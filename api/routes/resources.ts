@@ -77,6 +77,8 @@ async function scopesFor(
   return [`${prefix}${def.parent}=${parentId}`];
 }
 
+const asStored = (json: string) => json;
+
 function sendJson(reply: FastifyReply, prefix: string, retrievedAt: Date | null, body: string): FastifyReply {
   if (retrievedAt) void reply.header(`${prefix}-Data-Retrieved-At`, retrievedAt.toISOString());
   return reply.type('application/json; charset=utf-8').send(body);
@@ -86,9 +88,9 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   const { pool, auth, headerPrefix } = deps;
 
   /** URL fields as the storage proxy's links (resources without URL fields pass through as text). */
-  function links(request: FastifyRequest, accountId: string, resource: string) {
+  function links(request: FastifyRequest, accountId: string, resource: string): (json: string, scope: string) => string {
     const key = deps.storageKey;
-    if (!key || !resourceDef(resource)?.urlFields?.length) return (json: string) => json;
+    if (!key || !resourceDef(resource)?.urlFields?.length) return asStored;
     const ctx = { base: `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`, key, accountId, expiresAt: linkExpiry() };
     return (json: string, scope: string) => rewriteStorageUrls(json, resource, scope, ctx);
   }
