@@ -89,7 +89,9 @@ export function createEventActivities(deps: EventDeps) {
     async applyInbox(input: { accountId: string; limit?: number; concurrency?: number }): Promise<ApplyResult> {
       return asActivity(async () => {
         const limit = input.limit ?? 500;
+        const t0 = performance.now();
         const events = await pendingEvents(pool, input.accountId, limit);
+        const tRead = performance.now();
         const result: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: events.length === limit };
         if (events.length === 0) return result;
         const account = await accounts.get(input.accountId);
@@ -158,6 +160,7 @@ export function createEventActivities(deps: EventDeps) {
           ),
         );
 
+        const tFetched = performance.now();
         // Per stream: the fetched objects in one write, the gone ones in one update.
         const streams = new Map<string, { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; deleted: PendingEvent[] }>();
         let failure: unknown;
@@ -191,6 +194,7 @@ export function createEventActivities(deps: EventDeps) {
           }
         }
         for (const [outcome, ids] of outcomes) await markApplied(pool, ids, outcome);
+        deps.logger.debug({ events: events.length, objects: wanted.length, readMs: Math.round(tRead - t0), fetchMs: Math.round(tFetched - tRead), writeMs: Math.round(performance.now() - tFetched) }, 'inbox applied');
         // What could not be fetched stays pending; the activity's retry takes it up again.
         if (failure !== undefined) throw failure instanceof Error ? failure : new Error('fetching a changed object failed');
         return result;
