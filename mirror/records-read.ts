@@ -49,7 +49,7 @@ function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }
   return m;
 }
 
-const getStatements = new Map<string, string>();
+const getStatements = new Map<string, { name: string; text: string }>();
 
 const streamKey = (accountId: string, resource: string, scope: string) => `${accountId}\u0000${resource}\u0000${scope}`;
 
@@ -132,20 +132,21 @@ export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | un
   const lean = known !== undefined && known.until > now;
   // A named statement: parsed and planned once per connection (16 variants at most), its text built once.
   const name = `mirror.get.${q.includeSourceData ? 's' : 'd'}${q.bySourceId ? 's' : 'i'}${single ? '1' : q.scopes === 'all' ? 'a' : 'n'}${lean ? 'l' : 'f'}`;
-  let text = getStatements.get(name);
-  if (text === undefined) {
+  let statement = getStatements.get(name);
+  if (statement === undefined) {
     const atSql = lean
       ? ''
       : `, (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
             WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at`;
-    text = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
+    const text = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
               FROM records r
              WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
                AND r.deleted_at IS NULL ${single ? 'AND r.scope = $4' : q.scopes === 'all' ? '' : 'AND r.scope = ANY($4::text[])'}
              ${single ? '' : 'ORDER BY r.scope '}LIMIT 1`;
-    getStatements.set(name, text);
+    statement = { name, text };
+    getStatements.set(name, statement);
   }
-  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>({ name, text, values: params });
+  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>(statement, params);
   const row = rows[0];
   if (!row) return undefined;
   if (lean) return { json: row.j, scope: row.scope, retrievedAt: known.at };
