@@ -14,8 +14,12 @@ export interface GovernorKeys {
 export interface Governor {
   /** Resolves when a request may be sent; the returned function must be called once it completes. */
   acquire(keys: GovernorKeys, signal?: AbortSignal): Promise<() => void>;
-  /** Every response's rate-limit headers (and its status: a 429 means the budget is spent). */
-  report(keys: GovernorKeys, report: RateLimitReport, status: number): void;
+  /**
+   * Every response's rate-limit headers (and its status: a 429 means the budget is spent).
+   * `sentAt` (epoch ms), when the request was sent: requests sent after it cannot be counted in its
+   * report yet, those sent before it have been.
+   */
+  report(keys: GovernorKeys, report: RateLimitReport, status: number, sentAt?: number): void;
 }
 
 /** A governor that never waits: for link calls and tests that measure the upstream itself. */

@@ -168,6 +168,7 @@ export class UpstreamClient {
       let retryAfter: number | undefined;
       let failure: unknown;
       const started = performance.now();
+      const sentAt = Date.now();
       try {
         const res = await undiciRequest(`${this.baseUrl}${call.path}`, {
           method: call.method,
@@ -180,7 +181,7 @@ export class UpstreamClient {
         });
         status = res.statusCode;
         const rateLimits = readRateLimits(res.headers, this.headerPrefix);
-        this.governor.report(keys, rateLimits, status);
+        this.governor.report(keys, rateLimits, status, sentAt);
         const text = await decodeBody(res);
         let body: unknown = undefined;
         if (text !== '') {

@@ -128,6 +128,7 @@ async function runWith(env: MirrorEnv, account: Linked, workers: number, o: Rate
     const stoppedAt = performance.timeOrigin + performance.now();
     if (!finished) await handle.terminate('benchmark: enough windows measured').catch(() => undefined);
     rec.stop();
+    if (process.env.BENCH_DUMP_DIR) (await import('node:fs')).writeFileSync(`${process.env.BENCH_DUMP_DIR}/rate-${workers}.json`, JSON.stringify(rec.seen));
     const { rows } = await env.services.pool.query<{ key: string; total: number | null; window_ms: number; spacing_ms: number }>(
       `SELECT key, total, window_ms, spacing_ms FROM rate_budgets WHERE key LIKE '%' || $1 || '%' ORDER BY key`,
       [account.accountId],

@@ -119,7 +119,7 @@ export abstract class RateGovernor implements Governor {
     };
   }
 
-  report(keys: GovernorKeys, report: RateLimitReport, status: number): void {
+  report(keys: GovernorKeys, report: RateLimitReport, status: number, sentAt?: number): void {
     const plan = planFor(keys, this.options);
     const now = this.clock.now();
     const observed: [BudgetView, RateLimitWindow | undefined][] = [[this.view(plan.service), report.service]];
@@ -130,7 +130,7 @@ export abstract class RateGovernor implements Governor {
     for (const [view, window] of observed) {
       if (window) view.facts = observeWindow(view.facts, window);
       else if (!rejected) continue;
-      let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view) }, this.options.pacing);
+      let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view, sentAt) }, this.options.pacing);
       if (rejected && (spent.length === 0 || spent.includes(view))) {
         pace = { ...pace, blockedUntil: Math.max(pace.blockedUntil ?? 0, blockAfterRejection(view.facts, now, this.options.pacing)) };
       }
@@ -171,12 +171,19 @@ export abstract class RateGovernor implements Governor {
 }
 
 /**
- * Our requests with a slot before the window's reset that the reported `remaining` cannot include:
- * every one holding a slot, less the one whose response this is (it is released after reporting).
+ * Our requests with a slot before the window's reset that the reported `remaining` cannot include.
+ * Counting one too many costs a window a request (the rest is spread thinner); one too few, a 429.
  */
-function unseenBy(view: BudgetView): number {
+function unseenBy(view: BudgetView, sentAt?: number): number {
   const before = view.facts.resetsAt ?? Number.POSITIVE_INFINITY;
   let n = 0;
-  for (const slot of view.inFlight.values()) if (slot < before) n++;
-  return Math.max(0, n - 1);
+  if (sentAt === undefined) {
+    // Not knowing when the reporting request went, every other one in flight may be uncounted.
+    for (const slot of view.inFlight.values()) if (slot < before) n++;
+    return Math.max(0, n - 1);
+  }
+  // The upstream counted every request that reached it before the reporting one: only those sent
+  // after it (or still waiting for their slot) are missing from its `remaining`.
+  for (const slot of view.inFlight.values()) if (slot > sentAt && slot < before) n++;
+  return n;
 }

@@ -25,6 +25,10 @@ async function simulate(options: {
   workers: number;
   latencyMs: number;
   durationMs: number;
+  /** Tell the governor when each reported request was sent (as the upstream client does). */
+  reportSentAt?: boolean;
+  /** Latency of the n-th request, when not constant. */
+  latencyOf?: (n: number) => number;
 }): Promise<Outcome> {
   const { governor, clock, keys, upstream } = options;
   const end = clock.now() + options.durationMs;
@@ -43,8 +47,8 @@ async function simulate(options: {
       outcome.sent.push(at);
       const { status, report } = upstream.serve(at);
       if (status === 429) outcome.rejected.push(at);
-      await clock.sleep(options.latencyMs);
-      governor.report(keys, report, status);
+      await clock.sleep(options.latencyOf ? options.latencyOf(outcome.sent.length) : options.latencyMs);
+      governor.report(keys, report, status, options.reportSentAt ? at : undefined);
       concurrent--;
       release();
     }
@@ -93,6 +97,36 @@ describe('MemoryRateGovernor pacing', () => {
     assert.ok(gaps.every((g) => Math.abs(g - spacing) < 1e-3), `uneven gaps: ${[...new Set(gaps.map((g) => g.toFixed(1)))].join(', ')}`);
     for (const n of perWindow(outcome.sent, start, 60_000, 5)) assert.ok(n >= 0.95 * 150 && n <= 150, `per window: ${n}`);
     assert.ok(maxInAnyWindow(outcome.sent, 60_000) <= 150);
+  });
+
+  it('with a reset header, counts as unseen only the requests sent after the reported one (>= 0.95 of each window)', async () => {
+    // Uneven latency (one slow request in three) keeps requests sent before the reported one in
+    // flight when its report arrives: counting them as unseen (the upstream has counted them) would
+    // spread the rest of the window too thinly.
+    const run = async (reportSentAt: boolean) => {
+      const clock = new ManualClock();
+      const governor = new MemoryRateGovernor({ profiles, clock, serviceLimit: { total: 20, windowMs: 2_000 } });
+      const window = new FixedWindow(20, 2_000);
+      // Accepted requests per upstream window (named by its reset time).
+      const accepted = new Map<number, number>();
+      const upstream: Upstream = {
+        serve(now) {
+          const hit = window.hit(now);
+          if (hit.status !== 429) accepted.set(hit.window.resetsAt!, (accepted.get(hit.window.resetsAt!) ?? 0) + 1);
+          return { status: hit.status, report: { service: hit.window, sourceSystems: {} } };
+        },
+      };
+      const outcome = await simulate({ governor, clock, keys, upstream, workers: 6, latencyMs: 0, latencyOf: (n) => (n % 3 === 0 ? 600 : 50), durationMs: 40_000, reportSentAt });
+      // Steady state: past the first two windows, and not the last (cut short by the end).
+      const counts = [...accepted.entries()].sort((a, b) => a[0] - b[0]).map(([, n]) => n).slice(2, -1);
+      return { rejected: outcome.rejected, counts, mean: counts.reduce((a, b) => a + b, 0) / counts.length };
+    };
+    const precise = await run(true);
+    assert.deepEqual(precise.rejected, []);
+    assert.ok(precise.mean >= 0.95 * 20, `per window: ${precise.counts.join(' ')}`);
+    const cautious = await run(false);
+    assert.deepEqual(cautious.rejected, []);
+    assert.ok(cautious.mean < precise.mean, `without send times the governor is more cautious: ${cautious.mean} vs ${precise.mean}`);
   });
 
   it('keeps a sliding window (no reset header) within its total at 0.98 of it', async () => {
