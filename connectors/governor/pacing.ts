@@ -23,8 +23,15 @@ export interface WindowFacts {
   total?: number;
   /** Requests left in the current window, as last reported. */
   remaining?: number;
-  /** Epoch ms when the current window resets, when the upstream says. */
+  /** Epoch ms when the current window resets, when the upstream says (whole seconds, rounded up). */
   resetsAt?: number;
+  /**
+   * A tighter bound on the same reset, never earlier than the real one: the window began before the
+   * first answer seen from it came back, so it resets no later than that plus its length.
+   * Whole-second reset headers can otherwise be up to a second late, which in a short window
+   * spreads the budget over time that is not the window's.
+   */
+  resetBound?: number;
 }
 
 /** The pacing of one budget: how far apart its send slots are, and none before `blockedUntil`. */
@@ -70,7 +77,7 @@ export interface PaceInput {
 export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing): Pace {
   const { facts, now } = input;
   const base = baseSpacing(facts, options);
-  const resetsAt = facts.resetsAt;
+  const resetsAt = facts.resetBound ?? facts.resetsAt;
   if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return { spacingMs: base };
   const from = Math.max(now, input.nextAt ?? now);
   if (from >= resetsAt) return { spacingMs: base };
@@ -90,7 +97,7 @@ export function blockAfterRejection(facts: WindowFacts, now: number, options: Pa
 /**
  * The window's length, learned from two reports of it: the headers give a window's total and its
  * reset time, never its length. When a later report names a later reset and its budget came back
- * (more remaining than before), a new window began, and the distance between the two resets is a
+ * (more remaining than before, or all of it but our request), a new window began, and the distance between the two resets is a
  * whole number of windows: at least one window long, so the smaller of it and what was known is
  * never shorter than the real window (no 429 for pacing too fast), and converges on it as soon as
  * two consecutive windows are seen. Resets are whole seconds, hence the 1 s floor.
@@ -98,19 +105,33 @@ export function blockAfterRejection(facts: WindowFacts, now: number, options: Pa
 export function learnWindowMs(previous: WindowFacts, reported: RateLimitWindow): number {
   if (reported.resetsAt === undefined || previous.resetsAt === undefined || previous.remaining === undefined) return previous.windowMs;
   const distance = reported.resetsAt - previous.resetsAt;
-  if (distance <= 0 || reported.remaining <= previous.remaining) return previous.windowMs;
+  // A window whose only request is ours began after the previous one ended, whatever was left then.
+  const fresh = reported.total !== undefined && reported.remaining === reported.total - 1;
+  if (distance <= 0 || (reported.remaining <= previous.remaining && !fresh)) return previous.windowMs;
   return Math.min(previous.windowMs, Math.max(1_000, distance));
 }
 
-/** Folds one reported window into what is known, ignoring a report that arrives after a fresher one. */
-export function observeWindow(previous: WindowFacts, reported: RateLimitWindow): WindowFacts {
+/**
+ * Folds one reported window into what is known, ignoring a report that arrives after a fresher one.
+ * `receivedAt` (when its response came back) bounds the reset of a window first seen in it (see
+ * {@link WindowFacts.resetBound}).
+ */
+export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, receivedAt?: number): WindowFacts {
   const sameWindow = reported.resetsAt !== undefined && reported.resetsAt === previous.resetsAt;
   const stale = sameWindow && previous.remaining !== undefined && reported.remaining > previous.remaining;
+  const windowMs = learnWindowMs(previous, reported);
+  let resetBound: number | undefined;
+  if (reported.resetsAt !== undefined) {
+    if (sameWindow) resetBound = previous.resetBound;
+    // The first answer seen from this window: the window began before it came back.
+    else if (receivedAt !== undefined) resetBound = Math.min(reported.resetsAt, receivedAt + windowMs);
+  }
   return {
-    windowMs: learnWindowMs(previous, reported),
+    windowMs,
     total: reported.total,
     remaining: stale ? previous.remaining : reported.remaining,
     ...(reported.resetsAt !== undefined ? { resetsAt: reported.resetsAt } : {}),
+    ...(resetBound !== undefined && resetBound < (reported.resetsAt ?? Infinity) ? { resetBound } : {}),
   };
 }
 

@@ -32,7 +32,7 @@ export interface PostgresRateGovernorOptions extends RateGovernorOptions {
 // requests with overlapping budgets cannot deadlock. Nothing is reserved unless every row exists.
 const reserveSql = `
 WITH cur AS (
-  SELECT key, next_at, blocked_until, window_ms FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
+  SELECT key, next_at, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), max(next_at), max(blocked_until)) AS at, count(*) AS n FROM cur
 ), upd AS (
@@ -45,7 +45,8 @@ WITH cur AS (
 )
 SELECT c.key, c.window_ms, u.key IS NOT NULL AS reserved,
   (extract(epoch FROM slot.at - clock_timestamp()) * 1000)::float8 AS wait_ms,
-  (extract(epoch FROM coalesce(u.next_at, c.next_at) - clock_timestamp()) * 1000)::float8 AS next_in_ms
+  (extract(epoch FROM coalesce(u.next_at, c.next_at) - clock_timestamp()) * 1000)::float8 AS next_in_ms,
+  (extract(epoch FROM c.resets_at - clock_timestamp()) * 1000)::float8 AS resets_in_ms
   FROM cur c CROSS JOIN slot LEFT JOIN upd u ON u.key = c.key`;
 
 const ensureBudgetsSql = `
@@ -61,7 +62,14 @@ UPDATE rate_budgets b
        -- A window learned shorter by any process is every process's (see learnWindowMs).
        window_ms = least(b.window_ms, u.window_ms),
        remaining = u.remaining,
-       resets_at = clock_timestamp() + u.resets_in_ms * interval '1 millisecond',
+       -- The tightest bound on the current window's reset any process knows (see resetBound): a
+       -- later time less than a second (or a window) after the stored one is the same reset, rounded.
+       resets_at = CASE
+         WHEN b.resets_at IS NOT NULL AND u.resets_in_ms IS NOT NULL
+          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' > b.resets_at
+          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' < b.resets_at + least(1000, b.window_ms) * interval '1 millisecond'
+         THEN b.resets_at
+         ELSE clock_timestamp() + u.resets_in_ms * interval '1 millisecond' END,
        spacing_ms = u.spacing_ms,
        blocked_until = CASE WHEN u.blocked_in_ms IS NULL THEN b.blocked_until
                             ELSE greatest(b.blocked_until, clock_timestamp() + u.blocked_in_ms * interval '1 millisecond') END,
@@ -177,7 +185,7 @@ export class PostgresRateGovernor extends RateGovernor {
     const keys = budgets.map((b) => b.key);
     if (keys.some((k) => !this.ensured.has(k))) await this.ensureBudgets(budgets);
     const horizon = this.options.reserveHorizonMs;
-    let result = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number }>(reserveSql, [keys, horizon]);
+    let result = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [keys, horizon]);
     if (result.rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.
       await this.ensureBudgets(budgets);
@@ -188,6 +196,7 @@ export class PostgresRateGovernor extends RateGovernor {
     for (const r of result.rows) {
       const spec = budgets.find((b) => b.key === r.key);
       if (spec) this.adoptWindow(spec, r.window_ms);
+      if (spec && r.resets_in_ms !== null) this.adoptResetBound(spec, this.clock.now() + r.resets_in_ms);
     }
     return { waitMs: Math.max(0, result.rows[0]!.wait_ms), nextInMs, reserved: result.rows.every((r) => r.reserved) };
   }
@@ -247,7 +256,7 @@ export class PostgresRateGovernor extends RateGovernor {
             batch.map(([key]) => key),
             batch.map(([, w]) => w.facts.total ?? null),
             batch.map(([, w]) => w.facts.remaining ?? null),
-            batch.map(([, w]) => relative(w.facts.resetsAt)),
+            batch.map(([, w]) => relative(w.facts.resetBound ?? w.facts.resetsAt)),
             batch.map(([, w]) => w.pace.spacingMs),
             batch.map(([, w]) => relative(w.pace.blockedUntil)),
             batch.map(([, w]) => Math.round(w.facts.windowMs)),

@@ -128,7 +128,7 @@ export abstract class RateGovernor implements Governor {
     // A 429 blocks the windows it reports spent; when none says so, every window of the request.
     const spent = observed.filter(([, w]) => w !== undefined && w.remaining <= 0).map(([v]) => v);
     for (const [view, window] of observed) {
-      if (window) view.facts = observeWindow(view.facts, window);
+      if (window) view.facts = observeWindow(view.facts, window, now);
       else if (!rejected) continue;
       let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view, sentAt) }, this.options.pacing);
       if (rejected && (spent.length === 0 || spent.includes(view))) {
@@ -142,6 +142,18 @@ export abstract class RateGovernor implements Governor {
   protected adoptWindow(spec: BudgetSpec, windowMs: number): void {
     const view = this.view(spec);
     if (windowMs > 0 && windowMs < view.facts.windowMs) view.facts = { ...view.facts, windowMs };
+  }
+
+  /**
+   * Takes a bound on the current window's reset another process learned (it sent the window's first
+   * request): when it names the same reset as ours (less than a second before the whole-second
+   * header) and is tighter than what this one knows.
+   */
+  protected adoptResetBound(spec: BudgetSpec, at: number): void {
+    const view = this.view(spec);
+    const { resetsAt, resetBound, windowMs } = view.facts;
+    if (resetsAt === undefined || at >= resetsAt || at <= resetsAt - Math.min(1_000, windowMs)) return;
+    if (resetBound === undefined || at < resetBound) view.facts = { ...view.facts, resetBound: at };
   }
 
   /** What this process knows of the budgets a request with these keys spends (for logs and tests). */
@@ -175,7 +187,7 @@ export abstract class RateGovernor implements Governor {
  * Counting one too many costs a window a request (the rest is spread thinner); one too few, a 429.
  */
 function unseenBy(view: BudgetView, sentAt?: number): number {
-  const before = view.facts.resetsAt ?? Number.POSITIVE_INFINITY;
+  const before = view.facts.resetBound ?? view.facts.resetsAt ?? Number.POSITIVE_INFINITY;
   let n = 0;
   if (sentAt === undefined) {
     // Not knowing when the reporting request went, every other one in flight may be uncounted.

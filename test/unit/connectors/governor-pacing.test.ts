@@ -102,6 +102,23 @@ describe('observeWindow', () => {
     assert.deepEqual(observeWindow(known, { total: 150, remaining: 149, resetsAt: t0 + 69_000 }), { ...known, remaining: 149, resetsAt: t0 + 69_000 });
     assert.deepEqual(observeWindow({ windowMs: 60_000, total: 150 }, { total: 600, remaining: 5 }), { windowMs: 60_000, total: 600, remaining: 5 });
   });
+
+  it('bounds the reset of a window by its first answer seen plus the window, tighter than whole seconds', () => {
+    // A 2 s window first seen in an answer at t0 + 120: it resets by t0 + 2,120, though the header
+    // (whole seconds, rounded up) says t0 + 3,000.
+    const known = { windowMs: 2_000, total: 20, remaining: 0, resetsAt: t0 + 1_000 };
+    const opened = observeWindow(known, { total: 20, remaining: 19, resetsAt: t0 + 3_000 }, t0 + 120);
+    assert.equal(opened.resetBound, t0 + 2_120);
+    assert.equal(opened.resetsAt, t0 + 3_000);
+    // Kept through the window; the pace spreads what is left until the bound, not the header's second.
+    const later = observeWindow(opened, { total: 20, remaining: 10, resetsAt: t0 + 3_000 }, t0 + 1_000);
+    assert.equal(later.resetBound, t0 + 2_120);
+    assert.ok(Math.abs(paceFor({ facts: later, now: t0 + 1_000 }).spacingMs - (2_120 + resetSlack(2_000) - 1_000) / 10) < 1e-3);
+    // Seen later in the window (others spent some of it): a looser bound, still never early.
+    assert.equal(observeWindow(known, { total: 20, remaining: 15, resetsAt: t0 + 3_000 }, t0 + 500).resetBound, t0 + 2_500);
+    // A window length not learned yet: the header alone.
+    assert.equal(observeWindow({ windowMs: 60_000 }, { total: 20, remaining: 19, resetsAt: t0 + 3_000 }, t0 + 120).resetBound, undefined);
+  });
 });
 
 describe('learnWindowMs', () => {
@@ -119,6 +136,8 @@ describe('learnWindowMs', () => {
     assert.equal(learnWindowMs(known, { total: 20, remaining: 2, resetsAt: t0 + 2_000 }), 60_000, 'a moving reset without budget returned (sliding)');
     assert.equal(learnWindowMs({ windowMs: 60_000 }, { total: 20, remaining: 19, resetsAt: t0 + 2_000 }), 60_000, 'a first report');
     assert.equal(learnWindowMs(known, { total: 20, remaining: 19, resetsAt: t0 + 1_200 }), 1_000, 'floored at 1 s');
+    assert.equal(learnWindowMs({ ...known, remaining: 19 }, { total: 20, remaining: 19, resetsAt: t0 + 5_000 }), 4_000, 'one request in each of two windows');
+    assert.equal(learnWindowMs({ ...known, remaining: 15 }, { total: 20, remaining: 15, resetsAt: t0 + 5_000 }), 60_000, 'no budget back');
   });
 });
 
