@@ -22,6 +22,9 @@ export interface WebhookLatency {
   written: number;
   writeP50: number | null;
   writeP99: number | null;
+  /** Every mutation including the warm-up's: from idle to 100/s, the ramp. */
+  allWriteP99: number | null;
+  warmup: number;
   /** From the mutation until its event was stored in the mirror's inbox (delivery + receiver). */
   inboxP50: number | null;
   inboxP99: number | null;
@@ -39,7 +42,7 @@ export async function webhookLatency(
   env: MirrorEnv,
   workers: WorkerSet,
   account: Linked,
-  options: { perSecond: number; seconds: number; sampleEvery: number; pollMs: number; timeoutMs: number },
+  options: { perSecond: number; seconds: number; warmupSeconds: number; sampleEvery: number; pollMs: number; timeoutMs: number },
 ): Promise<WebhookLatency> {
   if (!env.api) throw new Error('the read API is not running (webhooks are delivered to it)');
   const problems: string[] = [];
@@ -51,8 +54,10 @@ export async function webhookLatency(
   const registeredCount = hooks.ok ? ((await hooks.json()) as { data: unknown[] }).data.length : 0;
   if (registeredCount === 0) problems.push('no upstream webhooks were registered for the account');
 
-  // 2. Targets: distinct customers, each mutated once.
-  const count = Math.round(options.perSecond * options.seconds);
+  // 2. Targets: distinct customers, each mutated once. The first `warmupSeconds` of mutations take the
+  // change path from idle to the steady rate; they are applied and checked, but not in the percentiles.
+  const warmup = Math.round(options.perSecond * options.warmupSeconds);
+  const count = warmup + Math.round(options.perSecond * options.seconds);
   const { rows } = await env.services.pool.query<{ id: string }>(
     `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY ordinal LIMIT $2`,
     [account.accountId, count],
@@ -100,7 +105,7 @@ export async function webhookLatency(
         if (!res.ok) problems.push(`PATCH ${id}: ${res.status} ${(await res.text()).slice(0, 200)}`);
       }),
     );
-    if (i % options.sampleEvery === 0) polls.push(poll(id, name, t0));
+    if (i >= warmup && i % options.sampleEvery === 0) polls.push(poll(id, name, t0));
   }
   await Promise.all(mutations);
   await Promise.all(polls);
@@ -118,7 +123,13 @@ export async function webhookLatency(
     if (written.length === targets.length || now() > deadline) break;
     await sleep(250);
   }
-  const writeLatency = written.map((r) => Number(r.at) - sentAt.get(r.id)!);
+  const measured = new Set(targets.slice(warmup));
+  const allWriteLatency = written.map((r) => Number(r.at) - sentAt.get(r.id)!);
+  const writeLatency = written.filter((r) => measured.has(r.id)).map((r) => Number(r.at) - sentAt.get(r.id)!);
+  if (process.env.BENCH_DUMP_DIR) {
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(`${process.env.BENCH_DUMP_DIR}/webhooks.json`, JSON.stringify(written.map((r) => ({ sent: sentAt.get(r.id)! - start, ms: Number(r.at) - sentAt.get(r.id)! }))));
+  }
   const writeTimes = written.map((r) => Number(r.at));
   const span = writeTimes.length > 1 ? (Math.max(...writeTimes) - Math.min(...writeTimes)) / 1000 : 0;
   const applyPerSecond = span > 0 ? (writeTimes.length - 1) / span : null;
@@ -127,7 +138,7 @@ export async function webhookLatency(
     `SELECT target, extract(epoch FROM min(received_at)) * 1000 AS at FROM inbox_events WHERE account_id = $1 AND target = ANY($2::text[]) GROUP BY target`,
     [account.accountId, targets],
   );
-  const inboxLatency = received.rows.filter((r) => sentAt.has(r.target)).map((r) => Number(r.at) - sentAt.get(r.target)!);
+  const inboxLatency = received.rows.filter((r) => sentAt.has(r.target) && measured.has(r.target)).map((r) => Number(r.at) - sentAt.get(r.target)!);
 
   const deliveries: Record<string, number> = {};
   const log = await fetch(`${env.sandbox.url}/_admin/webhook-deliveries`, { headers: env.upstreamHeaders });
@@ -157,6 +168,8 @@ export async function webhookLatency(
     written: written.length,
     writeP50: percentile(writeLatency, 50),
     writeP99: written.length === targets.length ? percentile(writeLatency, 99) : null,
+    allWriteP99: written.length === targets.length ? percentile(allWriteLatency, 99) : null,
+    warmup,
     applyPerSecond,
     inboxP50: percentile(inboxLatency, 50),
     inboxP99: percentile(inboxLatency, 99),
