@@ -136,7 +136,7 @@ export function createEventActivities(deps: EventDeps) {
           });
         }
 
-        const fetchLimit = pLimit(input.concurrency ?? 8);
+        const fetchLimit = pLimit(input.concurrency ?? 16);
         const fetched = await Promise.allSettled(
           wanted.map((w) =>
             w.gone
