@@ -1,7 +1,7 @@
 // The operations the rest of the project calls: list a page, get one object, link calls.
 // Each is one upstream call through UpstreamClient.
 import { z } from 'zod';
-import { AsyncRequestExpiredError, MalformedResponseError } from '../lib/errors.ts';
+import { AsyncRequestExpiredError, MalformedResponseError, UpstreamNotFoundError } from '../lib/errors.ts';
 import { errorForResponse } from './response-errors.ts';
 import type { AsyncRequestHandle, UpstreamCall, UpstreamClient, UpstreamResponse } from './upstream-client.ts';
 import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type UnifiedObject } from './schemas.ts';
@@ -65,15 +65,24 @@ export async function pollListPage(
   input: AccountContext & { id: string; page: number; what?: string; signal?: AbortSignal },
 ): Promise<PageOrPending> {
   const what = input.what ?? `page ${input.page}`;
-  const res = await client.request({
-    method: 'GET',
-    path: `/async-requests/${encodeURIComponent(input.id)}`,
-    accountToken: input.accountToken,
-    budget: budget(input),
-    what: `async request ${input.id} (${what})`,
-    signal: input.signal,
-    async: 'poll',
-  });
+  const res = await client
+    .request({
+      method: 'GET',
+      path: `/async-requests/${encodeURIComponent(input.id)}`,
+      accountToken: input.accountToken,
+      budget: budget(input),
+      what: `async request ${input.id} (${what})`,
+      signal: input.signal,
+      async: 'poll',
+    })
+    .catch((error: unknown) => {
+      // The poll itself found nothing: an id the upstream issued and no longer knows has expired
+      // (some upstreams forget expired requests rather than answer 410).
+      if (error instanceof UpstreamNotFoundError) {
+        throw new AsyncRequestExpiredError(`The results of async request ${input.id} (${what}) expired before they were read (the upstream no longer knows it)`, { cause: error });
+      }
+      throw error;
+    });
   if (!('handle' in res)) throw new MalformedResponseError(`Upstream answered the poll of async request ${input.id} (${what}) without its state headers`, res.status);
   const { handle } = res;
   if (res.status === 410) throw new AsyncRequestExpiredError(`The results of async request ${input.id} (${what}) expired before they were read`);
