@@ -41,7 +41,11 @@ export async function accountChangesWorkflow(input: AccountChangesInput): Promis
       }
       if (!r.more) break;
     }
-    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 2000) {
+    // Continuing as new while deliveries keep signalling costs the run a workflow task that the
+    // server refuses (a signal came in meanwhile) and a replay: over a second of events held back.
+    // So between bursts, unless the history is really long.
+    const info = workflowInfo();
+    if (info.continueAsNewSuggested || info.historyLength > 20_000 || (!pending && info.historyLength > 5_000)) {
       await continueAsNew<typeof accountChangesWorkflow>(input);
     }
   }

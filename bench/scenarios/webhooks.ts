@@ -63,6 +63,9 @@ export async function webhookLatency(
     [account.accountId, count],
   );
   const targets = rows.map((r) => r.id);
+  // The sandbox indexes a list's ids on the first lookup by id (a second or so at 200k records):
+  // have that done before the clock starts, as a real upstream would have.
+  if (targets[0]) await fetch(`${env.sandbox.url}/customers/${targets[0]}`, { headers: { ...env.upstreamHeaders, 'account-token': account.accountToken } }).then((r) => r.arrayBuffer());
   const tag = `bench-${Date.now().toString(36)}`;
   const sentAt = new Map<string, number>();
   const names = new Map<string, string>();
