@@ -8,6 +8,7 @@ import { pageFingerprint, pageVerdict } from '../connectors/pagination.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import pLimit from 'p-limit';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 import { AsyncRequestExpiredError, MirrorError, RepeatedPageError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
@@ -16,7 +17,6 @@ import type { Pool } from '../mirror/pool.ts';
 import { finishPass, writePage } from '../mirror/records-store.ts';
 import { beginOrResumePass, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
-import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
@@ -64,7 +64,6 @@ export interface SyncSliceResult extends SliceCounts {
   /** The next page is an upstream async request still running: poll again after a timer. */
   waitAsync?: { id: string; expiresAt: number | null };
 }
-
 
 export interface PlannedResource {
   name: string;

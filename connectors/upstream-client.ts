@@ -181,7 +181,10 @@ export class UpstreamClient {
         });
         status = res.statusCode;
         const rateLimits = readRateLimits(res.headers, this.headerPrefix);
-        this.governor.report(keys, rateLimits, status, sentAt);
+        const handle = call.async ? asyncHandleOf(res.headers, this.headerPrefix) : undefined;
+        const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
+        // A polled answer's status is the stored request's (a stored 429 is not this poll's).
+        this.governor.report(keys, rateLimits, asyncAnswer ? 200 : status, sentAt);
         const text = await decodeBody(res);
         let body: unknown = undefined;
         if (text !== '') {
@@ -192,8 +195,7 @@ export class UpstreamClient {
             throw new MalformedResponseError(`Upstream sent malformed JSON for ${what}`, status, { cause: error });
           }
         }
-        const handle = call.async ? asyncHandleOf(res.headers, this.headerPrefix) : undefined;
-        if (handle && isAsyncAnswer(call.async!, status, handle)) {
+        if (asyncAnswer) {
           return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
         }
         if (status >= 400) {
