@@ -14,7 +14,7 @@ import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
-import { finishPass, writePage } from '../mirror/records-store.ts';
+import { finishPass, keepUnchangedPage, knownPages, writePage, type KnownPage } from '../mirror/records-store.ts';
 import { beginOrResumePass, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
 
@@ -231,7 +231,16 @@ export function createSyncActivities(deps: SyncDeps) {
       what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
       signal: ctx?.cancellationSignal,
     });
-    const startPage = (page: number): Promise<PageOrPending> =>
+    // A full pass digests every page; a page byte for byte as an earlier pass committed it (and whose
+    // records nobody changed since) is kept without parsing or writing it.
+    const fullPass = checkpoint.mode === 'full';
+    const maxPages = input.maxPages ?? 50;
+    const known = fullPass ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
+    const reusable = (page: number): KnownPage | undefined => {
+      const k = known.get(page);
+      return k && k.perPage === checkpoint.perPage ? k : undefined;
+    };
+    const startPage = (page: number, fresh = false): Promise<PageOrPending> =>
       startListPage(upstream, {
         ...listInput(page),
         path: input.path,
@@ -241,6 +250,7 @@ export function createSyncActivities(deps: SyncDeps) {
         filters,
         // Slow source systems answer through async requests, polled from the stream's workflow.
         preferAsync: Boolean(input.asyncPages && profile?.preferAsync),
+        ...(fullPass ? { digest: fresh ? {} : { unless: reusable(page)?.digest } } : {}),
       });
     const pollPage = async (id: string, page: number): Promise<PageOrPending> => {
       try {
@@ -258,10 +268,10 @@ export function createSyncActivities(deps: SyncDeps) {
         );
       }
     };
-    const fetchPage = (page: number): Promise<PageOrPending> =>
+    const fetchPage = (page: number, fresh = false): Promise<PageOrPending> =>
       waitingOutRateLimits(async () => {
         const pending = checkpoint.pendingAsync;
-        let result = pending?.page === page ? await pollPage(pending.id, page) : await startPage(page);
+        let result = pending?.page === page ? await pollPage(pending.id, page) : await startPage(page, fresh);
         // Without a workflow to wait in (children batches), wait here, heartbeating on the timer.
         while (result.pending && !input.asyncPages) {
           await sleep(asyncPollIntervalMs, undefined, ctx?.cancellationSignal ? { signal: ctx.cancellationSignal } : {});
@@ -270,7 +280,18 @@ export function createSyncActivities(deps: SyncDeps) {
         return result;
       }, ctx?.cancellationSignal);
 
-    const maxPages = input.maxPages ?? 50;
+    /**
+     * A page that came back unchanged but could not be kept (its records changed since), read again
+     * in full. Its body must still be the one judged: the ids, has_more and digest recorded with it.
+     */
+    const fetchFreshItems = async (page: number, digest: string): Promise<Page['items']> => {
+      const again = await fetchPage(page, true);
+      if (!again.page || again.page.digest !== digest) {
+        // A retry of the slice starts this page over (a MirrorError of status 500 is retryable).
+        throw new MirrorError(`Upstream's ${input.resource} page ${page} changed between two reads; the slice is retried`);
+      }
+      return again.page.items;
+    };
     // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
     let position = { page: checkpoint.page };
     const beat = setInterval(() => ctx?.heartbeat(position), 5_000);
@@ -287,8 +308,12 @@ export function createSyncActivities(deps: SyncDeps) {
           await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
           return { ...counts, done: false, generation: pass.generation, waitAsync: { id, expiresAt } };
         }
-        const page: Page = answer.page;
-        const fingerprint = pageFingerprint(page.items);
+        // An unchanged page is judged by the ids and has_more it had when it was committed.
+        const keep = answer.unchanged ? reusable(checkpoint.page) : undefined;
+        const page: Page | undefined = answer.page;
+        const ids = page ? page.items.map((item) => item.id) : keep!.ids;
+        const hasMore = page ? page.hasMore : keep!.hasMore;
+        const fingerprint = pageFingerprint(ids.map((id) => ({ id })));
         if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
           // The end is confirmed: nothing past the full last page (an upstream that ignores an
           // out-of-range page number serves the last page again, which ends the pass too).
@@ -300,7 +325,7 @@ export function createSyncActivities(deps: SyncDeps) {
             `Upstream served the same page twice for ${input.resource}${input.scope ? ` in ${input.scope}` : ''} (page ${checkpoint.page}); stopping instead of looping.`,
           );
         }
-        const verdict = pageVerdict({ hasMore: page.hasMore, received: page.items.length, perPage: checkpoint.perPage });
+        const verdict = pageVerdict({ hasMore, received: ids.length, perPage: checkpoint.perPage });
         if (verdict === 'confirm') {
           log.warn({ resource: input.resource, scope: input.scope, page: checkpoint.page }, 'has_more_results is false on a full page; fetching the next page to confirm the end');
         }
@@ -310,14 +335,22 @@ export function createSyncActivities(deps: SyncDeps) {
           next.catch(() => undefined);
         }
         const nextCheckpoint = { ...withoutPending(checkpoint), asyncExpiries: undefined, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
-        const written = await writePage(pool, {
-          key,
-          pass,
-          items: page.items,
-          ordinalBase: (checkpoint.page - 1) * checkpoint.perPage,
-          trackSeen: checkpoint.mode === 'full',
-          checkpoint: nextCheckpoint,
-        });
+        const digest = page ? (page.digest ?? null) : answer.unchanged!.digest;
+        const seen = fullPass ? { page: checkpoint.page, perPage: checkpoint.perPage, digest, hasMore } : undefined;
+        let written = keep ? await keepUnchangedPage(pool, { key, pass, known: keep, checkpoint: nextCheckpoint }) : null;
+        if (!written) {
+          // Not kept (its records changed since, or it is new): parse and write it. A page that came
+          // back unchanged but cannot be kept is asked for once more, to be read this time.
+          const items = page ? page.items : await fetchFreshItems(checkpoint.page, digest!);
+          written = await writePage(pool, {
+            key,
+            pass,
+            items,
+            ordinalBase: (checkpoint.page - 1) * checkpoint.perPage,
+            ...(seen ? { seen } : {}),
+            checkpoint: nextCheckpoint,
+          });
+        }
         checkpoint = {
           ...nextCheckpoint,
           counts: {
@@ -329,7 +362,7 @@ export function createSyncActivities(deps: SyncDeps) {
         };
         lastFingerprint = checkpoint.lastFingerprint;
         counts.pages += 1;
-        counts.records += page.items.length;
+        counts.records += ids.length;
         counts.inserted += written.inserted;
         counts.updated += written.updated;
         counts.unchanged += written.unchanged;

@@ -31,6 +31,8 @@ export interface Page {
   currentPage: number;
   hasMore: boolean | null;
   retrievedAt: Date;
+  /** MD5 of the body as received, when asked for (`digest` of {@link startListPage}). */
+  digest?: string;
 }
 
 function budget(ctx: AccountContext) {
@@ -42,17 +44,34 @@ export async function listPage(client: UpstreamClient, input: ListPageInput): Pr
   return pageOf(res.body, input.page, res.retrievedAt);
 }
 
-/** A list page, or the handle of the async request that will produce it. */
-export type PageOrPending = { page: Page; pending?: undefined } | { pending: AsyncRequestHandle; page?: undefined };
+/**
+ * A list page, the handle of the async request that will produce it, or word that the page's body is
+ * byte for byte the one whose digest the caller gave (`unchanged`: not parsed).
+ */
+export type PageOrPending =
+  | { page: Page; pending?: undefined; unchanged?: undefined }
+  | { pending: AsyncRequestHandle; page?: undefined; unchanged?: undefined }
+  | { unchanged: { digest: string; retrievedAt: Date }; page?: undefined; pending?: undefined };
 
 /**
  * A list page through an async request when `preferAsync` (slow source systems), and whenever the
  * upstream answers 202 on its own: the caller polls the handle (see {@link pollListPage}).
  */
-export async function startListPage(client: UpstreamClient, input: ListPageInput & { preferAsync?: boolean }): Promise<PageOrPending> {
-  const res = await client.request({ ...listCall(input), async: input.preferAsync ? 'send' : 'accept' }, listResponseSchema);
+export async function startListPage(
+  client: UpstreamClient,
+  input: ListPageInput & {
+    preferAsync?: boolean;
+    /** Digest the page's body; when it equals `unless`, answer `unchanged` without parsing it. */
+    digest?: { unless?: string };
+  },
+): Promise<PageOrPending> {
+  const res = await client.request(
+    { ...listCall(input), async: input.preferAsync ? 'send' : 'accept', ...(input.digest ? { digest: input.digest } : {}) },
+    listResponseSchema,
+  );
   if ('handle' in res) return { pending: res.handle };
-  return { page: pageOf(res.body, input.page, res.retrievedAt) };
+  if (res.unchanged) return { unchanged: { digest: res.digest, retrievedAt: res.retrievedAt } };
+  return { page: { ...pageOf(res.body, input.page, res.retrievedAt), ...(res.digest !== undefined ? { digest: res.digest } : {}) } };
 }
 
 /**
@@ -96,7 +115,7 @@ export async function pollListPage(
   return { page: pageOf(parsed.data, input.page, res.retrievedAt) };
 }
 
-function listCall(input: ListPageInput): UpstreamCall & { async?: undefined } {
+function listCall(input: ListPageInput): UpstreamCall & { async?: undefined; digest?: undefined } {
   const query = new URLSearchParams({ page: String(input.page), per_page: String(input.perPage) });
   if (input.filters && input.filters.length > 0) query.set('filters', JSON.stringify(input.filters));
   return {

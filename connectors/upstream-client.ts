@@ -1,7 +1,7 @@
 // The HTTP client for the upstream contract: its headers, timeouts, connection reuse, the retry
 // policy, rate-limit reporting to the governor, and error mapping. Every call the mirror makes to the
 // upstream goes through `request`.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -64,6 +64,22 @@ export interface UpstreamCall {
    * status) comes back as an {@link AsyncAnswer} instead of being thrown.
    */
   async?: 'send' | 'accept' | 'poll';
+  /**
+   * Digest the body (MD5 of the bytes as sent, after any content encoding is undone) into the
+   * answer's `digest`. When a successful body's digest equals `unless`, the body is neither parsed
+   * nor validated: an {@link UnchangedAnswer} comes back instead (a page the mirror already holds).
+   */
+  digest?: { unless?: string };
+}
+
+/** A successful answer whose body digest matched the one the caller already holds; not parsed. */
+export interface UnchangedAnswer {
+  status: number;
+  unchanged: true;
+  digest: string;
+  headers: Record<string, string | string[] | undefined>;
+  rateLimits: RateLimitReport;
+  retrievedAt: Date;
 }
 
 export type AsyncRequestState = 'pending' | 'running' | 'executed' | 'failure';
@@ -93,6 +109,9 @@ export interface UpstreamResponse<T = unknown> {
   rateLimits: RateLimitReport;
   /** When the upstream fetched the data from the source system (its Data-Retrieved-At), else now. */
   retrievedAt: Date;
+  /** MD5 of the body as received, when the call asked for it (`digest`). */
+  digest?: string;
+  unchanged?: undefined;
 }
 
 const idempotentMethods = new Set(['GET', 'PUT', 'DELETE']);
@@ -157,9 +176,10 @@ export class UpstreamClient {
   }
 
   /** Sends one call with the retry policy and governor; returns the parsed JSON body or throws a mapped error. */
-  request<T = unknown>(call: UpstreamCall & { async?: undefined }, schema?: z.ZodType<T>): Promise<UpstreamResponse<T>>;
-  request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer>;
-  async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer> {
+  request<T = unknown>(call: UpstreamCall & { async?: undefined; digest?: undefined }, schema?: z.ZodType<T>): Promise<UpstreamResponse<T>>;
+  request<T = unknown>(call: UpstreamCall & { digest?: undefined }, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer>;
+  request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer>;
+  async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer> {
     const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
     const keys: GovernorKeys = { client: this.options.clientId, ...call.budget };
     for (let attempt = 1; ; attempt++) {
@@ -185,7 +205,15 @@ export class UpstreamClient {
         const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
         // A polled answer's status is the stored request's (a stored 429 is not this poll's).
         this.governor.report(keys, rateLimits, asyncAnswer ? 200 : status, sentAt);
-        const text = await decodeBody(res);
+        const raw = await readBody(res);
+        const digest = call.digest ? createHash('md5').update(raw).digest('hex') : undefined;
+        const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
+        const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
+        if (digest !== undefined && digest === call.digest?.unless && status >= 200 && status < 300 && !asyncAnswer) {
+          return { status, unchanged: true, digest, headers: res.headers, rateLimits, retrievedAt };
+        }
+        // A UTF-8 byte order mark is not JSON (TextDecoder would drop it too).
+        const text = raw.toString('utf8', raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? 3 : 0);
         let body: unknown = undefined;
         if (text !== '') {
           try {
@@ -217,9 +245,7 @@ export class UpstreamClient {
           }
           parsed = result.data;
         }
-        const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
-        const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
-        return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt };
+        return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
       } catch (error) {
         failure = error;
       } finally {
@@ -243,15 +269,15 @@ export class UpstreamClient {
   }
 }
 
-/** Reads the body as text; undici hands it over already decompressed only if we ask, so decode here. */
-async function decodeBody(res: Dispatcher.ResponseData): Promise<string> {
+/** Reads the body's bytes; undici hands them over already decompressed only if we ask, so inflate here. */
+async function readBody(res: Dispatcher.ResponseData): Promise<Buffer> {
+  const raw = Buffer.from(await res.body.arrayBuffer());
   const encoding = res.headers['content-encoding'];
   if (encoding === 'gzip' || encoding === 'deflate') {
     const { gunzipSync, inflateSync } = await import('node:zlib');
-    const raw = Buffer.from(await res.body.arrayBuffer());
-    return (encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw)).toString('utf8');
+    return encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw);
   }
-  return res.body.text();
+  return raw;
 }
 
 function asyncHandleOf(headers: Record<string, string | string[] | undefined>, prefix: string): AsyncRequestHandle | undefined {

@@ -1,14 +1,25 @@
 // The only code that writes mirrored records. A page goes in as one JSON parameter (the fastest
 // path measured on this platform short of COPY), together with its checkpoint, in one transaction.
 // Unchanged records (same content hash) are not rewritten; counts come out of the write itself.
+// A full pass records each committed page (its ids and the digest of its body) in stream_pages: the
+// seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
+// without parsing or writing it (`keepUnchangedPage`).
 import { resourceDef } from '../lib/resources.ts';
-import { inTransaction, type Pool } from './pool.ts';
+import { inTransaction, type Pool, type PoolClient } from './pool.ts';
 import { saveCheckpoint, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
 
 export interface WriteCounts {
   inserted: number;
   updated: number;
   unchanged: number;
+}
+
+export interface SeenPage {
+  page: number;
+  perPage: number;
+  /** MD5 of the page's body as received (null: never to be reused). */
+  digest: string | null;
+  hasMore: boolean | null;
 }
 
 export interface PageWrite {
@@ -18,8 +29,11 @@ export interface PageWrite {
   items: readonly Record<string, unknown>[];
   /** Ordinal of the first item: keeps the upstream's order. */
   ordinalBase: number;
-  /** Record ids in a seen-set so a full pass can mark absentees afterwards. */
-  trackSeen: boolean;
+  /**
+   * The page of a full pass this is: its ids go into stream_pages, so the pass can mark absentees
+   * afterwards, and its digest lets the next pass recognise it unchanged.
+   */
+  seen?: SeenPage;
   /** Keep an existing record's place in the upstream order (single-object writes from events). */
   keepOrdinal?: boolean;
   /** The checkpoint that holds once this page is committed; omitted for writes outside a pass. */
@@ -38,7 +52,7 @@ function volatileFields(resource: string): string[] {
 }
 
 // $1 rows json, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
-// $8 stream id, $9 track seen
+// $8 keep ordinals
 const upsertSql = `
 WITH input AS (
   SELECT (e->'k') - 'source_data' AS data, e->'k'->'source_data' AS source_data, e->'k'->>'id' AS id,
@@ -58,17 +72,13 @@ WITH input AS (
          -- Only a change of content is a change (the changes feed and outbound webhooks follow
          -- mirrored_at); a record that only moved in the upstream order keeps it.
          mirrored_at = CASE WHEN r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL THEN now() ELSE r.mirrored_at END,
-         generation = EXCLUDED.generation, ordinal = CASE WHEN $10::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
+         generation = EXCLUDED.generation, ordinal = CASE WHEN $8::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
    WHERE (r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL
           -- A pass puts records back in the upstream's order (events insert new ones at the end).
-          OR (NOT $10::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
+          OR (NOT $8::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
      -- An older fetch never overwrites a newer state (events and passes race).
      AND (r.source_update_time IS NULL OR EXCLUDED.source_update_time IS NULL OR EXCLUDED.source_update_time >= r.source_update_time)
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
-), seen AS (
-  INSERT INTO stream_seen (stream_id, generation, id)
-  SELECT $8, $5, id FROM input WHERE $9::boolean
-  ON CONFLICT DO NOTHING
 )
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
 
@@ -81,9 +91,35 @@ function encodeRows(items: readonly Record<string, unknown>[]): { json: string; 
   return { json: JSON.stringify(rows), count: rows.length };
 }
 
+/** Records the page a full pass committed (a retried page replaces its row). */
+async function recordSeenPage(
+  client: Pick<PoolClient, 'query'>,
+  pass: { streamId: number; generation: number },
+  seen: SeenPage,
+  ids: readonly string[],
+): Promise<void> {
+  await client.query(
+    `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+     ON CONFLICT (stream_id, generation, page) DO UPDATE
+        SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
+    [pass.streamId, pass.generation, seen.page, seen.perPage, seen.digest, ids, seen.hasMore],
+  );
+}
+
+/**
+ * Page writes of a pass commit without waiting for the WAL flush: a page and its checkpoint are one
+ * transaction, so a Postgres crash can only lose both (the pass then fetches the page again), never
+ * one without the other. Saves a flush per page.
+ */
+async function relaxedCommit(client: Pick<PoolClient, 'query'>): Promise<void> {
+  await client.query('SET LOCAL synchronous_commit = off');
+}
+
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const { json, count } = encodeRows(write.items);
   return inTransaction(pool, async (client) => {
+    if (write.checkpoint) await relaxedCommit(client);
     const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
     if (count > 0) {
       const { rows } = await client.query<{ inserted: number; updated: number }>(upsertSql, [
@@ -94,14 +130,13 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
         write.pass.generation,
         write.ordinalBase,
         volatileFields(write.key.resource),
-        write.pass.streamId,
-        write.trackSeen,
         write.keepOrdinal ?? false,
       ]);
       counts.inserted = rows[0]!.inserted;
       counts.updated = rows[0]!.updated;
       counts.unchanged = count - counts.inserted - counts.updated;
     }
+    if (write.seen) await recordSeenPage(client, write.pass, write.seen, write.items.map((item) => String(item.id)));
     if (write.checkpoint) {
       const c = write.checkpoint.counts;
       const next: Checkpoint = {
@@ -127,13 +162,17 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       // that is quadratic in the stream's size (minutes at 50k records).
       await client.query('SET LOCAL enable_nestloop = off');
       const res = await client.query(
-        `UPDATE records r SET deleted_at = now(), mirrored_at = now()
+        `WITH seen AS MATERIALIZED (
+           SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
+         )
+         UPDATE records r SET deleted_at = now(), mirrored_at = now()
           WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
-            AND NOT EXISTS (SELECT 1 FROM stream_seen s WHERE s.stream_id = $4 AND s.generation = $5 AND s.id = r.id)`,
+            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = r.id)`,
         [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
       );
       deleted = res.rowCount ?? 0;
-      await client.query('DELETE FROM stream_seen WHERE stream_id = $1 AND generation <= $2', [pass.streamId, pass.generation]);
+      // This pass's pages are the next pass's reference; older passes' are not needed any more.
+      await client.query('DELETE FROM stream_pages WHERE stream_id = $1 AND generation < $2', [pass.streamId, pass.generation]);
     }
     const c = checkpoint.counts;
     const done: Checkpoint = { ...checkpoint, done: true, counts: { ...c, deleted } };
@@ -175,7 +214,7 @@ export async function applyObjects(pool: Pool, key: StreamKey, items: readonly R
     `SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`,
     [key.accountId, key.resource, key.scope],
   );
-  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items, ordinalBase: rows[0]?.n ?? 0, trackSeen: false, keepOrdinal: true });
+  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items, ordinalBase: rows[0]?.n ?? 0, keepOrdinal: true });
 }
 
 /**
@@ -192,4 +231,72 @@ export async function refreshUrlFields(pool: Pool, key: StreamKey, id: string, o
     id,
     JSON.stringify(urls),
   ]);
+}
+
+/** A page an earlier pass of the stream committed, as stream_pages holds it. */
+export interface KnownPage {
+  /** The pass (generation) that committed it. */
+  generation: number;
+  page: number;
+  perPage: number;
+  digest: string;
+  ids: string[];
+  hasMore: boolean | null;
+  writtenAt: Date;
+}
+
+/**
+ * The latest page rows of earlier passes of a stream, for pages `from` to `to`: what each looked like
+ * when last committed. Only rows with a digest (rows a pass could reuse).
+ */
+export async function knownPages(
+  pool: Pool,
+  pass: { streamId: number; generation: number },
+  range: { from: number; to: number },
+): Promise<Map<number, KnownPage>> {
+  const { rows } = await pool.query<{ generation: number; page: number; per_page: number; digest: string; ids: string[]; has_more: boolean | null; written_at: Date }>(
+    `SELECT DISTINCT ON (page) generation, page, per_page, digest, ids, has_more, written_at FROM stream_pages
+      WHERE stream_id = $1 AND generation < $2 AND page BETWEEN $3 AND $4 AND digest IS NOT NULL
+      ORDER BY page, generation DESC`,
+    [pass.streamId, pass.generation, range.from, range.to],
+  );
+  return new Map(rows.map((r) => [r.page, { generation: r.generation, page: r.page, perPage: r.per_page, digest: r.digest, ids: r.ids, hasMore: r.has_more, writtenAt: r.written_at }]));
+}
+
+/**
+ * Commits a page whose body is byte for byte the one an earlier pass committed (`known`), without
+ * writing its records: only if every one of them is still in the mirror, live, and unchanged since
+ * (nothing moved `mirrored_at` past the time the page was written: no event, no deletion). Then the
+ * mirror already holds exactly what writing the page would leave. Returns null when that does not
+ * hold (the caller writes the page the ordinary way).
+ */
+export async function keepUnchangedPage(
+  pool: Pool,
+  input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage; checkpoint: Checkpoint },
+): Promise<WriteCounts | null> {
+  const distinct = [...new Set(input.known.ids)];
+  return inTransaction(pool, async (client) => {
+    await relaxedCommit(client);
+    // Times compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
+    const { rows } = await client.query<{ n: number; intact: boolean }>(
+      `SELECT count(*)::int AS n, coalesce(bool_and(r.deleted_at IS NULL AND r.mirrored_at <= p.written_at), true) AS intact
+         FROM stream_pages p JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.id = ANY($4::text[])
+        WHERE p.stream_id = $5 AND p.generation = $6 AND p.page = $7`,
+      [input.key.accountId, input.key.resource, input.key.scope, distinct, input.pass.streamId, input.known.generation, input.known.page],
+    );
+    if (rows[0]!.n !== distinct.length || !rows[0]!.intact) return null;
+    // The page's records are as they were when it was written: that time stays its own.
+    await client.query(
+      `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
+       SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
+        WHERE stream_id = $1 AND generation = $2 AND page = $4
+       ON CONFLICT (stream_id, generation, page) DO UPDATE
+          SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
+      [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
+    );
+    const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
+    const c = input.checkpoint.counts;
+    await saveCheckpoint(client, input.pass, { ...input.checkpoint, counts: { ...c, unchanged: c.unchanged + distinct.length } }, { pages: 1, records: distinct.length });
+    return counts;
+  });
 }

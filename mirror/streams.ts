@@ -105,8 +105,8 @@ export async function beginOrResumePass(
       `INSERT INTO sync_runs (stream_id, generation, mode) VALUES ($1, $2, $3) ON CONFLICT (stream_id, generation) DO NOTHING`,
       [row.id, generation, mode],
     );
-    // Seen-sets of abandoned passes are useless now.
-    await client.query('DELETE FROM stream_seen WHERE stream_id = $1 AND generation < $2', [row.id, generation]);
+    // Pages of earlier passes stay (the latest row of each page is what this pass compares its pages
+    // with); they are dropped when this pass finishes.
     return { streamId: row.id, generation, checkpoint, started: true };
   });
 }

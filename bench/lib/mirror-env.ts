@@ -222,6 +222,8 @@ export class MirrorEnv {
     if (this.api) await this.api.child.stop().catch(() => undefined);
     if (this.services) await this.services.close().catch(() => undefined);
     if (this.sandbox) await this.sandbox.close().catch(() => undefined);
-    if (this.dbCreated) await dropDatabase(this.databaseUrl).catch(() => undefined);
+    // BENCH_KEEP_DB=1 leaves the database for a look afterwards (its name is printed).
+    if (this.dbCreated && process.env.BENCH_KEEP_DB) console.log(`bench: database kept: ${this.databaseUrl}`);
+    else if (this.dbCreated) await dropDatabase(this.databaseUrl).catch(() => undefined);
   }
 }

@@ -137,7 +137,7 @@ async function unstick(env: MirrorEnv): Promise<string | undefined> {
           AND application_name = 'worker' ORDER BY query_start LIMIT 1`,
     );
     await client.query('ANALYZE records');
-    await client.query('ANALYZE stream_seen');
+    await client.query('ANALYZE stream_pages');
     for (const r of rows) await client.query('SELECT pg_cancel_backend($1)', [r.pid]);
     return rows[0]?.query.replace(/\s+/g, ' ').trim().slice(0, 160);
   } finally {
