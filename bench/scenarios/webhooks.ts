@@ -6,7 +6,6 @@
 // - until the row was written (its `mirrored_at`, for every mutation).
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AccountSyncSummary } from '../../api/sync-control.ts';
 import type { Linked, MirrorEnv, WorkerSet } from '../lib/mirror-env.ts';
 import { percentile } from '../lib/report.ts';
 
@@ -48,7 +47,7 @@ export async function webhookLatency(
   const problems: string[] = [];
   // 1. A (small) pass that registers the account's upstream webhooks when it is done.
   const handle = await workers.sync.start({ accountId: account.accountId, mode: 'full', resource: 'projects', registerWebhooks: true });
-  const pass = (await handle.result()) as AccountSyncSummary;
+  const pass = (await handle.result());
   for (const f of pass.failed) problems.push(`registration pass: ${f.resource} ${f.scope}: ${f.error ?? ''}`);
   const hooks = await fetch(`${env.sandbox.url}/webhooks`, { headers: { ...env.upstreamHeaders, 'account-token': account.accountToken } });
   const registeredCount = hooks.ok ? ((await hooks.json()) as { data: unknown[] }).data.length : 0;
