@@ -32,6 +32,15 @@ if (mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
   run(process.execPath, [`${root}node_modules/prisma/build/index.js`, 'generate'], { ...env, PRISMA_HIDE_UPDATE_MESSAGE: '1' });
 }
 
+// A worker's heap holds pages of parsed JSON that die young but outlive scavenges (a page is written
+// while the next one is fetched); V8's default growth lets that garbage pile up to 150 MB and more
+// before a full collection. Sized for memory instead: bench [2] at 100k records, worker peak RSS
+// 276 MB instead of 405 MB at the same throughput. MIRROR_WORKER_V8_FLAGS replaces the flags ('' for none).
+if (process.argv[2] === 'worker') {
+  const flags = process.env.MIRROR_WORKER_V8_FLAGS ?? '--optimize-for-size';
+  if (flags.trim() !== '') (await import('node:v8')).setFlagsFromString(flags);
+}
+
 const { register } = await import('tsx/esm/api');
 register();
 await import('./cli.ts');
