@@ -13,6 +13,7 @@ import { StorageSigner } from './storage/signing.ts';
 import { WebhookRegistry } from './webhooks/registry.ts';
 import { AsyncRequests } from './async/async-requests.ts';
 import { ChurnRunner } from './webhooks/churn.ts';
+import { RecordCache } from './resources/record-cache.ts';
 
 /** Per-source-system knobs settable at runtime (`PUT /_admin/source-systems/:slug`). */
 export interface SourceSystemSettings {
@@ -37,6 +38,8 @@ export interface SandboxContext {
   webhooks: WebhookRegistry;
   asyncRequests: AsyncRequests;
   churn: ChurnRunner;
+  /** JSON of recently served list records (resources/routes.ts). */
+  records: RecordCache;
   sourceSettings: Map<string, SourceSystemSettings>;
   /** The sandbox's own base URL (publicUrl, else the listen address once known). */
   baseUrl: string;
@@ -61,6 +64,7 @@ export function createContext(options: ResolvedOptions, logger: Logger | undefin
     webhooks: new WebhookRegistry(logger),
     asyncRequests: new AsyncRequests(options.asyncResultTtlMs),
     churn: new ChurnRunner(),
+    records: new RecordCache(options.recordCacheBytes),
     sourceSettings: new Map(),
     baseUrl,
   };

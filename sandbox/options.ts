@@ -28,6 +28,11 @@ export interface SandboxOptions {
   storageUrlTtlMs?: number;
   /** How long async results stay available; default 1 hour. */
   asyncResultTtlMs?: number;
+  /**
+   * Memory for the JSON text of recently served list records, reused while no data changes
+   * (see resources/record-cache.ts); default 64 MB, 0 turns it off.
+   */
+  recordCacheMb?: number;
 }
 
 export interface ResolvedOptions {
@@ -42,6 +47,8 @@ export interface ResolvedOptions {
   publicUrl: string | undefined;
   storageUrlTtlMs: number;
   asyncResultTtlMs: number;
+  /** Bytes of the served-record text cache (0: none). */
+  recordCacheBytes: number;
   /** Keys derived from the seed and secret: stable URLs across restarts, unguessable without the secret. */
   signingKey: Buffer;
 }
@@ -68,8 +75,14 @@ export function resolveOptions(o: SandboxOptions): ResolvedOptions {
     publicUrl: o.publicUrl?.replace(/\/+$/, ''),
     storageUrlTtlMs: o.storageUrlTtlMs ?? 6 * 3_600_000,
     asyncResultTtlMs: o.asyncResultTtlMs ?? 3_600_000,
+    recordCacheBytes: cacheBytes(o.recordCacheMb ?? 64),
     signingKey: createHash('sha256').update(`sandbox-storage|${seed}|${o.clientSecret}`).digest(),
   };
+}
+
+function cacheBytes(mb: number): number {
+  if (!Number.isFinite(mb) || mb < 0) throw new RangeError(`sandbox recordCacheMb must be a number >= 0 (got ${mb})`);
+  return Math.floor(mb * 1024 * 1024);
 }
 
 function resolveSizes(sizes: SandboxOptions['sizes']): Record<string, number> {

@@ -145,7 +145,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     return { deleted: true };
   });
 
-  app.get('/_admin/stats', opts, async () => ({ ...ctx.stats.snapshot(), serial_queues: ctx.serial.snapshot() }));
+  app.get('/_admin/stats', opts, async () => ({ ...ctx.stats.snapshot(), serial_queues: ctx.serial.snapshot(), record_cache: ctx.records.snapshot() }));
   app.delete('/_admin/stats', opts, async () => {
     ctx.stats.reset();
     return { reset: true };

@@ -5,6 +5,7 @@ import { childSpecs, isChild, listSize, type ResourceName } from './catalog.ts';
 import type { Filter } from './filters.ts';
 import { matchesFilters } from './filters.ts';
 import { generate, type Fields, type GenInput } from './generators.ts';
+import { isoSeconds } from './iso-time.ts';
 import { OverlayStore, type CreatedRecord, type ListOverlay } from './overlay.ts';
 import { hash128, hash32, Rng, uuidFromKey } from './random.ts';
 import { sourceIdOf } from './source-ids.ts';
@@ -72,9 +73,24 @@ export function scopeKey(scope: Scope): string {
   return k;
 }
 
+/** What `Dataset.eachInPage` hands each record of a page to. */
+export interface PageVisitor {
+  /** Whether the caller already has record `index` of list `list` (see eachInPage). */
+  has?(list: string, index: number): boolean;
+  /**
+   * Each record in order: its fields (null when `has` said yes), and its list and index when those
+   * identify it (`list` null otherwise).
+   */
+  item(fields: Fields | null, list: string | null, index: number): void;
+}
+
 export class Dataset {
   readonly overlay = new OverlayStore();
   private readonly reverse = new Map<string, { byId: Map<string, number>; bySource: Map<string, number> }>();
+  /** Storage URLs signed so far: a record that got some is not a function of its key (they expire). */
+  private urlsIssued = 0;
+  /** Resources whose records carry storage URLs: never keyed. */
+  private readonly volatile = new Set<ResourceName>();
 
   constructor(private readonly opts: DatasetOptions) {}
 
@@ -122,7 +138,7 @@ export class Dataset {
     const [a, b] = hash128(`${this.opts.seed}|${acct.key}|${resource}|${sk}|${i}|t`);
     const create = EPOCH_S + (a % (600 * DAY_S));
     const update = create + (b % (120 * DAY_S));
-    return { create: new Date(create * 1000).toISOString(), update: new Date(update * 1000).toISOString() };
+    return { create: isoSeconds(create), update: isoSeconds(update) };
   }
 
   /**
@@ -155,7 +171,10 @@ export class Dataset {
       count: (r) => (this.supports(acct, r) ? listSize(r, size, sizes) : 0),
       projectId: scope.project?.id ?? null,
       parent: scope.parent ? { id: scope.parent.id, index: scope.parent.index ?? -1, fields: scope.parent.fields } : null,
-      fileUrls: (filename, fileSize) => this.opts.fileUrls({ owner, resource, scope: sk, index: current, size: fileSize, filename, etag: profile.etags }),
+      fileUrls: (filename, fileSize) => {
+        this.urlsIssued++;
+        return this.opts.fileUrls({ owner, resource, scope: sk, index: current, size: fileSize, filename, etag: profile.etags });
+      },
       children: [],
       folderCount: this.supports(acct, 'folders') && scope.project ? listSize('folders', size, sizes) : 0,
       userId: (n) => smallId('users', n),
@@ -209,18 +228,41 @@ export class Dataset {
   /** One page over one or more scopes (several for `Project-Id: *`), in stable creation order. */
   list(acct: DataAccount, resource: ResourceName, scopes: readonly Scope[], options: ListOptions): { items: Fields[]; total: number } {
     const items: Fields[] = [];
+    const { total } = this.eachInPage(acct, resource, scopes, options, { item: (fields) => items.push(fields!) });
+    return { items, total };
+  }
+
+  /**
+   * The records of one page, handed to `visitor` one at a time as they are made (nothing of the
+   * page need stay alive at once), with `list`'s order and total. A generated, unpatched record
+   * whose fields are a pure function of its list key and index (no time-limited storage URLs) is
+   * identified by them while `overlay.version` stands: `visitor.has(list, index)` true means the
+   * caller has that record already, and it comes as null instead of being generated.
+   */
+  eachInPage(acct: DataAccount, resource: ResourceName, scopes: readonly Scope[], options: ListOptions, visitor: PageVisitor): { returned: number; total: number } {
+    let returned = 0;
     let skip = options.offset;
     let total = 0;
+    const keyed = visitor.has !== undefined && !this.volatile.has(resource);
+    const generated = (gen: (i: number) => Fields, list: string, i: number): void => {
+      if (keyed && visitor.has!(list, i)) return visitor.item(null, list, i);
+      const urls = this.urlsIssued;
+      const fields = gen(i);
+      if (this.urlsIssued === urls) return visitor.item(fields, list, i);
+      this.volatile.add(resource);
+      visitor.item(fields, null, i);
+    };
     for (const scope of scopes) {
       const n = this.count(acct, resource, scope);
-      const o = this.overlay.get(this.listKey(acct, resource, scope));
+      const listKey = this.listKey(acct, resource, scope);
+      const o = this.overlay.get(listKey);
       const filters = options.filters ?? [];
       if (!o && filters.length === 0) {
         // Fast path: pure arithmetic over indices.
         total += n;
-        if (skip < n && items.length < options.limit) {
+        if (skip < n && returned < options.limit) {
           const gen = this.generator(acct, resource, scope);
-          for (let i = skip; i < n && items.length < options.limit; i++) items.push(gen(i));
+          for (let i = skip; i < n && returned < options.limit; i++, returned++) generated(gen, listKey, i);
         }
         skip = Math.max(0, skip - n);
         continue;
@@ -230,18 +272,21 @@ export class Dataset {
       if (filters.length > 0) entries = entries.filter((e) => matchesFilters(filters, this.entryTimes(acct, resource, sk, e, o)));
       total += entries.length;
       const gen = this.generator(acct, resource, scope);
-      for (let k = skip; k < entries.length && items.length < options.limit; k++) {
+      for (let k = skip; k < entries.length && returned < options.limit; k++, returned++) {
         const e = entries[k]!;
-        if (typeof e !== 'number') items.push({ ...e.fields });
+        if (typeof e !== 'number') visitor.item({ ...e.fields }, null, -1);
         else {
           const p = o?.patches.get(e);
-          const base = gen(e);
-          items.push(p ? { ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt } : base);
+          if (!p) generated(gen, listKey, e);
+          else {
+            const base = gen(e);
+            visitor.item({ ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt }, null, e);
+          }
         }
       }
       skip = Math.max(0, skip - entries.length);
     }
-    return { items, total };
+    return { returned, total };
   }
 
   /** Every record of a small list (children, a folder's contents). */

@@ -64,8 +64,17 @@ function phone(rng: Rng): string {
   return `+1-${rng.int(200, 989)}-555-${rng.digits(4)}`;
 }
 
+// Names come from small word lists: each slug is made once (bounded, for any other text).
+const slugs = new Map<string, string>();
+
 function slugify(s: string): string {
-  return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+  let slug = slugs.get(s);
+  if (slug === undefined) {
+    slug = s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+    if (slugs.size >= 10_000) slugs.clear();
+    slugs.set(s, slug);
+  }
+  return slug;
 }
 
 function money(n: number): string {

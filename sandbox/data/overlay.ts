@@ -48,11 +48,23 @@ export class OverlayStore {
     return new Date(this.lastTick).toISOString();
   }
 
+  private changes = 0;
+
+  /**
+   * Counts every change to any list. A record may read other lists (an invoice embeds its line
+   * items, a child its parent's fields), so what was derived from the data holds while this stands.
+   */
+  get version(): number {
+    return this.changes;
+  }
+
   changed(o: ListOverlay): void {
     o.entries = null;
+    this.changes++;
   }
 
   clear(): void {
     this.lists.clear();
+    this.changes++;
   }
 }

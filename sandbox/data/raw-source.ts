@@ -35,7 +35,7 @@ function camel(s: string): string {
   return s.replace(/[-_]([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
-export function renameField(naming: Naming, field: string): string {
+function renamed(naming: Naming, field: string): string {
   switch (naming) {
     case 'snake':
       return field;
@@ -48,6 +48,22 @@ export function renameField(naming: Naming, field: string): string {
     case 'upper':
       return field.replace(/_/g, '').toUpperCase().slice(0, 12);
   }
+}
+
+// Field names repeat on every record of every page: each naming's conversions are remembered
+// (bounded, since created records may bring any names).
+const renames: Record<Naming, Map<string, string>> = { snake: new Map(), camel: new Map(), pascal: new Map(), upper: new Map() };
+const MAX_REMEMBERED_NAMES = 10_000;
+
+export function renameField(naming: Naming, field: string): string {
+  const memo = renames[naming];
+  let name = memo.get(field);
+  if (name === undefined) {
+    name = renamed(naming, field);
+    if (memo.size >= MAX_REMEMBERED_NAMES) memo.clear();
+    memo.set(field, name);
+  }
+  return name;
 }
 
 /** The table (SQL), entity (XML, GraphQL, CRM) or collection (REST) name of a resource. */
@@ -67,12 +83,12 @@ const skipped = new Set(['id', 'source_id', 'source_create_time', 'source_update
 
 /** The raw source object of a record. */
 export function rawObject(profile: SourceSystemProfile, resource: ResourceName, fields: Fields): Fields {
-  const n = (f: string) => renameField(profile.naming, f);
+  const naming = profile.naming;
   const sourceId = asText(fields.source_id);
   const out: Fields = {};
   switch (profile.sourceIdStyle) {
     case 'numeric':
-      out[n('id')] = /^\d+$/.test(sourceId) ? Number(sourceId) : sourceId;
+      out[renameField(naming, 'id')] = /^\d+$/.test(sourceId) ? Number(sourceId) : sourceId;
       break;
     case 'list-id':
       out.ListID = sourceId;
@@ -82,14 +98,15 @@ export function rawObject(profile: SourceSystemProfile, resource: ResourceName, 
       out.attributes = { type: nativeName(profile, resource), url: `${profile.nativeBase}/${nativeName(profile, resource)}/${sourceId}` };
       break;
     default:
-      out[n('id')] = sourceId;
+      out[renameField(naming, 'id')] = sourceId;
   }
-  for (const [k, v] of Object.entries(fields)) {
-    if (skipped.has(k) || v === null) continue;
-    out[n(k)] = v;
+  for (const k of Object.keys(fields)) {
+    const v = fields[k];
+    if (v === null || skipped.has(k)) continue;
+    out[renameField(naming, k)] = v;
   }
-  out[n(profile.naming === 'pascal' ? 'time_created' : 'created_at')] = fields.source_create_time ?? null;
-  out[n(profile.naming === 'pascal' ? 'time_modified' : 'updated_at')] = fields.source_update_time ?? null;
+  out[renameField(naming, naming === 'pascal' ? 'time_created' : 'created_at')] = fields.source_create_time ?? null;
+  out[renameField(naming, naming === 'pascal' ? 'time_modified' : 'updated_at')] = fields.source_update_time ?? null;
   // A few native-only fields, as real systems have them.
   if (profile.slug === 'buildpro') out.custom_fields = {};
   if (profile.slug === 'sqlerp') out.KEYID = Number(String(sourceId).replace(/\D/g, '') || 0);

@@ -2,6 +2,7 @@
 // handler runs, body-level ones (truncated or malformed JSON) as the answer is sent.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SandboxContext } from '../context.ts';
+import { isJsonPage } from '../resources/json-page.ts';
 import type { Fault } from './faults.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -51,7 +52,11 @@ export async function applyExchangeFaults(ctx: SandboxContext, fired: Fault[], r
 
 /** onSend: corrupts JSON bodies as the fired faults say. */
 export function applyBodyFaults(request: FastifyRequest, payload: unknown): unknown {
-  if (request.svc.faults.length === 0 || typeof payload !== 'string') return payload;
+  if (request.svc.faults.length === 0) return payload;
+  if (!request.svc.faults.some((f) => f.kind === 'truncated-json' || f.kind === 'malformed-json')) return payload;
+  // Lists are sent as pre-assembled JSON bytes: corrupted as the text they are (other bytes, as before, never).
+  if (isJsonPage(payload)) payload = payload.toString('utf8');
+  if (typeof payload !== 'string') return payload;
   for (const f of request.svc.faults) {
     if (f.kind === 'truncated-json') return payload.slice(0, Math.max(1, Math.floor(payload.length / 2)));
     if (f.kind === 'malformed-json') return `{"data": [${payload.slice(1, 40)}, }<html><body>502 Bad Gateway</body></html>`;

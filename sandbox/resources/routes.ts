@@ -5,9 +5,10 @@ import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
 import { childOf, childSpecs, isTopLevel, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
-import type { Ref, Scope } from '../data/dataset.ts';
+import type { PageVisitor, Ref, Scope } from '../data/dataset.ts';
 import { parseFilters } from '../data/filters.ts';
 import type { Fields } from '../data/generators.ts';
+import type { PathContext } from '../data/raw-source.ts';
 import { hasFault } from '../faults/apply.ts';
 import { NotSupportedError } from '../http/errors.ts';
 import { accountOf } from '../http/request-state.ts';
@@ -15,7 +16,13 @@ import { headerValue } from '../http/validate.ts';
 import { applyChange } from '../webhooks/changes.ts';
 import { pageMeta, parsePage } from './pagination.ts';
 import { pathContext, scopesFor, supportOf } from './scope.ts';
+import { sendJson } from './json-page.ts';
+import { isPooled, JsonWriter, releaseBuffer } from './json-writer.ts';
+import type { Segment } from './record-cache.ts';
+import { writeRecord } from './record-json.ts';
 import { sourceDataMode, withSourceData } from './source-data.ts';
+
+const noPath: PathContext = {};
 
 type Params = { resource: string; id?: string; sub?: string; subId?: string };
 
@@ -31,6 +38,9 @@ function topLevel(request: FastifyRequest, name: string): TopLevelResource {
 export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const opts = { config: { kind: 'account' as const } };
   const d = ctx.dataset;
+  const records = ctx.records;
+  /** Bytes per served record lately: the first guess at a page's size. */
+  let recordBytes = 1024;
 
   function render(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, scope: Scope, fields: Fields, parentResource?: ResourceName): Fields {
     const mode = sourceDataMode(request.headers);
@@ -50,17 +60,59 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
       throw new BadRequestError(`Filters on ${resource} are not supported by ${account.profile.name}`);
     }
     if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
-    const { items, total } = d.list(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters });
-    const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, items.length, total);
+    dataHeaders(reply);
+    const mode = sourceDataMode(request.headers);
+    const profile = account.profile;
+    const paths = new Map<Scope, PathContext>();
+    const pathOf = (scope: Scope): PathContext => {
+      let p = paths.get(scope);
+      if (!p) paths.set(scope, (p = pathContext(account, scope, parentResource)));
+      return p;
+    };
+    // Items of `Project-Id: *` lists carry their project in project_id; scope per item for paths.
+    const pathScope = (f: Fields): Scope => (scopes.length === 1 ? scopes[0]! : (scopes.find((s) => s.project?.id === f.project_id) ?? scopes[0]!));
+    // Texts are kept for one-scope lists (the scope gives the path context) that fit in half the
+    // cache: reading through a bigger one would evict everything before it is asked for again.
+    const cached = records.enabled && scopes.length === 1 && d.count(account, resource, scopes[0]!) * recordBytes <= records.capacity / 2;
+    let context = '';
+    if (cached) {
+      records.sync(d.overlay.version);
+      context = `${JSON.stringify(mode)}\n${mode ? JSON.stringify(pathOf(scopes[0]!)) : ''}\n`;
+    }
+    let segment: Segment | undefined;
+    let segmentList: string | null = null;
+    const segmentOf = (list: string): Segment => {
+      if (list !== segmentList || !segment) {
+        segment = records.segment(context + list);
+        segmentList = list;
+      }
+      return segment;
+    };
+    const w = new JsonWriter(Math.min(16 * 1024 * 1024, Math.max(16 * 1024, Math.ceil(page.perPage * recordBytes * 1.2))));
+    w.text('{"data":[');
+    let n = 0;
+    let held = -1;
+    const visitor: PageVisitor = {
+      item: (fields, list, index) => {
+        if (n++ > 0) w.byte(0x2c);
+        if (fields === null) return records.copyTo(held, w);
+        const start = w.at;
+        writeRecord(w, profile, resource, fields, mode, mode ? pathOf(pathScope(fields)) : noPath);
+        if (cached && list !== null) records.keep(segmentOf(list), index, w, start);
+      },
+    };
+    if (cached) visitor.has = (list, index) => (held = records.find(segmentOf(list), index)) >= 0;
+    const start = w.at;
+    const { returned, total } = d.eachInPage(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters }, visitor);
+    if (returned > 0) recordBytes = Math.max(256, Math.round((w.at - start) / returned));
+    const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
     const lie = hasFault(request, 'lying-has-more');
     if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
-    dataHeaders(reply);
-    // Items of `Project-Id: *` lists carry their project in project_id; scope per item for paths.
-    const data = items.map((f) => {
-      const scope = scopes.length === 1 ? scopes[0]! : (scopes.find((s) => s.project?.id === f.project_id) ?? scopes[0]!);
-      return render(request, account, resource, scope, f, parentResource);
-    });
-    return { data, meta };
+    w.text(`],"meta":${JSON.stringify(meta)}}`);
+    // Once sent (all of it handed to the socket, or copied by an inject), the buffer may serve another page.
+    const backing = w.backing;
+    if (isPooled(backing)) reply.raw.once('finish', () => releaseBuffer(backing));
+    return sendJson(reply, w.take());
   }
 
   function parentOf(account: LinkedAccount, request: FastifyRequest, resource: TopLevelResource, id: string): { scope: Scope; ref: Ref } {

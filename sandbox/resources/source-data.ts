@@ -34,14 +34,20 @@ export function sourceDataMode(headers: Record<string, string | string[] | undef
   };
 }
 
+/** The raw object as `source_data` carries it: whole, or only the fields asked for, minus the excluded. */
+export function trimmedRaw(profile: SourceSystemProfile, resource: ResourceName, fields: Fields, mode: SourceDataMode): Fields {
+  let raw = rawObject(profile, resource, fields);
+  if (mode.only) raw = Object.fromEntries(Object.entries(raw).filter(([k]) => mode.only!.includes(k)));
+  for (const k of mode.exclude) delete raw[k];
+  return raw;
+}
+
 /**
  * Adds `source_data` to a record. The projects endpoint places the raw object directly in
  * `source_data` (the contract's second shape); everything else wraps it in {path, content_type, data}.
  */
 export function withSourceData(profile: SourceSystemProfile, resource: ResourceName, fields: Fields, mode: SourceDataMode, path: PathContext): Fields {
-  let raw = rawObject(profile, resource, fields);
-  if (mode.only) raw = Object.fromEntries(Object.entries(raw).filter(([k]) => mode.only!.includes(k)));
-  for (const k of mode.exclude) delete raw[k];
+  const raw = trimmedRaw(profile, resource, fields, mode);
   if (resource === 'projects') return { ...fields, source_data: raw };
   const sourceId = fields.source_id === undefined || fields.source_id === null ? null : asText(fields.source_id);
   return {
