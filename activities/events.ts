@@ -1,6 +1,7 @@
 // Event activities: registering upstream webhooks for an account, and applying the inbox. Each
 // changed object is fetched from the upstream and upserted (an older fetch never overwrites a newer
 // state); DELETE targets and objects the upstream no longer has are marked deleted.
+import { Context } from '@temporalio/activity';
 import { randomBytes, randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
@@ -86,14 +87,31 @@ export function createEventActivities(deps: EventDeps) {
      * written in one statement per stream and marked applied in one per outcome. An object fetched
      * before a newer state was written never overwrites it (records-store's guard).
      */
-    async applyInbox(input: { accountId: string; limit?: number; concurrency?: number }): Promise<ApplyResult> {
+    async applyInbox(input: { accountId: string; limit?: number; concurrency?: number; drainMs?: number }): Promise<ApplyResult> {
       return asActivity(async () => {
+        // Drains the inbox: events that landed while a batch was applied are taken up at once, not
+        // after a round trip through the workflow (100-180 ms a batch on a busy machine). Returns
+        // when the inbox is empty, when a pass is requested, or after `drainMs` (more: true).
         const limit = input.limit ?? 500;
-        const t0 = performance.now();
-        const events = await pendingEvents(pool, input.accountId, limit);
+        const deadline = Date.now() + (input.drainMs ?? 20_000);
+        const total: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: false };
+        for (;;) {
+          const t0 = performance.now();
+          const events = await pendingEvents(pool, input.accountId, limit);
+          if (events.length === 0) return total;
+          const r = await applyBatch(events, t0);
+          total.applied += r.applied;
+          total.deleted += r.deleted;
+          total.skipped += r.skipped;
+          total.fullPassTypes.push(...r.fullPassTypes);
+          activityHeartbeat();
+          if (total.fullPassTypes.length > 0 || Date.now() >= deadline) return { ...total, more: true };
+        }
+      });
+
+      async function applyBatch(events: PendingEvent[], t0: number): Promise<ApplyResult> {
         const tRead = performance.now();
-        const result: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: events.length === limit };
-        if (events.length === 0) return result;
+        const result: ApplyResult = { applied: 0, deleted: 0, skipped: 0, fullPassTypes: [], more: false };
         const account = await accounts.get(input.accountId);
         const profile = knownProfile(account.sourceSystem);
         const token = await accounts.token(input.accountId);
@@ -198,9 +216,18 @@ export function createEventActivities(deps: EventDeps) {
         // What could not be fetched stays pending; the activity's retry takes it up again.
         if (failure !== undefined) throw failure instanceof Error ? failure : new Error('fetching a changed object failed');
         return result;
-      });
+      }
     },
   };
+}
+
+/** Heartbeats when run as an activity (tests call activities directly too). */
+function activityHeartbeat(): void {
+  try {
+    Context.current().heartbeat();
+  } catch {
+    // Not in an activity.
+  }
 }
 
 export type EventActivities = ReturnType<typeof createEventActivities>;
