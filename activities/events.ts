@@ -105,7 +105,8 @@ export function createEventActivities(deps: EventDeps) {
           total.skipped += r.skipped;
           total.fullPassTypes.push(...r.fullPassTypes);
           activityHeartbeat();
-          if (total.fullPassTypes.length > 0 || Date.now() >= deadline) return { ...total, more: true };
+          // A worker shutting down cancels its activities: hand what is left to the next run.
+          if (total.fullPassTypes.length > 0 || Date.now() >= deadline || activityCancelled()) return { ...total, more: true };
         }
       });
 
@@ -227,6 +228,14 @@ function activityHeartbeat(): void {
     Context.current().heartbeat();
   } catch {
     // Not in an activity.
+  }
+}
+
+function activityCancelled(): boolean {
+  try {
+    return Context.current().cancellationSignal.aborted;
+  } catch {
+    return false;
   }
 }
 
