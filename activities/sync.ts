@@ -234,12 +234,24 @@ export function createSyncActivities(deps: SyncDeps) {
     // A full pass digests every page; a page byte for byte as an earlier pass committed it (and whose
     // records nobody changed since) is kept without parsing or writing it.
     const fullPass = checkpoint.mode === 'full';
+    // Pages are written two at a time (Postgres, not the fetch, is the slower side of a big pass);
+    // each commits its checkpoint only after the page before it did, so the checkpoint never skips
+    // a page. `committed` holds the counts through the last committed page.
+    let committed = checkpoint.counts;
+    let lastWrite: Promise<void> | undefined;
+    let beforeLastWrite: Promise<void> | undefined;
+    let lastWriteIds = new Set<string>();
+    const writesDone = async (): Promise<void> => {
+      await beforeLastWrite;
+      await lastWrite;
+    };
     const maxPages = input.maxPages ?? 50;
     const known = fullPass ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
     const reusable = (page: number): KnownPage | undefined => {
       const k = known.get(page);
       return k && k.perPage === checkpoint.perPage ? k : undefined;
     };
+    const asyncPreferred = Boolean(input.asyncPages && profile?.preferAsync);
     const startPage = (page: number, fresh = false): Promise<PageOrPending> =>
       startListPage(upstream, {
         ...listInput(page),
@@ -249,7 +261,7 @@ export function createSyncActivities(deps: SyncDeps) {
         includeSourceData: input.includeSourceData ?? true,
         filters,
         // Slow source systems answer through async requests, polled from the stream's workflow.
-        preferAsync: Boolean(input.asyncPages && profile?.preferAsync),
+        preferAsync: asyncPreferred,
         ...(fullPass ? { digest: fresh ? {} : { unless: reusable(page)?.digest } } : {}),
       });
     const pollPage = async (id: string, page: number): Promise<PageOrPending> => {
@@ -259,7 +271,8 @@ export function createSyncActivities(deps: SyncDeps) {
         if (!(error instanceof AsyncRequestExpiredError)) throw error;
         // Expired results cannot be read again: forget the request so the retry asks anew, once.
         const expiries = (checkpoint.asyncExpiries ?? 0) + 1;
-        checkpoint = { ...withoutPending(checkpoint), asyncExpiries: expiries };
+        await writesDone();
+        checkpoint = { ...withoutPending(checkpoint), asyncExpiries: expiries, counts: committed };
         await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
         if (expiries < 2) throw error;
         throw new AsyncRequestExpiredError(
@@ -297,6 +310,7 @@ export function createSyncActivities(deps: SyncDeps) {
     const beat = setInterval(() => ctx?.heartbeat(position), 5_000);
     try {
       let next: Promise<PageOrPending> | undefined = fetchPage(checkpoint.page);
+      const ahead = new Map<number, Promise<PageOrPending>>();
       let lastFingerprint = checkpoint.lastFingerprint;
       for (let n = 0; n < maxPages && next; n++) {
         const answer = await next;
@@ -304,7 +318,8 @@ export function createSyncActivities(deps: SyncDeps) {
         if (answer.pending) {
           // Remember the request with the stream, so a restarted worker polls it instead of asking again.
           const { id, expiresAt } = answer.pending;
-          checkpoint = { ...checkpoint, pendingAsync: { id, page: checkpoint.page, expiresAt } };
+          await writesDone();
+          checkpoint = { ...checkpoint, counts: committed, pendingAsync: { id, page: checkpoint.page, expiresAt } };
           await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
           return { ...counts, done: false, generation: pass.generation, waitAsync: { id, expiresAt } };
         }
@@ -317,7 +332,8 @@ export function createSyncActivities(deps: SyncDeps) {
         if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
           // The end is confirmed: nothing past the full last page (an upstream that ignores an
           // out-of-range page number serves the last page again, which ends the pass too).
-          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), confirming: false });
+          await writesDone();
+          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), counts: committed, confirming: false });
           return { ...counts, done: true, generation: pass.generation };
         }
         if (fingerprint !== null && fingerprint === lastFingerprint) {
@@ -331,51 +347,76 @@ export function createSyncActivities(deps: SyncDeps) {
         }
         // Fetch the next page while this one is written.
         if (verdict !== 'stop' && n + 1 < maxPages) {
-          next = fetchPage(checkpoint.page + 1);
+          next = ahead.get(checkpoint.page + 1) ?? fetchPage(checkpoint.page + 1);
+          ahead.delete(checkpoint.page + 1);
           next.catch(() => undefined);
+          // One page further too where the last pass saw that page (so it is no request past the
+          // end): with unchanged pages kept, fetching is all a pass waits for. Not for async pages,
+          // whose pending requests are remembered one at a time.
+          const further = checkpoint.page + 2;
+          if (n + 2 < maxPages && !asyncPreferred && reusable(further) && !ahead.has(further)) {
+            const p = fetchPage(further);
+            p.catch(() => undefined);
+            ahead.set(further, p);
+          }
         }
         const nextCheckpoint = { ...withoutPending(checkpoint), asyncExpiries: undefined, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
         const digest = page ? (page.digest ?? null) : answer.unchanged!.digest;
-        const seen = fullPass ? { page: checkpoint.page, perPage: checkpoint.perPage, digest, hasMore } : undefined;
-        let written = keep ? await keepUnchangedPage(pool, { key, pass, known: keep, checkpoint: nextCheckpoint }) : null;
-        if (!written) {
-          // Not kept (its records changed since, or it is new): parse and write it. A page that came
-          // back unchanged but cannot be kept is asked for once more, to be read this time.
-          const items = page ? page.items : await fetchFreshItems(checkpoint.page, digest!);
-          written = await writePage(pool, {
-            key,
-            pass,
-            items,
-            ordinalBase: (checkpoint.page - 1) * checkpoint.perPage,
-            ...(seen ? { seen } : {}),
-            checkpoint: nextCheckpoint,
-          });
-        }
-        checkpoint = {
-          ...nextCheckpoint,
-          counts: {
-            inserted: checkpoint.counts.inserted + written.inserted,
-            updated: checkpoint.counts.updated + written.updated,
-            unchanged: checkpoint.counts.unchanged + written.unchanged,
-            deleted: checkpoint.counts.deleted,
-          },
-        };
+        const pageNo = checkpoint.page;
+        const seen = fullPass ? { page: pageNo, perPage: checkpoint.perPage, digest, hasMore } : undefined;
+        const prior = lastWrite;
+        // At most two pages in flight; and a page sharing a record with the one before it waits for
+        // it (both would lock the row, and the later one must not hold locks while it waits).
+        await beforeLastWrite;
+        if (prior && ids.some((id) => lastWriteIds.has(id))) await prior;
+        const pageCheckpoint = (): Promise<Checkpoint> => (prior ?? Promise.resolve()).then(() => ({ ...nextCheckpoint, counts: committed }));
+        const write = (async () => {
+          let written = keep ? await keepUnchangedPage(pool, { key, pass, known: keep, checkpoint: pageCheckpoint }) : null;
+          if (!written) {
+            // Not kept (its records changed since, or it is new): parse and write it. A page that came
+            // back unchanged but cannot be kept is asked for once more, to be read this time.
+            const items = page ? page.items : await fetchFreshItems(pageNo, digest!);
+            written = await writePage(pool, {
+              key,
+              pass,
+              items,
+              ordinalBase: (pageNo - 1) * checkpoint.perPage,
+              ...(seen ? { seen } : {}),
+              checkpoint: pageCheckpoint,
+            });
+          }
+          committed = {
+            inserted: committed.inserted + written.inserted,
+            updated: committed.updated + written.updated,
+            unchanged: committed.unchanged + written.unchanged,
+            deleted: committed.deleted,
+          };
+          counts.pages += 1;
+          counts.records += ids.length;
+          counts.inserted += written.inserted;
+          counts.updated += written.updated;
+          counts.unchanged += written.unchanged;
+          ctx?.heartbeat({ page: pageNo + 1 });
+        })();
+        write.catch(() => undefined);
+        beforeLastWrite = prior;
+        lastWrite = write;
+        lastWriteIds = new Set(ids);
+        checkpoint = { ...nextCheckpoint, counts: committed };
         lastFingerprint = checkpoint.lastFingerprint;
-        counts.pages += 1;
-        counts.records += ids.length;
-        counts.inserted += written.inserted;
-        counts.updated += written.updated;
-        counts.unchanged += written.unchanged;
         position = { page: checkpoint.page };
-        ctx?.heartbeat(position);
         if (verdict === 'stop') {
-          counts.deleted = await finishPass(pool, key, pass, checkpoint);
+          await writesDone();
+          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, counts: committed });
           return { ...counts, done: true, generation: pass.generation };
         }
       }
+      await writesDone();
       return { ...counts, done: false, generation: pass.generation };
     } finally {
       clearInterval(beat);
+      // Leaving on an error: no write of this slice may still be running when its retry begins.
+      await Promise.allSettled([beforeLastWrite, lastWrite]);
     }
   }
 }

@@ -36,8 +36,13 @@ export interface PageWrite {
   seen?: SeenPage;
   /** Keep an existing record's place in the upstream order (single-object writes from events). */
   keepOrdinal?: boolean;
-  /** The checkpoint that holds once this page is committed; omitted for writes outside a pass. */
-  checkpoint?: Checkpoint;
+  /**
+   * The checkpoint that holds once this page is committed (its counts those of the pages before it);
+   * omitted for writes outside a pass. A function is called once the records are written, just
+   * before the checkpoint is: it may wait for the page before this one to commit first (pages of a
+   * stream written two at a time commit in order).
+   */
+  checkpoint?: Checkpoint | (() => Promise<Checkpoint>);
 }
 
 function isoOrNull(v: unknown): string | null {
@@ -136,11 +141,13 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
       counts.updated = rows[0]!.updated;
       counts.unchanged = count - counts.inserted - counts.updated;
     }
+    if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
     if (write.seen) await recordSeenPage(client, write.pass, write.seen, write.items.map((item) => String(item.id)));
     if (write.checkpoint) {
-      const c = write.checkpoint.counts;
+      const base = typeof write.checkpoint === 'function' ? await write.checkpoint() : write.checkpoint;
+      const c = base.counts;
       const next: Checkpoint = {
-        ...write.checkpoint,
+        ...base,
         counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
       };
       await saveCheckpoint(client, write.pass, next, { pages: 1, records: count });
@@ -193,14 +200,25 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
   });
 }
 
+/**
+ * Notes that records of the stream changed outside a pass, in the writing transaction: a page an
+ * earlier pass committed before this is then checked record by record before it is kept.
+ */
+async function touchStream(client: Pick<PoolClient, 'query'>, key: StreamKey): Promise<void> {
+  await client.query(`UPDATE streams SET touched_at = now() WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
+}
+
 /** Marks records deleted by id (a DELETE event, or a parent that disappeared). */
 export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly string[]): Promise<number> {
-  const res = await pool.query(
-    `UPDATE records SET deleted_at = now(), mirrored_at = now()
-      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = ANY($4::text[]) AND deleted_at IS NULL`,
-    [key.accountId, key.resource, key.scope, ids],
-  );
-  return res.rowCount ?? 0;
+  return inTransaction(pool, async (client) => {
+    const res = await client.query(
+      `UPDATE records SET deleted_at = now(), mirrored_at = now()
+        WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = ANY($4::text[]) AND deleted_at IS NULL`,
+      [key.accountId, key.resource, key.scope, ids],
+    );
+    if ((res.rowCount ?? 0) > 0) await touchStream(client, key);
+    return res.rowCount ?? 0;
+  });
 }
 
 /**
@@ -272,19 +290,22 @@ export async function knownPages(
  */
 export async function keepUnchangedPage(
   pool: Pool,
-  input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage; checkpoint: Checkpoint },
+  input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage; checkpoint: Checkpoint | (() => Promise<Checkpoint>) },
 ): Promise<WriteCounts | null> {
   const distinct = [...new Set(input.known.ids)];
   return inTransaction(pool, async (client) => {
     await relaxedCommit(client);
-    // Times compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
-    const { rows } = await client.query<{ n: number; intact: boolean }>(
-      `SELECT count(*)::int AS n, coalesce(bool_and(r.deleted_at IS NULL AND r.mirrored_at <= p.written_at), true) AS intact
-         FROM stream_pages p JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.id = ANY($4::text[])
-        WHERE p.stream_id = $5 AND p.generation = $6 AND p.page = $7`,
-      [input.key.accountId, input.key.resource, input.key.scope, distinct, input.pass.streamId, input.known.generation, input.known.page],
+    // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
+    // Nothing changed outside a pass since the page was written: its records are as it left them
+    // (a pass changes a record only through a page that holds it). Else each record is looked at.
+    const { rows } = await client.query<{ quiet: boolean }>(
+      `SELECT (s.touched_at IS NULL OR s.touched_at <= p.written_at) AS quiet
+         FROM streams s JOIN stream_pages p ON p.stream_id = s.id AND p.generation = $2 AND p.page = $3
+        WHERE s.id = $1`,
+      [input.pass.streamId, input.known.generation, input.known.page],
     );
-    if (rows[0]!.n !== distinct.length || !rows[0]!.intact) return null;
+    if (!rows[0]) return null;
+    if (!rows[0].quiet && !(await recordsIntact(client, input.key, input.pass.streamId, input.known, distinct))) return null;
     // The page's records are as they were when it was written: that time stays its own.
     await client.query(
       `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
@@ -295,8 +316,20 @@ export async function keepUnchangedPage(
       [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
     );
     const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
-    const c = input.checkpoint.counts;
-    await saveCheckpoint(client, input.pass, { ...input.checkpoint, counts: { ...c, unchanged: c.unchanged + distinct.length } }, { pages: 1, records: distinct.length });
+    const base = typeof input.checkpoint === 'function' ? await input.checkpoint() : input.checkpoint;
+    const c = base.counts;
+    await saveCheckpoint(client, input.pass, { ...base, counts: { ...c, unchanged: c.unchanged + distinct.length } }, { pages: 1, records: distinct.length });
     return counts;
   });
+}
+
+/** Whether every record of a known page is in the mirror, live, and unchanged since it was written. */
+async function recordsIntact(client: Pick<PoolClient, 'query'>, key: StreamKey, streamId: number, known: KnownPage, distinct: readonly string[]): Promise<boolean> {
+  const { rows } = await client.query<{ n: number; intact: boolean }>(
+    `SELECT count(*)::int AS n, coalesce(bool_and(r.deleted_at IS NULL AND r.mirrored_at <= p.written_at), true) AS intact
+       FROM stream_pages p JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.id = ANY($4::text[])
+      WHERE p.stream_id = $5 AND p.generation = $6 AND p.page = $7`,
+    [key.accountId, key.resource, key.scope, distinct, streamId, known.generation, known.page],
+  );
+  return rows[0]!.n === distinct.length && rows[0]!.intact;
 }
