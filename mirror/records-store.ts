@@ -112,6 +112,23 @@ async function recordSeenPage(
   );
 }
 
+/** Saves the checkpoint that follows a page: the pages before it (`checkpoint`) plus this page's counts. */
+async function commitPageCheckpoint(
+  client: Pick<PoolClient, 'query'>,
+  pass: { streamId: number; generation: number },
+  checkpoint: Checkpoint | (() => Promise<Checkpoint>),
+  counts: WriteCounts,
+  records: number,
+): Promise<void> {
+  const base = typeof checkpoint === 'function' ? await checkpoint() : checkpoint;
+  const c = base.counts;
+  const next: Checkpoint = {
+    ...base,
+    counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
+  };
+  await saveCheckpoint(client, pass, next, { pages: 1, records });
+}
+
 /**
  * Page writes of a pass commit without waiting for the WAL flush: a page and its checkpoint are one
  * transaction, so a Postgres crash can only lose both (the pass then fetches the page again), never
@@ -143,15 +160,7 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
     }
     if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
     if (write.seen) await recordSeenPage(client, write.pass, write.seen, write.items.map((item) => String(item.id)));
-    if (write.checkpoint) {
-      const base = typeof write.checkpoint === 'function' ? await write.checkpoint() : write.checkpoint;
-      const c = base.counts;
-      const next: Checkpoint = {
-        ...base,
-        counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
-      };
-      await saveCheckpoint(client, write.pass, next, { pages: 1, records: count });
-    }
+    if (write.checkpoint) await commitPageCheckpoint(client, write.pass, write.checkpoint, counts, count);
     return counts;
   });
 }
@@ -316,9 +325,7 @@ export async function keepUnchangedPage(
       [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
     );
     const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
-    const base = typeof input.checkpoint === 'function' ? await input.checkpoint() : input.checkpoint;
-    const c = base.counts;
-    await saveCheckpoint(client, input.pass, { ...base, counts: { ...c, unchanged: c.unchanged + distinct.length } }, { pages: 1, records: distinct.length });
+    await commitPageCheckpoint(client, input.pass, input.checkpoint, counts, distinct.length);
     return counts;
   });
 }
