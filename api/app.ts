@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
-import type { Bindings, ChildLoggerOptions } from 'pino';
+import type { Bindings, ChildLoggerOptions, LogFn } from 'pino';
 import type { Logger } from '../lib/logger.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
@@ -62,9 +62,8 @@ class LazyChildLogger {
   get #logger(): FastifyBaseLogger {
     return (this.#child ??= this.#parent.child(this.#bindings, this.#options));
   }
-  #log(level: Level, args: unknown[]): void {
-    const logger = this.#logger;
-    (logger[level] as (...a: unknown[]) => void).apply(logger, args);
+  #log(level: Level, args: Parameters<LogFn>): void {
+    this.#logger[level](...args);
   }
   get level(): string {
     return this.#child?.level ?? this.#options.level ?? this.#parent.level;
@@ -81,25 +80,25 @@ class LazyChildLogger {
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.#logger.child(bindings, options);
   }
-  fatal(...args: unknown[]): void {
+  fatal(...args: Parameters<LogFn>): void {
     this.#log('fatal', args);
   }
-  error(...args: unknown[]): void {
+  error(...args: Parameters<LogFn>): void {
     this.#log('error', args);
   }
-  warn(...args: unknown[]): void {
+  warn(...args: Parameters<LogFn>): void {
     this.#log('warn', args);
   }
-  info(...args: unknown[]): void {
+  info(...args: Parameters<LogFn>): void {
     this.#log('info', args);
   }
-  debug(...args: unknown[]): void {
+  debug(...args: Parameters<LogFn>): void {
     this.#log('debug', args);
   }
-  trace(...args: unknown[]): void {
+  trace(...args: Parameters<LogFn>): void {
     this.#log('trace', args);
   }
-  silent(...args: unknown[]): void {
+  silent(...args: Parameters<LogFn>): void {
     this.#log('silent', args);
   }
 }
@@ -110,7 +109,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     loggerInstance: deps.logger,
     genReqId: () => randomUUID(),
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: (logger, bindings, options) => new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger,
+    childLoggerFactory: (logger, bindings, options) => new LazyChildLogger(logger, bindings, options),
     bodyLimit: 10 * 1024 * 1024,
   });
   // Hooks of every request are plain callbacks (an async hook costs a promise and a tick each).

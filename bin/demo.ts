@@ -93,7 +93,7 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     }, options.once ? 2000 : 1000);
     let results: AccountSyncSummary[];
     try {
-      results = (await Promise.all(handles.map((h) => h.result()))) as AccountSyncSummary[];
+      results = await Promise.all(handles.map((h) => h.result()));
     } finally {
       clearInterval(ticker);
     }

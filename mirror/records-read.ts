@@ -45,7 +45,7 @@ const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number
 
 function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
   let m = freshness.get(pool);
-  if (!m) freshness.set(pool, (m = new Map()));
+  if (!m) freshness.set(pool, (m = new Map<string, { at: Date | null; until: number }>()));
   return m;
 }
 
