@@ -181,7 +181,10 @@ describe('PostgresRateGovernor shared by two processes', () => {
     console.log(`serial source system: ${run.sent.length} requests of 40 ms in 2 s (${byProcess.join(' + ')}), max concurrent ${run.maxConcurrent}`);
     assert.equal(run.maxConcurrent, 1);
     assert.ok(byProcess.every((n) => n > 0), byProcess.join(' + '));
-    assert.ok(run.sent.length >= 20, String(run.sent.length));
+    // Handed over as soon as it is released: a release that went astray would hold the next request
+    // until the claim lapses (1.5 s), leaving 2 or 3 requests in the 2 s. 50 fit back to back; a
+    // loaded machine (CI runs three test files at once) gets 19-30, so the floor is 10.
+    assert.ok(run.sent.length >= 10, String(run.sent.length));
     const { rows } = await pools[0]!.query<{ n: number }>('SELECT count(*)::int AS n FROM rate_leases WHERE key LIKE $1 AND holder IS NOT NULL', ['%account-4%']);
     assert.equal(rows[0]!.n, 0, 'every lease released');
   });
