@@ -1,5 +1,5 @@
 // Names shared by workflows, the worker and clients: task queue, workflow ids, signals and queries.
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, defineSignal } from '@temporalio/workflow';
 
 export const defaultTaskQueue = 'mirror';
 
@@ -39,11 +39,13 @@ export function changesWorkflowId(accountId: string): string {
 }
 
 /**
- * What went wrong, in the words of the failure that started it: a child workflow's failure wraps an
- * activity's, which wraps the application's ("Child Workflow execution failed" says nothing).
+ * What went wrong, in the words of the application's failure: a child workflow's failure wraps an
+ * activity's, which wraps the application's ("Child Workflow execution failed" says nothing). The
+ * application's own causes are not gone into: an error that says "expired" may have been caused by
+ * a 404, and the message that matters is the one that says what the 404 meant.
  */
 export function rootMessage(error: unknown): string {
   let e: unknown = error;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  while (e instanceof Error && !(e instanceof ApplicationFailure) && e.cause instanceof Error) e = e.cause;
   return e instanceof Error ? e.message : String(error);
 }
