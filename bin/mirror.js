@@ -32,15 +32,39 @@ if (mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
   run(process.execPath, [`${root}node_modules/prisma/build/index.js`, 'generate'], { ...env, PRISMA_HIDE_UPDATE_MESSAGE: '1' });
 }
 
-// A worker's heap holds pages of parsed JSON that die young but outlive scavenges (a page is written
-// while the next one is fetched); V8's default growth lets that garbage pile up past 200 MB before a
-// full collection. A smaller growth factor collects it sooner. Bench [2] at 200k records, worker peak
-// RSS: 442 MB by default, 343 MB with this (worker CPU +20%, pass time +7%; Postgres is the limit).
-// `--optimize-for-size` went lower (276-289 MB) but tripled the worker's CPU. MIRROR_WORKER_V8_FLAGS
-// replaces the flags ('' for V8's defaults).
+// A worker needs settings that only a process's start can give (bin/worker-process.js): started
+// without them, it starts again with them, in a process of its own that this one waits for.
 if (process.argv[2] === 'worker') {
-  const flags = process.env.MIRROR_WORKER_V8_FLAGS ?? '--heap-growing-percent=30';
-  if (flags.trim() !== '') (await import('node:v8')).setFlagsFromString(flags);
+  if (process.env.MIRROR_WORKER_RELAUNCHED === '1' && process.channel) {
+    // Started by the process below: if that one dies (kill -9), so does this one, at once.
+    process.channel.unref();
+    process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+  } else {
+    const { missingSettings } = await import('./worker-process.js');
+    const missing = missingSettings();
+    if (missing.nodeArgs.length > 0 || Object.keys(missing.env).length > 0) await relaunch(missing);
+  }
+}
+
+/** Runs this command again in a child with the missing settings; exits as the child exits. */
+async function relaunch(missing) {
+  const { spawn } = await import('node:child_process');
+  const { constants } = await import('node:os');
+  const child = spawn(process.execPath, [...process.execArgv, ...missing.nodeArgs, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...missing.env, MIRROR_WORKER_RELAUNCHED: '1' },
+    // A process group of its own: a terminal's Ctrl-C reaches it once, through this process.
+    detached: true,
+  });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  const [code, signal] = await new Promise((resolve) => {
+    child.once('error', (error) => {
+      console.error(`mirror: could not start the worker process: ${error.message}`);
+      resolve([1, null]);
+    });
+    child.once('exit', (c, s) => resolve([c, s]));
+  });
+  process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
 }
 
 const { register } = await import('tsx/esm/api');

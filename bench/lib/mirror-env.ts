@@ -19,6 +19,7 @@ import { createLogger } from '../../lib/logger.ts';
 import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/database.ts';
 import { migrate } from '../../mirror/migrate.ts';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
+import { workerProcessSettings } from '../../bin/worker-process.js';
 import { logTail, spawnNode, type Child } from './processes.ts';
 
 /** The Postgres server the benchmark makes its databases on. */
@@ -137,7 +138,15 @@ export class MirrorEnv {
   private spawnMirror(name: string, args: string[], taskQueue: string): Child {
     // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) goes to every mirror process: profiling.
     const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-    return spawnNode(name, [...nodeArgs, 'bin/mirror.js', ...args], { ...process.env, ...this.childEnv(taskQueue) }, join(this.shared.logDir, `${this.options.name}-${name}.log`));
+    // A worker starts with its settings from the outset (as a container would start it), so the
+    // process measured is the worker itself rather than a launcher waiting for it.
+    const worker = args[0] === 'worker' ? workerProcessSettings() : { nodeArgs: [], env: {} };
+    return spawnNode(
+      name,
+      [...nodeArgs, ...worker.nodeArgs, 'bin/mirror.js', ...args],
+      { ...process.env, ...worker.env, ...this.childEnv(taskQueue) },
+      join(this.shared.logDir, `${this.options.name}-${name}.log`),
+    );
   }
 
   /**

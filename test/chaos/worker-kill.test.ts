@@ -5,7 +5,7 @@
 // after the next complete full pass, never after a failed one.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor } from '../helpers/processes.ts';
+import { alive, childProcesses, waitFor } from '../helpers/processes.ts';
 import { startChaosMirror, type ChaosMirror, type LinkedTestAccount } from './env.ts';
 import { printOwnRows, scaled, scenario } from './report.ts';
 
@@ -54,7 +54,14 @@ describe('chaos: worker killed mid-stream', { timeout: scaled(300_000, 900_000) 
           const s = await m.stream(crm.accountId, 'customers');
           return s && s.pages >= target && s.checkpoint && !s.checkpoint.done;
         }, { timeoutMs: 120_000, intervalMs: 20 });
+        // \`mirror worker\` runs the worker in a child started with its memory settings (bin/worker-process.js);
+        // kill -9 of the command must take the worker with it.
+        const [worker] = childProcesses(m.worker.pid!);
+        assert.ok(worker, 'the worker runs in a child of the command');
+        assert.equal(worker.env.MALLOC_ARENA_MAX, process.env.MALLOC_ARENA_MAX ?? '1');
+        assert.ok(worker.argv.includes('--max-semi-space-size=4'), worker.argv.join(' '));
         await m.worker.kill9();
+        await waitFor('the worker process to die with the command', () => !alive(worker.pid), { timeoutMs: 10_000, intervalMs: 20 });
         // A COMMIT the dead worker had sent may still land: wait until its sessions are gone.
         await m.quiesceDatabase();
         const s = (await m.stream(crm.accountId, 'customers'))!;

@@ -2,7 +2,7 @@
 // as separate OS processes (so they can be killed with SIGKILL mid-flight), their log lines captured
 // line by line (the secrets scan reads them), and condition-based waits with deadlines.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -194,5 +194,43 @@ export class MirrorProcess {
   /** Resolves when the current incarnation exits (for tests that expect a crash). */
   exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     return this.exitPromise ?? Promise.resolve({ code: null, signal: null });
+  }
+}
+
+/** Live processes whose parent is `pid` (Linux /proc), with their command line and environment. */
+export function childProcesses(pid: number): { pid: number; argv: string[]; env: Record<string, string> }[] {
+  const found: { pid: number; argv: string[]; env: Record<string, string> }[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The parent's pid is the 4th field of stat, after the command name in parentheses.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== pid) continue;
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      const env = Object.fromEntries(
+        readFileSync(`/proc/${entry}/environ`, 'utf8')
+          .split('\0')
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+      );
+      found.push({ pid: Number(entry), argv, env });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+/** Whether a process is alive (signal 0 reaches it; a zombie counts as gone). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
   }
 }

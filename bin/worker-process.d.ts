@@ -1,0 +1,8 @@
+// Types of bin/worker-process.js (plain JavaScript: bin/mirror.js runs it before anything is installed).
+export declare const defaultWorkerV8Flags: string;
+export interface WorkerProcessSettings {
+  nodeArgs: string[];
+  env: Record<string, string>;
+}
+export declare function workerProcessSettings(env?: NodeJS.ProcessEnv): WorkerProcessSettings;
+export declare function missingSettings(execArgv?: string[], env?: NodeJS.ProcessEnv): WorkerProcessSettings;
