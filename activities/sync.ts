@@ -14,7 +14,7 @@ import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
-import { finishPass, keepUnchangedPage, knownPages, writePage, type KnownPage } from '../mirror/records-store.ts';
+import { finishPass, keepUnchangedPage, knownPages, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
 import { beginOrResumePass, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
 
@@ -297,13 +297,13 @@ export function createSyncActivities(deps: SyncDeps) {
      * A page that came back unchanged but could not be kept (its records changed since), read again
      * in full. Its body must still be the one judged: the ids, has_more and digest recorded with it.
      */
-    const fetchFreshItems = async (page: number, digest: string): Promise<Page['items']> => {
+    const fetchFresh = async (page: number, digest: string): Promise<Page> => {
       const again = await fetchPage(page, true);
       if (!again.page || again.page.digest !== digest) {
         // A retry of the slice starts this page over (a MirrorError of status 500 is retryable).
         throw new MirrorError(`Upstream's ${input.resource} page ${page} changed between two reads; the slice is retried`);
       }
-      return again.page.items;
+      return again.page;
     };
     // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
     let position = { page: checkpoint.page };
@@ -326,9 +326,9 @@ export function createSyncActivities(deps: SyncDeps) {
         // An unchanged page is judged by the ids and has_more it had when it was committed.
         const keep = answer.unchanged ? reusable(checkpoint.page) : undefined;
         const page: Page | undefined = answer.page;
-        const ids = page ? page.items.map((item) => item.id) : keep!.ids;
+        const ids = page ? page.ids : keep!.ids;
         const hasMore = page ? page.hasMore : keep!.hasMore;
-        const fingerprint = pageFingerprint(ids.map((id) => ({ id })));
+        const fingerprint = pageFingerprint(ids);
         if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
           // The end is confirmed: nothing past the full last page (an upstream that ignores an
           // out-of-range page number serves the last page again, which ends the pass too).
@@ -375,11 +375,10 @@ export function createSyncActivities(deps: SyncDeps) {
           if (!written) {
             // Not kept (its records changed since, or it is new): parse and write it. A page that came
             // back unchanged but cannot be kept is asked for once more, to be read this time.
-            const items = page ? page.items : await fetchFreshItems(pageNo, digest!);
             written = await writePage(pool, {
               key,
               pass,
-              items,
+              records: recordsOf(page ?? (await fetchFresh(pageNo, digest!))),
               ordinalBase: (pageNo - 1) * checkpoint.perPage,
               ...(seen ? { seen } : {}),
               checkpoint: pageCheckpoint,
@@ -419,6 +418,12 @@ export function createSyncActivities(deps: SyncDeps) {
       await Promise.allSettled([beforeLastWrite, lastWrite]);
     }
   }
+}
+
+/** A page's records for the write: its body as received where it was scanned, else its objects. */
+function recordsOf(page: Page): PageRecords {
+  const body = page.body;
+  return body ? { json: body.json, ids: page.ids, parse: () => body.parse() } : { items: page.items ?? [] };
 }
 
 /** The checkpoint without the async request of its next page (read, or given up). */

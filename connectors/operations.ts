@@ -3,8 +3,9 @@
 import { z } from 'zod';
 import { AsyncRequestExpiredError, MalformedResponseError, UpstreamNotFoundError } from '../lib/errors.ts';
 import { errorForResponse } from './response-errors.ts';
-import type { AsyncRequestHandle, UpstreamCall, UpstreamClient, UpstreamResponse } from './upstream-client.ts';
-import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type UnifiedObject } from './schemas.ts';
+import { parseJsonBody, validBody, type AsyncRequestHandle, type UpstreamCall, type UpstreamClient, type UpstreamResponse } from './upstream-client.ts';
+import { scanListBody, type ScannedList } from './list-scan.ts';
+import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type ListResponse, type UnifiedObject } from './schemas.ts';
 
 export interface AccountContext {
   accountToken: string;
@@ -27,12 +28,39 @@ export interface ListPageInput extends AccountContext {
 }
 
 export interface Page {
-  items: UnifiedObject[];
+  /** The records' ids, in the page's order. */
+  ids: string[];
+  /** The records, parsed and validated; or, when `body` is set, not parsed. */
+  items?: UnifiedObject[];
+  /** The page's JSON as received, for a body whose ids and shape were scanned (connectors/list-scan.ts). */
+  body?: RawPageBody;
   currentPage: number;
   hasMore: boolean | null;
   retrievedAt: Date;
   /** MD5 of the body as received, when asked for (`digest` of {@link startListPage}). */
   digest?: string;
+}
+
+/**
+ * A list body the mirror writes as it came: Postgres parses it. `parse` reads its records in the
+ * worker instead, where a write needs them (throws as the client does on a body it cannot use).
+ */
+export interface RawPageBody {
+  json: Buffer;
+  parse(): UnifiedObject[];
+}
+
+/** A scanned list answer's body (the client hands back what `read` returned). */
+class ScannedAnswer {
+  constructor(
+    readonly raw: Buffer,
+    readonly list: ScannedList,
+  ) {}
+}
+
+function scanned(raw: Buffer): ScannedAnswer | undefined {
+  const list = scanListBody(raw);
+  return list && new ScannedAnswer(raw, list);
 }
 
 function budget(ctx: AccountContext) {
@@ -65,13 +93,15 @@ export async function startListPage(
     digest?: { unless?: string };
   },
 ): Promise<PageOrPending> {
-  const res = await client.request(
-    { ...listCall(input), async: input.preferAsync ? 'send' : 'accept', ...(input.digest ? { digest: input.digest } : {}) },
+  const call = listCall(input);
+  const res = await client.request<ListResponse | ScannedAnswer>(
+    { ...call, async: input.preferAsync ? 'send' : 'accept', read: scanned, ...(input.digest ? { digest: input.digest } : {}) },
     listResponseSchema,
   );
   if ('handle' in res) return { pending: res.handle };
   if (res.unchanged) return { unchanged: { digest: res.digest, retrievedAt: res.retrievedAt } };
-  return { page: { ...pageOf(res.body, input.page, res.retrievedAt), ...(res.digest !== undefined ? { digest: res.digest } : {}) } };
+  const page = res.body instanceof ScannedAnswer ? rawPageOf(res.body, input.page, res.retrievedAt, call.what!) : pageOf(res.body, input.page, res.retrievedAt);
+  return { page: { ...page, ...(res.digest !== undefined ? { digest: res.digest } : {}) } };
 }
 
 /**
@@ -131,9 +161,16 @@ function listCall(input: ListPageInput): UpstreamCall & { async?: undefined; dig
   };
 }
 
-function pageOf(body: z.infer<typeof listResponseSchema>, page: number, retrievedAt: Date): Page {
+function pageOf(body: ListResponse, page: number, retrievedAt: Date): Page {
   const meta = body.meta;
-  return { items: body.data, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  return { ids: body.data.map((o) => o.id), items: body.data, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+}
+
+function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: string): Page {
+  const { ids, meta, start } = body.list;
+  const json = body.raw.subarray(start);
+  const parse = (): UnifiedObject[] => validBody(parseJsonBody(json, what, 200), listResponseSchema, what, 200).data;
+  return { ids, body: { json, parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
 export async function getObject(

@@ -70,6 +70,12 @@ export interface UpstreamCall {
    * nor validated: an {@link UnchangedAnswer} comes back instead (a page the mirror already holds).
    */
   digest?: { unless?: string };
+  /**
+   * Reads a successful, complete body (2xx, not an async answer) from its bytes, instead of parsing
+   * and validating it: what it returns is the answer's body. Undefined leaves the body to the
+   * ordinary parse and schema (which then accept it or say what is wrong with it).
+   */
+  read?: (raw: Buffer) => unknown;
 }
 
 /** A successful answer whose body digest matched the one the caller already holds; not parsed. */
@@ -205,24 +211,23 @@ export class UpstreamClient {
         const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
         // A polled answer's status is the stored request's (a stored 429 is not this poll's).
         this.governor.report(keys, rateLimits, asyncAnswer ? 200 : status, sentAt);
-        const raw = await readBody(res);
-        const digest = call.digest ? createHash('md5').update(raw).digest('hex') : undefined;
+        const chunks = await readBody(res);
+        let digest: string | undefined;
+        if (call.digest) {
+          const hash = createHash('md5');
+          for (const chunk of chunks) hash.update(chunk);
+          digest = hash.digest('hex');
+        }
         const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
         const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
         if (digest !== undefined && digest === call.digest?.unless && status >= 200 && status < 300 && !asyncAnswer) {
           return { status, unchanged: true, digest, headers: res.headers, rateLimits, retrievedAt };
         }
-        // A UTF-8 byte order mark is not JSON (TextDecoder would drop it too).
-        const text = raw.toString('utf8', raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? 3 : 0);
-        let body: unknown = undefined;
-        if (text !== '') {
-          try {
-            body = JSON.parse(text);
-          } catch (error) {
-            // A cut-off or garbled body: worth another try, like a dropped connection.
-            throw new MalformedResponseError(`Upstream sent malformed JSON for ${what}`, status, { cause: error });
-          }
-        }
+        // Joined only now: a body found unchanged (most pages of a resync) never is.
+        const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+        const read = call.read && status >= 200 && status < 300 && !asyncAnswer ? call.read(raw) : undefined;
+        if (read !== undefined) return { status, headers: res.headers, body: read as T, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
+        const body = parseJsonBody(raw, what, status);
         if (asyncAnswer) {
           return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
         }
@@ -231,20 +236,7 @@ export class UpstreamClient {
           retryAfter = ra === undefined ? undefined : Number(Array.isArray(ra) ? ra[0] : ra);
           throw errorForResponse({ status, body, what, resetAt: resetAtOf(rateLimits, Date.now()) });
         }
-        let parsed: T = body as T;
-        if (schema) {
-          const result = schema.safeParse(body);
-          if (!result.success) {
-            throw new MalformedResponseError(
-              `Upstream answered ${what} with an unexpected shape: ${result.error.issues
-                .slice(0, 3)
-                .map((i) => `${i.path.join('.') || '(root)'} ${i.message}`)
-                .join('; ')}`,
-              status,
-            );
-          }
-          parsed = result.data;
-        }
+        const parsed: T = schema ? validBody(body, schema, what, status) : (body as T);
         return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
       } catch (error) {
         failure = error;
@@ -269,15 +261,46 @@ export class UpstreamClient {
   }
 }
 
-/** Reads the body's bytes; undici hands them over already decompressed only if we ask, so inflate here. */
-async function readBody(res: Dispatcher.ResponseData): Promise<Buffer> {
-  const raw = Buffer.from(await res.body.arrayBuffer());
+/** A body's JSON (undefined for an empty body); a cut-off or garbled one throws (retryable). */
+export function parseJsonBody(raw: Buffer, what: string, status: number): unknown {
+  // A UTF-8 byte order mark is not JSON (TextDecoder would drop it too).
+  const text = raw.toString('utf8', raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? 3 : 0);
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    // A cut-off or garbled body: worth another try, like a dropped connection.
+    throw new MalformedResponseError(`Upstream sent malformed JSON for ${what}`, status, { cause: error });
+  }
+}
+
+/** A body checked against its schema; one of another shape throws, naming the first few differences. */
+export function validBody<T>(body: unknown, schema: z.ZodType<T>, what: string, status: number): T {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  throw new MalformedResponseError(
+    `Upstream answered ${what} with an unexpected shape: ${result.error.issues
+      .slice(0, 3)
+      .map((i) => `${i.path.join('.') || '(root)'} ${i.message}`)
+      .join('; ')}`,
+    status,
+  );
+}
+
+/**
+ * Reads the body's bytes, in the chunks they came in; undici hands them over already decompressed
+ * only if we ask, so inflate here.
+ */
+async function readBody(res: Dispatcher.ResponseData): Promise<Buffer[]> {
   const encoding = res.headers['content-encoding'];
   if (encoding === 'gzip' || encoding === 'deflate') {
+    const raw = Buffer.from(await res.body.arrayBuffer());
     const { gunzipSync, inflateSync } = await import('node:zlib');
-    return encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw);
+    return [encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw)];
   }
-  return raw;
+  const chunks: Buffer[] = [];
+  for await (const chunk of res.body) chunks.push(chunk as Buffer);
+  return chunks;
 }
 
 function asyncHandleOf(headers: Record<string, string | string[] | undefined>, prefix: string): AsyncRequestHandle | undefined {

@@ -1,5 +1,7 @@
 // The only code that writes mirrored records. A page goes in as one JSON parameter (the fastest
-// path measured on this platform short of COPY), together with its checkpoint, in one transaction.
+// path measured on this platform short of COPY), together with its checkpoint, in one transaction:
+// a list page as the body the upstream sent (Postgres parses it; the worker never does), objects
+// (events, writes) serialised by the worker.
 // Unchanged records (same content hash) are not rewritten; counts come out of the write itself.
 // A full pass records each committed page (its ids and the digest of its body) in stream_pages: the
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
@@ -22,11 +24,18 @@ export interface SeenPage {
   hasMore: boolean | null;
 }
 
+/**
+ * The records of a write: objects; or a list body's JSON as the upstream sent it (`{data: [...]}` or
+ * a bare array), with the ids it was scanned to hold, written as it is (Postgres parses it; the
+ * worker never does). `parse` reads its objects where Postgres cannot take the body as it is
+ * (repeated ids, a source time Postgres does not read, bytes that are not UTF-8).
+ */
+export type PageRecords = { items: readonly Record<string, unknown>[] } | { json: Buffer; ids: readonly string[]; parse(): readonly Record<string, unknown>[] };
+
 export interface PageWrite {
   key: StreamKey;
   pass: { streamId: number; generation: number };
-  /** Objects exactly as the upstream returned them (with `source_data` when requested). */
-  items: readonly Record<string, unknown>[];
+  records: PageRecords;
   /** Ordinal of the first item: keeps the upstream's order. */
   ordinalBase: number;
   /**
@@ -56,19 +65,39 @@ function volatileFields(resource: string): string[] {
   return [...(resourceDef(resource)?.urlFields ?? [])];
 }
 
-// $1 rows json, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
-// $8 keep ordinals
-const upsertSql = `
-WITH input AS (
+/**
+ * The content hash of a record: two 64-bit hashes of the parsed jsonb, of the object without its
+ * volatile fields and of its source data. Computed from the parsed values, so no text is made:
+ * md5 of their text cost Postgres a fifth of a page's write.
+ */
+const contentHash = `(lpad(to_hex(jsonb_hash_extended(data - $7::text[], 0)), 16, '0')
+          || lpad(to_hex(jsonb_hash_extended(coalesce(source_data, 'null'::jsonb), 0)), 16, '0'))::uuid`;
+
+// The rows of a write, from objects the worker serialised ({k: object, c, u: its source times}).
+const objectRows = `
   SELECT (e->'k') - 'source_data' AS data, e->'k'->'source_data' AS source_data, e->'k'->>'id' AS id,
          e->'k'->>'source_id' AS source_id, (e->>'c')::timestamptz AS sct, (e->>'u')::timestamptz AS sut,
          $6::bigint + n - 1 AS ordinal
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n)
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n)`;
+
+// The rows of a write, from a list body as the upstream sent it. Its source times were checked to
+// be ISO 8601 with a zone (connectors/list-scan.ts); milliseconds, as the objects' path keeps them.
+const bodyRows = `
+  SELECT e - 'source_data' AS data, e->'source_data' AS source_data, e->>'id' AS id, e->>'source_id' AS source_id,
+         date_trunc('milliseconds', (e->>'source_create_time')::timestamptz) AS sct,
+         date_trunc('milliseconds', (e->>'source_update_time')::timestamptz) AS sut,
+         $6::bigint + n - 1 AS ordinal
+    FROM (SELECT $1::jsonb AS b) body,
+         jsonb_array_elements(CASE WHEN jsonb_typeof(b) = 'array' THEN b ELSE b->'data' END) WITH ORDINALITY AS t(e, n)`;
+
+// $1 rows, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
+// $8 keep ordinals
+const upsertSql = (rows: string) => `
+WITH input AS (${rows}
 ), up AS (
   INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
                             source_create_time, source_update_time, generation, ordinal)
-  SELECT $2, $3, $4, id, source_id, data, source_data,
-         md5((data - $7::text[])::text || coalesce(source_data::text, ''))::uuid, sct, sut, $5, ordinal
+  SELECT $2, $3, $4, id, source_id, data, source_data, ${contentHash}, sct, sut, $5, ordinal
     FROM input
   ON CONFLICT (account_id, resource, scope, id) DO UPDATE
      SET source_id = EXCLUDED.source_id, data = EXCLUDED.data, source_data = EXCLUDED.source_data,
@@ -86,15 +115,33 @@ WITH input AS (
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
 )
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
+const upsertObjectsSql = upsertSql(objectRows);
+const upsertBodySql = upsertSql(bodyRows);
 
-/** Serialises a page for the write: the objects untouched, with their parsed source timestamps. */
-function encodeRows(items: readonly Record<string, unknown>[]): { json: string; count: number } {
+/** Serialises objects for the write: the objects untouched, with their parsed source timestamps. */
+function encodeRows(items: readonly Record<string, unknown>[]): { param: string; ids: string[] } {
   // The last copy of an id wins: one statement cannot upsert the same key twice.
   const byId = new Map<string, Record<string, unknown>>();
   for (const item of items) byId.set(String(item.id), item);
   const rows = [...byId.values()].map((k) => ({ k, c: isoOrNull(k.source_create_time), u: isoOrNull(k.source_update_time) }));
-  return { json: JSON.stringify(rows), count: rows.length };
+  return { param: JSON.stringify(rows), ids: [...byId.keys()] };
 }
+
+/**
+ * A body as a jsonb parameter in binary form: a version byte, then the JSON text (Postgres parses it
+ * as it would the text form; the worker neither decodes nor copies it into a string).
+ */
+function jsonbParam(json: Buffer): Buffer {
+  return Buffer.concat([jsonbVersion, json]);
+}
+const jsonbVersion = Buffer.of(1);
+
+/**
+ * Errors of a body Postgres will not take as it is, though it may be a good list: a source time it
+ * does not read, text that is not UTF-8, JSON it does not accept. The objects parsed in the worker
+ * are written instead (or the parse says what is wrong with the body).
+ */
+const bodyRefusals = new Set(['22007', '22008', '22P02', '22021', '22P05', '21000']);
 
 /** Records the page a full pass committed (a retried page replaces its row). */
 async function recordSeenPage(
@@ -139,13 +186,32 @@ async function relaxedCommit(client: Pick<PoolClient, 'query'>): Promise<void> {
 }
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
-  const { json, count } = encodeRows(write.items);
+  const records = write.records;
+  if ('json' in records) {
+    // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
+    if (new Set(records.ids).size === records.ids.length) {
+      try {
+        return await writeRows(pool, write, { sql: upsertBodySql, param: jsonbParam(records.json), ids: records.ids });
+      } catch (error) {
+        if (!bodyRefusals.has((error as { code?: string }).code ?? '')) throw error;
+      }
+    }
+    const { param, ids } = encodeRows(records.parse());
+    return writeRows(pool, write, { sql: upsertObjectsSql, param, ids });
+  }
+  const { param, ids } = encodeRows(records.items);
+  return writeRows(pool, write, { sql: upsertObjectsSql, param, ids });
+}
+
+/** The write itself: the records, the page's seen ids and its checkpoint, in one transaction. */
+async function writeRows(pool: Pool, write: PageWrite, rows: { sql: string; param: string | Buffer; ids: readonly string[] }): Promise<WriteCounts> {
+  const count = rows.ids.length;
   return inTransaction(pool, async (client) => {
     if (write.checkpoint) await relaxedCommit(client);
     const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
     if (count > 0) {
-      const { rows } = await client.query<{ inserted: number; updated: number }>(upsertSql, [
-        json,
+      const { rows: result } = await client.query<{ inserted: number; updated: number }>(rows.sql, [
+        rows.param,
         write.key.accountId,
         write.key.resource,
         write.key.scope,
@@ -154,12 +220,12 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
         volatileFields(write.key.resource),
         write.keepOrdinal ?? false,
       ]);
-      counts.inserted = rows[0]!.inserted;
-      counts.updated = rows[0]!.updated;
+      counts.inserted = result[0]!.inserted;
+      counts.updated = result[0]!.updated;
       counts.unchanged = count - counts.inserted - counts.updated;
     }
     if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
-    if (write.seen) await recordSeenPage(client, write.pass, write.seen, write.items.map((item) => String(item.id)));
+    if (write.seen) await recordSeenPage(client, write.pass, write.seen, rows.ids);
     if (write.checkpoint) await commitPageCheckpoint(client, write.pass, write.checkpoint, counts, count);
     return counts;
   });
@@ -172,21 +238,25 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
 export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
   return inTransaction(pool, async (client) => {
     let deleted = 0;
-    if (checkpoint.mode === 'full') {
+    if (checkpoint.mode === 'full' && !checkpoint.startedEmpty) {
       // A hash anti-join, whatever the statistics say: right after a first load (before autovacuum
       // has analyzed either table) the planner takes both sides for tiny and picks a nested loop
       // that is quadratic in the stream's size (minutes at 50k records).
       await client.query('SET LOCAL enable_nestloop = off');
+      // Records written since the pass began (by events) are the upstream's too, seen or not.
       const res = await client.query(
         `WITH seen AS MATERIALIZED (
            SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
          )
          UPDATE records r SET deleted_at = now(), mirrored_at = now()
           WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
+            AND r.mirrored_at < (SELECT pass_started_at FROM streams WHERE id = $4)
             AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = r.id)`,
         [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
       );
       deleted = res.rowCount ?? 0;
+    }
+    if (checkpoint.mode === 'full') {
       // This pass's pages are the next pass's reference; older passes' are not needed any more.
       await client.query('DELETE FROM stream_pages WHERE stream_id = $1 AND generation < $2', [pass.streamId, pass.generation]);
     }
@@ -241,7 +311,7 @@ export async function applyObjects(pool: Pool, key: StreamKey, items: readonly R
     `SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`,
     [key.accountId, key.resource, key.scope],
   );
-  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, items, ordinalBase: rows[0]?.n ?? 0, keepOrdinal: true });
+  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, records: { items }, ordinalBase: rows[0]?.n ?? 0, keepOrdinal: true });
 }
 
 /**

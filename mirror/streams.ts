@@ -26,6 +26,11 @@ export const checkpointSchema = z.object({
   /** Async requests of the next page whose results expired unread (asked again once, then failed). */
   asyncExpiries: z.number().int().min(0).optional(),
   counts: z.object({ inserted: z.number(), updated: z.number(), unchanged: z.number(), deleted: z.number() }),
+  /**
+   * A full pass that began on a stream without a live record (a first sync): nothing can be absent
+   * from it, so finishing it marks nothing deleted without looking.
+   */
+  startedEmpty: z.boolean().optional(),
 });
 export type Checkpoint = z.infer<typeof checkpointSchema>;
 
@@ -95,6 +100,13 @@ export async function beginOrResumePass(
       done: false,
       counts: { inserted: 0, updated: 0, unchanged: 0, deleted: 0 },
     };
+    if (mode === 'full') {
+      const { rows: live } = await client.query<{ any: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL) AS any`,
+        [key.accountId, key.resource, key.scope],
+      );
+      if (!live[0]!.any) checkpoint.startedEmpty = true;
+    }
     const generation = row.generation + 1;
     await client.query(
       `UPDATE streams SET generation = $2, state = 'syncing', mode = $3, checkpoint = $4, pages = 0, records = 0,

@@ -1,0 +1,63 @@
+// Finishing a full pass marks deleted what the pass did not see: only records the mirror held before
+// the pass began (a record an event wrote meanwhile is the upstream's too), and nothing at all after
+// a pass that began on an empty stream (a first sync), which skips the look.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { createPool, type Pool } from '../../mirror/pool.ts';
+import { applyObjects, finishPass, writePage } from '../../mirror/records-store.ts';
+import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+
+describe('finishing a full pass', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let key: StreamKey;
+
+  before(async () => {
+    db = await createTestDatabase('mirror_finish');
+    pool = createPool(db.url);
+    const accountId = randomUUID();
+    await pool.query(
+      `INSERT INTO linked_accounts (id, reference_id, source_system, source_system_name, token_ciphertext, token_hash, updated_at)
+       VALUES ($1, 'ref', 'fieldops', 'FieldOps', '\\x00', $2, now())`,
+      [accountId, randomBytes(32).toString('hex')],
+    );
+    key = { accountId, resource: 'customers', scope: '' };
+  });
+  after(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const objects = (...ids: string[]) => ids.map((id) => ({ id, name: `customer ${id}` }));
+
+  /** One full pass of one page holding `ids`, with `during` run between the page and the finish. */
+  async function pass(passKey: string, ids: string[], during: () => Promise<unknown> = async () => undefined) {
+    const p = await beginOrResumePass(pool, key, { passKey, mode: 'full', perPage: 100 });
+    const seen = { page: 1, perPage: 100, digest: null, hasMore: false };
+    await writePage(pool, { key, pass: p, records: { items: objects(...ids) }, ordinalBase: 0, seen, checkpoint: { ...p.checkpoint, page: 2 } });
+    await during();
+    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
+    return { started: p, deleted: await finishPass(pool, key, p, rows[0]!.checkpoint) };
+  }
+
+  async function live(): Promise<string[]> {
+    const { rows } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY id`, [key.accountId]);
+    return rows.map((r) => r.id);
+  }
+
+  it('skips the look after a first pass, and keeps what events wrote during a pass', async () => {
+    const first = await pass('p1', ['a', 'b', 'c'], () => applyObjects(pool, key, objects('e1')));
+    assert.equal(first.started.checkpoint.startedEmpty, true, 'a pass on an empty stream knows it');
+    assert.equal(first.deleted, 0);
+    assert.deepEqual(await live(), ['a', 'b', 'c', 'e1']);
+
+    // b, c and e1 were held before the second pass began and it did not see them: deleted. e2 was
+    // written by an event while it ran: kept.
+    const second = await pass('p2', ['a'], () => applyObjects(pool, key, objects('e2')));
+    assert.equal(second.started.checkpoint.startedEmpty, undefined);
+    assert.equal(second.deleted, 3);
+    assert.deepEqual(await live(), ['a', 'e2']);
+  });
+});

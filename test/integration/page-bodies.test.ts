@@ -1,0 +1,138 @@
+// A list page's body goes to Postgres as the bytes that came (the worker does not parse it); objects
+// (events, writes, bodies Postgres will not take as they are) go the parsed way. Both must leave the
+// same rows: these cases write the same page both ways, into two scopes, and compare.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { scanListBody } from '../../connectors/list-scan.ts';
+import { createPool, type Pool } from '../../mirror/pool.ts';
+import { writePage, type PageRecords } from '../../mirror/records-store.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+
+describe('page bodies written as received', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  const accountId = randomUUID();
+
+  before(async () => {
+    db = await createTestDatabase('mirror_bodies');
+    pool = createPool(db.url);
+  });
+  after(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const customer = (id: string, extra: Record<string, unknown> = {}) => ({
+    id,
+    source_id: `s-${id}`,
+    name: `Customer ${id}`,
+    source_create_time: '2023-02-09T12:17:27Z',
+    source_update_time: '2023-03-07T13:43:10.123456+02:00',
+    source_data: { data: { id, nested: [1, { deep: 'x "quoted" {' }] } },
+    ...extra,
+  });
+
+  /** The body's records as writePage takes them: scanned (as the client does), else parsed. */
+  function bodyRecords(text: string | Buffer): PageRecords {
+    const raw = typeof text === 'string' ? Buffer.from(text) : text;
+    const scanned = scanListBody(raw);
+    assert.ok(scanned, 'the fixture scans');
+    const json = raw.subarray(scanned.start);
+    const parse = () => {
+      const value = JSON.parse(json.toString('utf8')) as Record<string, unknown>[] | { data: Record<string, unknown>[] };
+      return Array.isArray(value) ? value : value.data;
+    };
+    return { json, ids: scanned.ids, parse };
+  }
+
+  async function write(scope: string, records: PageRecords, resource = 'customers') {
+    return writePage(pool, { key: { accountId, resource, scope }, pass: { streamId: 0, generation: 1 }, records, ordinalBase: 10 });
+  }
+
+  interface Row {
+    id: string;
+    source_id: string | null;
+    data: Record<string, unknown>;
+    source_data: unknown;
+    hash: string;
+    source_create_time: Date | null;
+    source_update_time: Date | null;
+    ordinal: number;
+  }
+
+  async function rows(scope: string, resource = 'customers'): Promise<Row[]> {
+    const { rows } = await pool.query<Row>(
+      `SELECT id, source_id, data, source_data, hash, source_create_time, source_update_time, ordinal FROM records
+        WHERE account_id = $1 AND resource = $2 AND scope = $3 ORDER BY id`,
+      [accountId, resource, scope],
+    );
+    return rows;
+  }
+
+  /** Writes `text` as a body into one scope and its parsed objects into another; the rows must agree. */
+  async function bothWays(name: string, text: string | Buffer, resource = 'customers'): Promise<Row[]> {
+    const asBody = await write(`${name}-body`, bodyRecords(text), resource);
+    const objects = bodyRecords(text);
+    const asObjects = await write(`${name}-objects`, { items: 'parse' in objects ? objects.parse() : [] }, resource);
+    assert.deepEqual(asBody, asObjects, `${name}: counts`);
+    const [a, b] = [await rows(`${name}-body`, resource), await rows(`${name}-objects`, resource)];
+    assert.ok(a.length > 0, `${name}: rows written`);
+    assert.deepEqual(a, b, `${name}: rows`);
+    return a;
+  }
+
+  it('writes a list body and a bare array exactly as their parsed objects', async () => {
+    const items = [customer('a'), customer('b', { source_update_time: null, source_id: null }), customer('c', { source_data: null })];
+    const written = await bothWays('list', JSON.stringify({ data: items, meta: { current_page: 1, has_more_results: false } }));
+    assert.deepEqual(
+      written.map((r) => [r.id, r.ordinal]),
+      [
+        ['a', 10],
+        ['b', 11],
+        ['c', 12],
+      ],
+    );
+    // Milliseconds, as the parsed way keeps source times.
+    assert.equal(written[0]!.source_update_time!.toISOString(), '2023-03-07T11:43:10.123Z');
+    assert.deepEqual(written[0]!.data, Object.fromEntries(Object.entries(items[0]!).filter(([k]) => k !== 'source_data')));
+    await bothWays('bare', `\uFEFF${JSON.stringify(items)}`);
+  });
+
+  it('takes the parsed way for bodies Postgres will not take as they are, with the same result', async () => {
+    // Repeated ids: the last copy wins.
+    const repeated = await bothWays('repeated', JSON.stringify({ data: [customer('a', { name: 'first' }), customer('b'), customer('a', { name: 'last' })] }));
+    assert.deepEqual(
+      repeated.map((r) => [r.id, r.data.name]),
+      [
+        ['a', 'last'],
+        ['b', 'Customer b'],
+      ],
+    );
+    // A date Postgres refuses and Date.parse rolls over.
+    await bothWays('bad-date', JSON.stringify({ data: [customer('a', { source_create_time: '2023-02-30T00:00:00Z' })] }));
+    // Bytes that are not UTF-8 in a name.
+    const text = Buffer.from(JSON.stringify({ data: [customer('a', { name: 'XX' })] }));
+    const at = text.indexOf('XX');
+    text[at] = 0xff;
+    text[at + 1] = 0xfe;
+    const written = await bothWays('not-utf8', text);
+    assert.equal(written[0]!.data.name, '\uFFFD\uFFFD');
+  });
+
+  it('hashes as the migration that introduced the hash does, volatile URL fields left out', async () => {
+    const photo = (id: string, url: string) => ({ id, name: `photo ${id}`, file_url: url, preview_url: `${url}?preview`, source_data: { id } });
+    await bothWays('photos', JSON.stringify({ data: [photo('p1', 'https://files.example/1?sig=1')] }), 'photos');
+    const before = await pool.query(`SELECT resource, scope, id, hash FROM records WHERE account_id = $1 ORDER BY 1, 2, 3`, [accountId]);
+    await pool.query(readFileSync(new URL('../../prisma/migrations/20261123020000_content_hash/migration.sql', import.meta.url), 'utf8'));
+    const afterMigration = await pool.query(`SELECT resource, scope, id, hash FROM records WHERE account_id = $1 ORDER BY 1, 2, 3`, [accountId]);
+    assert.ok(before.rows.length > 5);
+    assert.deepEqual(afterMigration.rows, before.rows);
+    // A new signed URL is no change; a new name is.
+    const again = await write('photos-body', bodyRecords(JSON.stringify({ data: [photo('p1', 'https://files.example/1?sig=2')] })), 'photos');
+    assert.deepEqual(again, { inserted: 0, updated: 0, unchanged: 1 });
+    const renamed = await write('photos-body', bodyRecords(JSON.stringify({ data: [{ ...photo('p1', 'https://files.example/1?sig=3'), name: 'renamed' }] })), 'photos');
+    assert.deepEqual(renamed, { inserted: 0, updated: 1, unchanged: 0 });
+  });
+});
