@@ -37,7 +37,7 @@ export interface Page {
   currentPage: number;
   hasMore: boolean | null;
   retrievedAt: Date;
-  /** MD5 of the body as received, when asked for (`digest` of {@link startListPage}). */
+  /** SHA-256 of the body as received, when asked for (`digest` of {@link startListPage}). */
   digest?: string;
 }
 
@@ -47,6 +47,8 @@ export interface Page {
  */
 export interface RawPageBody {
   json: Buffer;
+  /** The JSON with `byte` put in front of it, without a copy (a byte before it is kept free for this). */
+  prefixed(byte: number): Buffer;
   parse(): UnifiedObject[];
 }
 
@@ -95,7 +97,7 @@ export async function startListPage(
 ): Promise<PageOrPending> {
   const call = listCall(input);
   const res = await client.request<ListResponse | ScannedAnswer>(
-    { ...call, async: input.preferAsync ? 'send' : 'accept', read: scanned, ...(input.digest ? { digest: input.digest } : {}) },
+    { ...call, async: input.preferAsync ? 'send' : 'accept', read: scanned, headroom: 1, ...(input.digest ? { digest: input.digest } : {}) },
     listResponseSchema,
   );
   if ('handle' in res) return { pending: res.handle };
@@ -169,8 +171,15 @@ function pageOf(body: ListResponse, page: number, retrievedAt: Date): Page {
 function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: string): Page {
   const { ids, meta, start } = body.list;
   const json = body.raw.subarray(start);
+  // The byte before the JSON is free: the client's headroom (startListPage asks for one byte), or the
+  // last byte of a byte order mark, which nothing reads after the scan.
+  const prefixed = (byte: number): Buffer => {
+    const withByte = Buffer.from(json.buffer, json.byteOffset - 1, json.length + 1);
+    withByte[0] = byte;
+    return withByte;
+  };
   const parse = (): UnifiedObject[] => validBody(parseJsonBody(json, what, 200), listResponseSchema, what, 200).data;
-  return { ids, body: { json, parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  return { ids, body: { json, prefixed, parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
 export async function getObject(
