@@ -245,6 +245,9 @@ export function createSyncActivities(deps: SyncDeps) {
       await beforeLastWrite;
       await lastWrite;
     };
+    // A pass that began on a stream without a live record inserts its pages rather than upserting
+    // them, until a record turns out to be there after all (mirror/records-store.ts).
+    const fresh = checkpoint.startedEmpty ? { likely: true } : undefined;
     const maxPages = input.maxPages ?? 50;
     const known = fullPass ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
     const reusable = (page: number): KnownPage | undefined => {
@@ -381,6 +384,7 @@ export function createSyncActivities(deps: SyncDeps) {
               records: recordsOf(page ?? (await fetchFresh(pageNo, digest!))),
               ordinalBase: (pageNo - 1) * checkpoint.perPage,
               ...(seen ? { seen } : {}),
+              ...(fresh ? { fresh } : {}),
               checkpoint: pageCheckpoint,
             });
           }

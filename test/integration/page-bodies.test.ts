@@ -47,8 +47,8 @@ describe('page bodies written as received', () => {
     return { json, ids: scanned.ids, parse };
   }
 
-  async function write(scope: string, records: PageRecords, resource = 'customers') {
-    return writePage(pool, { key: { accountId, resource, scope }, pass: { streamId: 0, generation: 1 }, records, ordinalBase: 10 });
+  async function write(scope: string, records: PageRecords, resource = 'customers', fresh?: { likely: boolean }) {
+    return writePage(pool, { key: { accountId, resource, scope }, pass: { streamId: 0, generation: 1 }, records, ordinalBase: 10, ...(fresh ? { fresh } : {}) });
   }
 
   interface Row {
@@ -119,6 +119,34 @@ describe('page bodies written as received', () => {
     text[at + 1] = 0xfe;
     const written = await bothWays('not-utf8', text);
     assert.equal(written[0]!.data.name, '\uFFFD\uFFFD');
+  });
+
+  it('inserts the pages of a fresh stream, and upserts a page whose record is there after all, with the same result', async () => {
+    const page = (ids: string[], name: string) => JSON.stringify({ data: ids.map((id) => customer(id, { name: `${name} ${id}` })) });
+    // The same pages into two scopes: upserted always, and inserted while the stream looks fresh.
+    const fresh = { likely: true };
+    const first = await write('fresh-insert', bodyRecords(page(['a', 'b'], 'first')), 'customers', fresh);
+    assert.deepEqual(first, await write('fresh-upsert', bodyRecords(page(['a', 'b'], 'first'))));
+    assert.deepEqual(first, { inserted: 2, updated: 0, unchanged: 0 });
+    assert.equal(fresh.likely, true, 'no record was there: still likely fresh');
+    // The next page overlaps: `b` again, changed. The insert fails, the page is upserted.
+    const second = await write('fresh-insert', bodyRecords(page(['b', 'c'], 'second')), 'customers', fresh);
+    assert.deepEqual(second, await write('fresh-upsert', bodyRecords(page(['b', 'c'], 'second'))));
+    assert.deepEqual(second, { inserted: 1, updated: 1, unchanged: 0 });
+    assert.equal(fresh.likely, false, 'a record was there: no longer likely fresh');
+    assert.deepEqual(await rows('fresh-insert'), await rows('fresh-upsert'));
+    assert.deepEqual(
+      (await rows('fresh-insert')).map((r) => [r.id, r.data.name]),
+      [
+        ['a', 'first a'],
+        ['b', 'second b'],
+        ['c', 'second c'],
+      ],
+    );
+    // The objects' path takes the hint too.
+    const objects = { likely: true };
+    assert.deepEqual(await write('fresh-insert', { items: [customer('c', { name: 'third c' }), customer('d')] }, 'customers', objects), { inserted: 1, updated: 1, unchanged: 0 });
+    assert.equal(objects.likely, false);
   });
 
   it('hashes as the migration that introduced the hash does, volatile URL fields left out', async () => {
