@@ -427,7 +427,7 @@ export function createSyncActivities(deps: SyncDeps) {
 /** A page's records for the write: its body as received where it was scanned, else its objects. */
 function recordsOf(page: Page): PageRecords {
   const body = page.body;
-  return body ? { json: body.json, ids: page.ids, parse: () => body.parse(), prefixed: (byte) => body.prefixed(byte) } : { items: page.items ?? [] };
+  return body ? { ...body, ids: page.ids } : { items: page.items ?? [] };
 }
 
 /** The checkpoint without the async request of its next page (read, or given up). */
