@@ -45,16 +45,47 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =
   }
 }
 
-/** Runs `fn` in one transaction; rolls back on any error so nothing half-written remains. */
-export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+/** What `fn` of {@link inTransaction} may do with its transaction besides running statements on the client. */
+export interface Transaction {
+  /**
+   * Ends the transaction with `statements` (literal SQL, no parameters) and COMMIT, in one round
+   * trip; returns the statements' results. If one of them fails, COMMIT is not run and the
+   * transaction rolls back.
+   */
+  commitWith(statements: string): Promise<pg.QueryResult[]>;
+}
+
+export interface TransactionOptions {
+  /** Statements run with BEGIN, in its round trip (literal SQL, e.g. `SET LOCAL ...`). */
+  setup?: string;
+}
+
+/**
+ * Runs `fn` in one transaction; rolls back on any error so nothing half-written remains. `fn` may
+ * end it itself (`commitWith`), which saves the round trip of a separate COMMIT.
+ */
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient, tx: Transaction) => Promise<T>,
+  options: TransactionOptions = {},
+): Promise<T> {
   return withClient(pool, async (client) => {
-    await client.query('BEGIN');
+    await client.query(options.setup ? `BEGIN; ${options.setup}` : 'BEGIN');
+    let committed = false;
+    const tx: Transaction = {
+      commitWith: async (statements) => {
+        // A query of several statements (simple protocol) answers with one result each.
+        const results = (await client.query(`${statements}; COMMIT`)) as unknown as pg.QueryResult[];
+        committed = true;
+        return results;
+      },
+    };
     try {
-      const result = await fn(client);
-      await client.query('COMMIT');
+      const result = await fn(client, tx);
+      if (!committed) await client.query('COMMIT');
       return result;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     }
   });

@@ -7,8 +7,8 @@
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
 // without parsing or writing it (`keepUnchangedPage`).
 import { resourceDef } from '../lib/resources.ts';
-import { inTransaction, type Pool, type PoolClient } from './pool.ts';
-import { saveCheckpoint, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
+import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
+import { saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
 
 export interface WriteCounts {
   inserted: number;
@@ -113,9 +113,16 @@ const bodyRows = `
     FROM (SELECT $1::jsonb AS b) body,
          jsonb_array_elements(CASE WHEN jsonb_typeof(b) = 'array' THEN b ELSE b->'data' END) WITH ORDINALITY AS t(e, n)`;
 
+/** A full pass's page row (the seen-set of the pass, and what the next pass compares the page with). */
+const seenPageSql = (p: (n: number) => string) => `
+  INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
+  VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, now())
+  ON CONFLICT (stream_id, generation, page) DO UPDATE
+     SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`;
+
 // $1 rows, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
-// $8 keep ordinals (only an upsert has $8)
-const writeSql = (rows: string, upsert: boolean) => `
+// $8 keep ordinals (only an upsert has $8); then, with `seen`, the page row's 7 values.
+const writeSql = (rows: string, upsert: boolean, seen: boolean) => `
 WITH input AS (${rows}
 ), up AS (
   INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
@@ -140,12 +147,17 @@ WITH input AS (${rows}
       : ''
   }
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
-)
+)${seen ? `, seen AS (${seenPageSql((i) => `$${(upsert ? 9 : 8) + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
-const statements = {
-  objects: { upsert: writeSql(objectRows, true), insert: writeSql(objectRows, false) },
-  body: { upsert: writeSql(bodyRows, true), insert: writeSql(bodyRows, false) },
-};
+const rowSources = { objects: objectRows, body: bodyRows };
+const statements = new Map<string, string>();
+/** The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not. */
+function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean): string {
+  const name = `${kind}:${upsert}:${seen}`;
+  let sql = statements.get(name);
+  if (!sql) statements.set(name, (sql = writeSql(rowSources[kind], upsert, seen)));
+  return sql;
+}
 const uniqueViolation = '23505';
 
 /** Serialises objects for the write: the objects untouched, with their parsed source timestamps. */
@@ -180,18 +192,20 @@ async function recordSeenPage(
   seen: SeenPage,
   ids: readonly string[],
 ): Promise<void> {
-  await client.query(
-    `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, now())
-     ON CONFLICT (stream_id, generation, page) DO UPDATE
-        SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
-    [pass.streamId, pass.generation, seen.page, seen.perPage, seen.digest, ids, seen.hasMore],
-  );
+  await client.query(seenPageSql((i) => `$${i + 1}`), seenPageValues(pass, seen, ids));
 }
 
-/** Saves the checkpoint that follows a page: the pages before it (`checkpoint`) plus this page's counts. */
+function seenPageValues(pass: { streamId: number; generation: number }, seen: SeenPage, ids: readonly string[]): unknown[] {
+  return [pass.streamId, pass.generation, seen.page, seen.perPage, seen.digest, ids, seen.hasMore];
+}
+
+/**
+ * Saves the checkpoint that follows a page (the pages before it, `checkpoint`, plus this page's
+ * counts) and commits the page, in one round trip.
+ */
 async function commitPageCheckpoint(
-  client: Pick<PoolClient, 'query'>,
+  client: Pick<PoolClient, 'escapeLiteral'>,
+  tx: Transaction,
   pass: { streamId: number; generation: number },
   checkpoint: Checkpoint | (() => Promise<Checkpoint>),
   counts: WriteCounts,
@@ -203,17 +217,15 @@ async function commitPageCheckpoint(
     ...base,
     counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
   };
-  await saveCheckpoint(client, pass, next, { pages: 1, records });
+  await saveCheckpointAndCommit(client, tx, pass, next, { pages: 1, records });
 }
 
 /**
  * Page writes of a pass commit without waiting for the WAL flush: a page and its checkpoint are one
  * transaction, so a Postgres crash can only lose both (the pass then fetches the page again), never
- * one without the other. Saves a flush per page.
+ * one without the other. Saves a flush per page; set with BEGIN, in its round trip.
  */
-async function relaxedCommit(client: Pick<PoolClient, 'query'>): Promise<void> {
-  await client.query('SET LOCAL synchronous_commit = off');
-}
+const relaxedCommit: TransactionOptions = { setup: 'SET LOCAL synchronous_commit = off' };
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
@@ -234,7 +246,7 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
 }
 
 interface Rows {
-  kind: keyof typeof statements;
+  kind: keyof typeof rowSources;
   param: string | Buffer;
   ids: readonly string[];
 }
@@ -252,27 +264,33 @@ async function writeRows(pool: Pool, write: PageWrite, rows: Rows): Promise<Writ
   return writeRowsOnce(pool, write, rows, true);
 }
 
-/** The write itself: the records, the page's seen ids and its checkpoint, in one transaction. */
+/**
+ * The write itself: the records, the page's seen ids and its checkpoint, in one transaction of three
+ * round trips (BEGIN; the records with the page's row; the checkpoint with COMMIT).
+ */
 async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: boolean): Promise<WriteCounts> {
   const count = rows.ids.length;
-  return inTransaction(pool, async (client) => {
-    if (write.checkpoint) await relaxedCommit(client);
-    const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
-    if (count > 0) {
-      const params = [rows.param, write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
-      const { rows: result } = await client.query<{ inserted: number; updated: number }>(
-        upsert ? statements[rows.kind].upsert : statements[rows.kind].insert,
-        upsert ? [...params, write.keepOrdinal ?? false] : params,
-      );
-      counts.inserted = result[0]!.inserted;
-      counts.updated = result[0]!.updated;
-      counts.unchanged = count - counts.inserted - counts.updated;
-    }
-    if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
-    if (write.seen) await recordSeenPage(client, write.pass, write.seen, rows.ids);
-    if (write.checkpoint) await commitPageCheckpoint(client, write.pass, write.checkpoint, counts, count);
-    return counts;
-  });
+  return inTransaction(
+    pool,
+    async (client, tx) => {
+      const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
+      if (count > 0) {
+        const params: unknown[] = [rows.param, write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
+        if (upsert) params.push(write.keepOrdinal ?? false);
+        if (write.seen) params.push(...seenPageValues(write.pass, write.seen, rows.ids));
+        const { rows: result } = await client.query<{ inserted: number; updated: number }>(statement(rows.kind, upsert, Boolean(write.seen)), params);
+        counts.inserted = result[0]!.inserted;
+        counts.updated = result[0]!.updated;
+        counts.unchanged = count - counts.inserted - counts.updated;
+      } else if (write.seen) {
+        await recordSeenPage(client, write.pass, write.seen, rows.ids);
+      }
+      if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
+      if (write.checkpoint) await commitPageCheckpoint(client, tx, write.pass, write.checkpoint, counts, count);
+      return counts;
+    },
+    write.checkpoint ? relaxedCommit : {},
+  );
 }
 
 /**
@@ -416,32 +434,35 @@ export async function keepUnchangedPage(
   input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage; checkpoint: Checkpoint | (() => Promise<Checkpoint>) },
 ): Promise<WriteCounts | null> {
   const distinct = [...new Set(input.known.ids)];
-  return inTransaction(pool, async (client) => {
-    await relaxedCommit(client);
-    // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
-    // Nothing changed outside a pass since the page was written: its records are as it left them
-    // (a pass changes a record only through a page that holds it). Else each record is looked at.
-    const { rows } = await client.query<{ quiet: boolean }>(
-      `SELECT (s.touched_at IS NULL OR s.touched_at <= p.written_at) AS quiet
-         FROM streams s JOIN stream_pages p ON p.stream_id = s.id AND p.generation = $2 AND p.page = $3
-        WHERE s.id = $1`,
-      [input.pass.streamId, input.known.generation, input.known.page],
-    );
-    if (!rows[0]) return null;
-    if (!rows[0].quiet && !(await recordsIntact(client, input.key, input.pass.streamId, input.known, distinct))) return null;
-    // The page's records are as they were when it was written: that time stays its own.
-    await client.query(
-      `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
-       SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
-        WHERE stream_id = $1 AND generation = $2 AND page = $4
-       ON CONFLICT (stream_id, generation, page) DO UPDATE
-          SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
-      [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
-    );
-    const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
-    await commitPageCheckpoint(client, input.pass, input.checkpoint, counts, distinct.length);
-    return counts;
-  });
+  return inTransaction(
+    pool,
+    async (client, tx) => {
+      // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
+      // Nothing changed outside a pass since the page was written: its records are as it left them
+      // (a pass changes a record only through a page that holds it). Else each record is looked at.
+      const { rows } = await client.query<{ quiet: boolean }>(
+        `SELECT (s.touched_at IS NULL OR s.touched_at <= p.written_at) AS quiet
+           FROM streams s JOIN stream_pages p ON p.stream_id = s.id AND p.generation = $2 AND p.page = $3
+          WHERE s.id = $1`,
+        [input.pass.streamId, input.known.generation, input.known.page],
+      );
+      if (!rows[0]) return null;
+      if (!rows[0].quiet && !(await recordsIntact(client, input.key, input.pass.streamId, input.known, distinct))) return null;
+      // The page's records are as they were when it was written: that time stays its own.
+      await client.query(
+        `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
+         SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
+          WHERE stream_id = $1 AND generation = $2 AND page = $4
+         ON CONFLICT (stream_id, generation, page) DO UPDATE
+            SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
+        [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
+      );
+      const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
+      await commitPageCheckpoint(client, tx, input.pass, input.checkpoint, counts, distinct.length);
+      return counts;
+    },
+    relaxedCommit,
+  );
 }
 
 /** Whether every record of a known page is in the mirror, live, and unchanged since it was written. */

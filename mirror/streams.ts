@@ -2,7 +2,7 @@
 // written in the same transaction as the page it follows (see records-store.ts).
 import { z } from 'zod';
 import { MirrorError } from '../lib/errors.ts';
-import { inTransaction, type Pool, type PoolClient } from './pool.ts';
+import { inTransaction, type Pool, type PoolClient, type Transaction } from './pool.ts';
 
 export type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
 export type PassMode = 'full' | 'incremental';
@@ -136,6 +136,45 @@ export async function saveCheckpoint(
     [pass.streamId, pass.generation, JSON.stringify(checkpoint), delta.pages, delta.records, checkpoint.passKey],
   );
   if (rowCount !== 1) throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+}
+
+/** Text of the cast that fails the checkpoint of a replaced pass (see {@link saveCheckpointAndCommit}). */
+const stalePassCast = 'stale pass, checkpoint rows saved: ';
+
+/**
+ * Writes the checkpoint that follows a page and commits the page's transaction, in one round trip
+ * (so the statement is literal SQL, sent with COMMIT). If the pass was replaced meanwhile the
+ * statement fails, COMMIT does not run, and the page rolls back: {@link StalePassError}.
+ */
+export async function saveCheckpointAndCommit(
+  client: Pick<PoolClient, 'escapeLiteral'>,
+  tx: Transaction,
+  pass: { streamId: number; generation: number },
+  checkpoint: Checkpoint,
+  delta: { pages: number; records: number },
+): Promise<void> {
+  const text = (v: string): string => client.escapeLiteral(v);
+  const int = (n: number): string => {
+    if (!Number.isSafeInteger(n)) throw new TypeError(`A checkpoint's numbers are integers, not ${n}`);
+    return String(n);
+  };
+  try {
+    await tx.commitWith(`
+WITH saved AS (
+  UPDATE streams SET checkpoint = ${text(JSON.stringify(checkpoint))}, pages = pages + ${int(delta.pages)},
+         records = records + ${int(delta.records)}, updated_at = now()
+   WHERE id = ${int(pass.streamId)} AND generation = ${int(pass.generation)} AND checkpoint->>'passKey' = ${text(checkpoint.passKey)}
+  RETURNING 1
+)
+-- No row saved: the cast fails, so COMMIT does not run. (Its text includes count(*): a constant
+-- would be cast, and fail, at planning, whatever the count.)
+SELECT CASE WHEN count(*) = 1 THEN 0 ELSE (${text(stalePassCast)} || count(*))::int END FROM saved`);
+  } catch (error) {
+    if ((error as { code?: string }).code === '22P02' && String((error as Error).message).includes(stalePassCast)) {
+      throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+    }
+    throw error;
+  }
 }
 
 export async function markStreamFailed(pool: Pool, key: StreamKey, message: string): Promise<void> {

@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/pool.ts';
 import { applyObjects, finishPass, writePage } from '../../mirror/records-store.ts';
-import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { beginOrResumePass, StalePassError, type StreamKey } from '../../mirror/streams.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 describe('finishing a full pass', () => {
@@ -59,5 +59,40 @@ describe('finishing a full pass', () => {
     assert.equal(second.started.checkpoint.startedEmpty, undefined);
     assert.equal(second.deleted, 3);
     assert.deepEqual(await live(), ['a', 'e2']);
+  });
+
+  it('commits a page with its checkpoint, and nothing of a page whose pass was replaced meanwhile', async () => {
+    const old = await beginOrResumePass(pool, key, { passKey: 'p3', mode: 'full', perPage: 100 });
+    const seen = { page: 1, perPage: 100, digest: 'd1', hasMore: true };
+    const counts = await writePage(pool, { key, pass: old, records: { items: objects('s1', 's2') }, ordinalBase: 0, seen, checkpoint: { ...old.checkpoint, page: 2 } });
+    assert.deepEqual(counts, { inserted: 2, updated: 0, unchanged: 0 });
+    const stream = async () =>
+      (
+        await pool.query<{ generation: number; pages: number; records: number; page: number; inserted: number }>(
+          `SELECT generation, pages, records, (checkpoint->>'page')::int AS page, (checkpoint->'counts'->>'inserted')::int AS inserted FROM streams WHERE id = $1`,
+          [old.streamId],
+        )
+      ).rows[0]!;
+    assert.deepEqual(await stream(), { generation: old.generation, pages: 1, records: 2, page: 2, inserted: 2 }, 'the checkpoint was committed with the page');
+
+    // Another pass takes the stream over before the old one writes its next page.
+    const replacing = await beginOrResumePass(pool, key, { passKey: 'p4', mode: 'full', perPage: 100 });
+    assert.equal(replacing.generation, old.generation + 1);
+    await assert.rejects(
+      writePage(pool, {
+        key,
+        pass: old,
+        records: { items: objects('s3') },
+        ordinalBase: 100,
+        seen: { ...seen, page: 2 },
+        checkpoint: { ...old.checkpoint, page: 3 },
+      }),
+      StalePassError,
+    );
+    const { rows: written } = await pool.query(`SELECT 1 FROM records WHERE account_id = $1 AND resource = 'customers' AND id = 's3'`, [key.accountId]);
+    assert.equal(written.length, 0, "the stale pass's page rolled back");
+    const { rows: pageRows } = await pool.query(`SELECT 1 FROM stream_pages WHERE stream_id = $1 AND generation = $2 AND page = 2`, [old.streamId, old.generation]);
+    assert.equal(pageRows.length, 0, "and its page row with it");
+    assert.deepEqual(await stream(), { generation: replacing.generation, pages: 0, records: 0, page: 1, inserted: 0 }, "the new pass's checkpoint is untouched");
   });
 });
