@@ -36,10 +36,17 @@ export interface StreamSpec {
   projectId?: string;
 }
 
+const defaultSlicePages = 200;
+
 export interface SyncSliceInput extends StreamSpec {
   passKey: string;
   mode: PassMode;
-  /** Pages to fetch in this activity before returning to the workflow. */
+  /**
+   * Pages to fetch in this activity before returning to the workflow (default 200). Each return
+   * drains the two writes in flight and starts the next slice with one: bench [2] (200 pages) ran
+   * 2-4% faster in one slice than in four of 50. A slice resumes from its last committed page, so
+   * its size bounds no refetch, only the time between two workflow tasks.
+   */
   maxPages?: number;
   includeSourceData?: boolean;
   /**
@@ -248,7 +255,7 @@ export function createSyncActivities(deps: SyncDeps) {
     // A pass that began on a stream without a live record inserts its pages rather than upserting
     // them, until a record turns out to be there after all (mirror/records-store.ts).
     const fresh = checkpoint.startedEmpty ? { likely: true } : undefined;
-    const maxPages = input.maxPages ?? 50;
+    const maxPages = input.maxPages ?? defaultSlicePages;
     const known = fullPass ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
     const reusable = (page: number): KnownPage | undefined => {
       const k = known.get(page);
