@@ -6,7 +6,7 @@ describe('worker process settings', () => {
   it('asks for one malloc arena and the V8 flags by default', () => {
     const s = workerProcessSettings({});
     assert.deepEqual(s.env, { MALLOC_ARENA_MAX: '1' });
-    assert.deepEqual(s.nodeArgs, ['--max-semi-space-size=4', '--heap-growing-percent=30']);
+    assert.deepEqual(s.nodeArgs, ['--max-semi-space-size=4', '--heap-growing-percent=50']);
   });
 
   it('keeps what the environment says', () => {
@@ -15,8 +15,8 @@ describe('worker process settings', () => {
   });
 
   it('lacks nothing once started with them, whatever values the command line gave', () => {
-    assert.deepEqual(missingSettings([], {}), { env: { MALLOC_ARENA_MAX: '1' }, nodeArgs: ['--max-semi-space-size=4', '--heap-growing-percent=30'] });
-    assert.deepEqual(missingSettings(['--max_semi_space_size=16', '--heap-growing-percent=30'], { MALLOC_ARENA_MAX: '2' }), { env: {}, nodeArgs: [] });
-    assert.deepEqual(missingSettings(['--cpu-prof'], { MALLOC_ARENA_MAX: '1' }).nodeArgs, ['--max-semi-space-size=4', '--heap-growing-percent=30']);
+    assert.deepEqual(missingSettings([], {}), { env: { MALLOC_ARENA_MAX: '1' }, nodeArgs: ['--max-semi-space-size=4', '--heap-growing-percent=50'] });
+    assert.deepEqual(missingSettings(['--max_semi_space_size=16', '--heap-growing-percent=50'], { MALLOC_ARENA_MAX: '2' }), { env: {}, nodeArgs: [] });
+    assert.deepEqual(missingSettings(['--cpu-prof'], { MALLOC_ARENA_MAX: '1' }).nodeArgs, ['--max-semi-space-size=4', '--heap-growing-percent=50']);
   });
 });
