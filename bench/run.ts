@@ -381,8 +381,8 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
  * cache (sandbox/resources/routes.ts; 1 GiB at most, so lists of up to about 390,000 records). The
  * passes of [2] and [3] then read an upstream whose rendering is as cheap in both, rather than one
  * that renders every page again on the mirror's own two cores. A real upstream's CPU is not the
- * mirror's. BENCH_SANDBOX_CACHE_MB sets another size (64 is the
- * sandbox's own default, which holds about a quarter of the default list).
+ * mirror's. BENCH_SANDBOX_CACHE_MB sets another size (64 is the sandbox's own default, which holds
+ * about a quarter of the default list).
  */
 function mainSandboxCacheMb(records: number): number {
   const set = process.env.BENCH_SANDBOX_CACHE_MB;

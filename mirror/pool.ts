@@ -49,10 +49,9 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =
 export interface Transaction {
   /**
    * Ends the transaction with `statements` (literal SQL, no parameters) and COMMIT, in one round
-   * trip; returns the statements' results. If one of them fails, COMMIT is not run and the
-   * transaction rolls back.
+   * trip. If one of them fails, COMMIT is not run and the transaction rolls back.
    */
-  commitWith(statements: string): Promise<pg.QueryResult[]>;
+  commitWith(statements: string): Promise<void>;
 }
 
 export interface TransactionOptions {
@@ -74,10 +73,9 @@ export async function inTransaction<T>(
     let committed = false;
     const tx: Transaction = {
       commitWith: async (statements) => {
-        // A query of several statements (simple protocol) answers with one result each.
-        const results = (await client.query(`${statements}; COMMIT`)) as unknown as pg.QueryResult[];
+        // Several statements in one query: the simple protocol, which stops at the first that fails.
+        await client.query(`${statements}; COMMIT`);
         committed = true;
-        return results;
       },
     };
     try {

@@ -330,7 +330,7 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
         WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $4`,
       [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey],
     );
-    if (rowCount !== 1) throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+    if (rowCount !== 1) throw StalePassError.of(pass.streamId);
     await client.query(
       `UPDATE sync_runs SET status = 'succeeded', finished_at = now(), pages = (SELECT pages FROM streams WHERE id = $1),
               inserted = $3, updated = $4, unchanged = $5, deleted = $6

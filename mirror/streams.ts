@@ -51,6 +51,10 @@ export interface StreamPass {
 /** A pass that another run has replaced: the caller must stop writing. */
 export class StalePassError extends MirrorError {
   override readonly code = 'stale_pass';
+
+  static of(streamId: number): StalePassError {
+    return new StalePassError(`Stream ${streamId} moved on to another pass; this one stops.`);
+  }
 }
 
 interface StreamRow {
@@ -135,7 +139,7 @@ export async function saveCheckpoint(
       WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $6`,
     [pass.streamId, pass.generation, JSON.stringify(checkpoint), delta.pages, delta.records, checkpoint.passKey],
   );
-  if (rowCount !== 1) throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+  if (rowCount !== 1) throw StalePassError.of(pass.streamId);
 }
 
 /** Text of the cast that fails the checkpoint of a replaced pass (see {@link saveCheckpointAndCommit}). */
@@ -171,7 +175,7 @@ WITH saved AS (
 SELECT CASE WHEN count(*) = 1 THEN 0 ELSE (${text(stalePassCast)} || count(*))::int END FROM saved`);
   } catch (error) {
     if ((error as { code?: string }).code === '22P02' && String((error as Error).message).includes(stalePassCast)) {
-      throw new StalePassError(`Stream ${pass.streamId} moved on to another pass; this one stops.`);
+      throw StalePassError.of(pass.streamId);
     }
     throw error;
   }
