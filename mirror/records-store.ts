@@ -150,12 +150,15 @@ WITH input AS (${rows}
 )${seen ? `, seen AS (${seenPageSql((i) => `$${(upsert ? 9 : 8) + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
 const rowSources = { objects: objectRows, body: bodyRows };
-const statements = new Map<string, string>();
-/** The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not. */
-function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean): string {
-  const name = `${kind}:${upsert}:${seen}`;
+const statements = new Map<string, { name: string; text: string }>();
+/**
+ * The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not.
+ * Named, so each connection parses it once (see `genericPlan`).
+ */
+function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean): { name: string; text: string } {
+  const name = `mirror-write:${kind}:${upsert}:${seen}`;
   let sql = statements.get(name);
-  if (!sql) statements.set(name, (sql = writeSql(rowSources[kind], upsert, seen)));
+  if (!sql) statements.set(name, (sql = { name, text: writeSql(rowSources[kind], upsert, seen) }));
   return sql;
 }
 const uniqueViolation = '23505';
@@ -225,7 +228,16 @@ async function commitPageCheckpoint(
  * transaction, so a Postgres crash can only lose both (the pass then fetches the page again), never
  * one without the other. Saves a flush per page; set with BEGIN, in its round trip.
  */
-const relaxedCommit: TransactionOptions = { setup: 'SET LOCAL synchronous_commit = off' };
+const relaxedCommit: TransactionOptions = { setup: 'SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan' };
+
+/**
+ * A write's plan does not depend on its values, but Postgres plans a statement afresh for its first
+ * executions (and an unnamed one every time) with the values as constants: it then folds the 1 MB
+ * page into the plan and copies it about. That was 9% of Postgres's CPU in a full pass. The named
+ * statement (`statement`) under a generic plan is planned once per connection. Page writes of a
+ * pass set this with `relaxedCommit`.
+ */
+const genericPlan: TransactionOptions = { setup: 'SET LOCAL plan_cache_mode = force_generic_plan' };
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
@@ -278,7 +290,7 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
         const params: unknown[] = [rows.param, write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
         if (upsert) params.push(write.keepOrdinal ?? false);
         if (write.seen) params.push(...seenPageValues(write.pass, write.seen, rows.ids));
-        const { rows: result } = await client.query<{ inserted: number; updated: number }>(statement(rows.kind, upsert, Boolean(write.seen)), params);
+        const { rows: result } = await client.query<{ inserted: number; updated: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen)), values: params });
         counts.inserted = result[0]!.inserted;
         counts.updated = result[0]!.updated;
         counts.unchanged = count - counts.inserted - counts.updated;
@@ -289,7 +301,7 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
       if (write.checkpoint) await commitPageCheckpoint(client, tx, write.pass, write.checkpoint, counts, count);
       return counts;
     },
-    write.checkpoint ? relaxedCommit : {},
+    write.checkpoint ? relaxedCommit : genericPlan,
   );
 }
 
