@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { AsyncRequestExpiredError, MalformedResponseError, UpstreamNotFoundError } from '../lib/errors.ts';
 import { errorForResponse } from './response-errors.ts';
 import { parseJsonBody, validBody, type AsyncRequestHandle, type UpstreamCall, type UpstreamClient, type UpstreamResponse } from './upstream-client.ts';
-import { scanListBody, type ScannedList } from './list-scan.ts';
+import { scanListBody, splitSourceData, type ScannedList } from './list-scan.ts';
 import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type ListResponse, type UnifiedObject } from './schemas.ts';
 
 export interface AccountContext {
@@ -49,6 +49,11 @@ export interface RawPageBody {
   json: Buffer;
   /** The JSON with `byte` put in front of it, without a copy (a byte before it is kept free for this). */
   prefixed(byte: number): Buffer;
+  /**
+   * Where every record has source data: the records and their source data as two arrays, after
+   * `byte` (connectors/list-scan.ts `splitSourceData`).
+   */
+  split?(byte: number): Buffer;
   parse(): UnifiedObject[];
 }
 
@@ -169,7 +174,7 @@ function pageOf(body: ListResponse, page: number, retrievedAt: Date): Page {
 }
 
 function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: string): Page {
-  const { ids, meta, start } = body.list;
+  const { ids, meta, start, sourceData } = body.list;
   const json = body.raw.subarray(start);
   // The byte before the JSON is free: the client's headroom (startListPage asks for one byte), or the
   // last byte of a byte order mark, which nothing reads after the scan.
@@ -179,7 +184,8 @@ function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: s
     return withByte;
   };
   const parse = (): UnifiedObject[] => validBody(parseJsonBody(json, what, 200), listResponseSchema, what, 200).data;
-  return { ids, body: { json, prefixed, parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  const split = sourceData && ((byte: number): Buffer => splitSourceData(body.raw, sourceData, Buffer.of(byte)));
+  return { ids, body: { json, prefixed, ...(split && { split }), parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
 export async function getObject(

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { scanListBody } from '../../connectors/list-scan.ts';
+import { scanListBody, splitSourceData } from '../../connectors/list-scan.ts';
 import { createPool, type Pool } from '../../mirror/pool.ts';
 import { writePage, type PageRecords } from '../../mirror/records-store.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
@@ -34,8 +34,11 @@ describe('page bodies written as received', () => {
     ...extra,
   });
 
-  /** The body's records as writePage takes them: scanned (as the client does), else parsed. */
-  function bodyRecords(text: string | Buffer): PageRecords {
+  /**
+   * The body's records as writePage takes them: scanned (as the client does), else parsed; split from
+   * their source data where every record has it, unless `split` is false.
+   */
+  function bodyRecords(text: string | Buffer, split = true): PageRecords {
     const raw = typeof text === 'string' ? Buffer.from(text) : text;
     const scanned = scanListBody(raw);
     assert.ok(scanned, 'the fixture scans');
@@ -44,7 +47,8 @@ describe('page bodies written as received', () => {
       const value = JSON.parse(json.toString('utf8')) as Record<string, unknown>[] | { data: Record<string, unknown>[] };
       return Array.isArray(value) ? value : value.data;
     };
-    return { json, ids: scanned.ids, parse };
+    const offsets = scanned.sourceData;
+    return { json, ids: scanned.ids, parse, ...(split && offsets && { split: (byte: number) => splitSourceData(raw, offsets, Buffer.of(byte)) }) };
   }
 
   async function write(scope: string, records: PageRecords, resource = 'customers', fresh?: { likely: boolean }) {
@@ -71,15 +75,21 @@ describe('page bodies written as received', () => {
     return rows;
   }
 
-  /** Writes `text` as a body into one scope and its parsed objects into another; the rows must agree. */
+  /**
+   * Writes `text` as a body into one scope (split from its source data where it can be, and again
+   * whole, into another) and its parsed objects into another; the rows must agree.
+   */
   async function bothWays(name: string, text: string | Buffer, resource = 'customers'): Promise<Row[]> {
     const asBody = await write(`${name}-body`, bodyRecords(text), resource);
+    const asWhole = await write(`${name}-whole`, bodyRecords(text, false), resource);
     const objects = bodyRecords(text);
     const asObjects = await write(`${name}-objects`, { items: 'parse' in objects ? objects.parse() : [] }, resource);
     assert.deepEqual(asBody, asObjects, `${name}: counts`);
-    const [a, b] = [await rows(`${name}-body`, resource), await rows(`${name}-objects`, resource)];
+    assert.deepEqual(asWhole, asObjects, `${name}: counts of the body whole`);
+    const [a, w, b] = [await rows(`${name}-body`, resource), await rows(`${name}-whole`, resource), await rows(`${name}-objects`, resource)];
     assert.ok(a.length > 0, `${name}: rows written`);
     assert.deepEqual(a, b, `${name}: rows`);
+    assert.deepEqual(w, b, `${name}: rows of the body whole`);
     return a;
   }
 
@@ -98,6 +108,45 @@ describe('page bodies written as received', () => {
     assert.equal(written[0]!.source_update_time!.toISOString(), '2023-03-07T11:43:10.123Z');
     assert.deepEqual(written[0]!.data, Object.fromEntries(Object.entries(items[0]!).filter(([k]) => k !== 'source_data')));
     await bothWays('bare', `\uFEFF${JSON.stringify(items)}`);
+  });
+
+  it('writes records split from their source data as they are whole, wherever the source data is', async () => {
+    const sourceData = '{"data":{"id":7,"nested":[1,{"deep":"x \\"quoted\\" {"}]}}';
+    const records = [
+      `{"id":"first","source_data":${sourceData},"name":"n"}`,
+      `{ "name" : "n" , "id" : "middle" , "source_data" : ${sourceData} , "source_id" : "s" }`,
+      `{"id":"last","name":"n","source_data" : ${sourceData} }`,
+      `{"source_data":null,"id":"null-first"}`,
+      `{"id":"number","source_data":12 ,"name":"n"}`,
+      `{"id":"string","source_data":"a , b }"}`,
+      `{"id":"nested","data":{"source_data":1},"source_data":[{"source_data":2}]}`,
+    ];
+    const text = `{"data":[${records.join(',')}]}`;
+    assert.ok(scanListBody(Buffer.from(text))?.sourceData, 'every record has source data: split');
+    const written = await bothWays('split', text);
+    assert.deepEqual(
+      written.map((r) => [r.id, r.source_data]),
+      [
+        ['first', JSON.parse(sourceData)],
+        ['last', JSON.parse(sourceData)],
+        ['middle', JSON.parse(sourceData)],
+        ['nested', [{ source_data: 2 }]],
+        ['null-first', null],
+        ['number', 12],
+        ['string', 'a , b }'],
+      ],
+    );
+    assert.deepEqual(written.find((r) => r.id === 'nested')!.data, { id: 'nested', data: { source_data: 1 } });
+    // Postgres takes the split records as they are (the parsed way is not what wrote them).
+    const splitOnly = { ...bodyRecords(text), parse: () => assert.fail('the split body was refused') };
+    await write('split-only', splitOnly);
+    assert.deepEqual(await rows('split-only'), written);
+    // A record without source data, or with two: the body goes whole.
+    for (const odd of [`{"id":"none"}`, `{"id":"twice","source_data":1,"source_data":2}`]) {
+      const mixed = `{"data":[${records[0]},${odd}]}`;
+      assert.equal(scanListBody(Buffer.from(mixed))?.sourceData, undefined, mixed);
+      await bothWays(`mixed-${odd.length}`, mixed);
+    }
   });
 
   it('takes the parsed way for bodies Postgres will not take as they are, with the same result', async () => {

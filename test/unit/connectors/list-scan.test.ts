@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { scanListBody } from '../../../connectors/list-scan.ts';
+import { scanListBody, splitSourceData } from '../../../connectors/list-scan.ts';
 import { listResponseSchema } from '../../../connectors/schemas.ts';
 
 const scan = (text: string) => scanListBody(Buffer.from(text));
@@ -74,6 +74,39 @@ describe('scanListBody', () => {
       ``,
     ];
     for (const text of unsupported) assert.equal(scan(text), undefined, text);
+  });
+
+  it('splits records from their source data, wherever it is in them, into JSON that parses to both', () => {
+    const sourceData = '{"data":{"id":7,"nested":[1,{"deep":"x \\"quoted\\" }{"}]}}';
+    const records = [
+      `{"id":"first","source_data":${sourceData},"name":"n"}`,
+      `{ "name" : "n" , "id" : "middle" , "source_data" : ${sourceData} , "source_id" : "s" }`,
+      `{"id":"last","name":"n","source_data" : ${sourceData} }`,
+      `{"source_data":null}`.replace('{', '{"id":"only-but-id",'),
+      `{"source_data":true,"id":"first-scalar"}`,
+      `{"id":"number","source_data":-1.5e3 ,"name":"n"}`,
+      `{"id":"string","source_data":"a , b }"}`,
+      `{"id":"nested","data":{"source_data":1},"source_data":[{"source_data":2}],"z":{}}`,
+      `{"source_data":{}, "id":"spaced" }`,
+    ];
+    for (const body of [`{"data":[${records.join(',')}],"meta":{"has_more_results":false}}`, `\uFEFF [ ${records.join(' ,\n')} ]`]) {
+      const raw = Buffer.from(body);
+      const got = scanListBody(raw);
+      assert.ok(got?.sourceData, body);
+      const split = splitSourceData(raw, got.sourceData, Buffer.from('>'));
+      assert.equal(split.toString('utf8', 0, 1), '>');
+      const parsedRecords = records.map((r) => JSON.parse(r) as Record<string, unknown>);
+      assert.deepEqual(JSON.parse(split.toString('utf8', 1)), [
+        parsedRecords.map(({ source_data: _, ...rest }) => rest),
+        parsedRecords.map((r) => r.source_data),
+      ]);
+    }
+    // Where a record has no source data, or two, there is nothing to split: the body goes whole.
+    for (const odd of [`{"id":"none"}`, `{"id":"twice","source_data":1,"source_data":2}`]) {
+      assert.equal(scan(`[${records[0]},${odd}]`)?.sourceData, undefined, odd);
+      assert.equal(scan(`[${odd},${records[0]}]`)?.sourceData, undefined, odd);
+    }
+    assert.equal(scan('{"data":[]}')?.sourceData, undefined);
   });
 
   it('scans a page of 1000 records with source data', () => {
