@@ -92,7 +92,7 @@ function volatileFields(resource: string): string[] {
  * volatile fields and of its source data. Computed from the parsed values, so no text is made:
  * md5 of their text cost Postgres a fifth of a page's write.
  */
-const contentHash = `(lpad(to_hex(jsonb_hash_extended(data - $7::text[], 0)), 16, '0')
+const contentHash = `(lpad(to_hex(jsonb_hash_extended(data - $6::text[], 0)), 16, '0')
           || lpad(to_hex(jsonb_hash_extended(coalesce(source_data, 'null'::jsonb), 0)), 16, '0'))::uuid`;
 
 /**
@@ -103,30 +103,30 @@ const contentHash = `(lpad(to_hex(jsonb_hash_extended(data - $7::text[], 0)), 16
 const withoutSourceData = (e: string) => `CASE WHEN ${e} ? 'source_data' THEN ${e} - 'source_data' ELSE ${e} END`;
 
 // The rows of a write, from objects the worker serialised ({k: object, c, u: its source times}).
-const objectRows = `
+const objectRows = (rows: string) => `
   SELECT ${withoutSourceData("(e->'k')")} AS data, e->'k'->'source_data' AS source_data, e->'k'->>'id' AS id,
          e->'k'->>'source_id' AS source_id, (e->>'c')::timestamptz AS sct, (e->>'u')::timestamptz AS sut,
-         $6::bigint + n - 1 AS ordinal
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n)`;
+         $5::bigint + n - 1 AS ordinal
+    FROM jsonb_array_elements(${rows}::jsonb) WITH ORDINALITY AS t(e, n)`;
 
 // The rows of a write, from a list body as the upstream sent it. Its source times were checked to
 // be ISO 8601 with a zone (connectors/list-scan.ts); milliseconds, as the objects' path keeps them.
-const bodyRows = `
+const bodyRows = (rows: string) => `
   SELECT ${withoutSourceData('e')} AS data, e->'source_data' AS source_data, e->>'id' AS id, e->>'source_id' AS source_id,
          date_trunc('milliseconds', (e->>'source_create_time')::timestamptz) AS sct,
          date_trunc('milliseconds', (e->>'source_update_time')::timestamptz) AS sut,
-         $6::bigint + n - 1 AS ordinal
-    FROM (SELECT $1::jsonb AS b) body,
+         $5::bigint + n - 1 AS ordinal
+    FROM (SELECT ${rows}::jsonb AS b) body,
          jsonb_array_elements(CASE WHEN jsonb_typeof(b) = 'array' THEN b ELSE b->'data' END) WITH ORDINALITY AS t(e, n)`;
 
 // The same from a list body's records split from their source data (`split` of PageRecords): pairs
 // each record with its source data, without rebuilding the record to take the source data out.
-const splitRows = `
+const splitRows = (rows: string) => `
   SELECT e AS data, s AS source_data, e->>'id' AS id, e->>'source_id' AS source_id,
          date_trunc('milliseconds', (e->>'source_create_time')::timestamptz) AS sct,
          date_trunc('milliseconds', (e->>'source_update_time')::timestamptz) AS sut,
-         $6::bigint + n - 1 AS ordinal
-    FROM (SELECT $1::jsonb AS b) body,
+         $5::bigint + n - 1 AS ordinal
+    FROM (SELECT ${rows}::jsonb AS b) body,
          ROWS FROM (jsonb_array_elements(b->0), jsonb_array_elements(b->1)) WITH ORDINALITY AS t(e, s, n)`;
 
 /** A full pass's page row (the seen-set of the pass, and what the next pass compares the page with). */
@@ -136,14 +136,17 @@ const seenPageSql = (p: (n: number) => string) => `
   ON CONFLICT (stream_id, generation, page) DO UPDATE
      SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`;
 
-// $1 rows, $2 account, $3 resource, $4 scope, $5 generation, $6 ordinal base, $7 volatile fields,
-// $8 keep ordinals (only an upsert has $8); then, with `seen`, the page row's 7 values.
-const writeSql = (rows: string, upsert: boolean, seen: boolean) => `
-WITH input AS (${rows}
+// $1 account, $2 resource, $3 scope, $4 generation, $5 ordinal base, $6 volatile fields, $7 keep
+// ordinals (only an upsert has $7); then, with `seen`, the page row's 7 values; last the rows. (The
+// rows, up to megabytes, go last: the driver copies the parameters into a buffer it grows as it goes,
+// and one that is big early on is copied again at every growth after it.)
+const fixedParams = (upsert: boolean) => (upsert ? 7 : 6);
+const writeSql = (rows: (param: string) => string, upsert: boolean, seen: boolean) => `
+WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 ), up AS (
   INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
                             source_create_time, source_update_time, generation, ordinal)
-  SELECT $2, $3, $4, id, source_id, data, source_data, ${contentHash}, sct, sut, $5, ordinal
+  SELECT $1, $2, $3, id, source_id, data, source_data, ${contentHash}, sct, sut, $4, ordinal
     FROM input${
     upsert
       ? `
@@ -154,16 +157,16 @@ WITH input AS (${rows}
          -- Only a change of content is a change (the changes feed and outbound webhooks follow
          -- mirrored_at); a record that only moved in the upstream order keeps it.
          mirrored_at = CASE WHEN r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL THEN now() ELSE r.mirrored_at END,
-         generation = EXCLUDED.generation, ordinal = CASE WHEN $8::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
+         generation = EXCLUDED.generation, ordinal = CASE WHEN $7::boolean THEN r.ordinal ELSE EXCLUDED.ordinal END
    WHERE (r.hash IS DISTINCT FROM EXCLUDED.hash OR r.deleted_at IS NOT NULL
           -- A pass puts records back in the upstream's order (events insert new ones at the end).
-          OR (NOT $8::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
+          OR (NOT $7::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
      -- An older fetch never overwrites a newer state (events and passes race).
      AND (r.source_update_time IS NULL OR EXCLUDED.source_update_time IS NULL OR EXCLUDED.source_update_time >= r.source_update_time)`
       : ''
   }
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
-)${seen ? `, seen AS (${seenPageSql((i) => `$${(upsert ? 9 : 8) + i}`)}\n)` : ''}
+)${seen ? `, seen AS (${seenPageSql((i) => `$${fixedParams(upsert) + 1 + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
 const rowSources = { objects: objectRows, body: bodyRows, split: splitRows };
 const statements = new Map<string, { name: string; text: string }>();
@@ -306,9 +309,10 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
     async (client, tx) => {
       const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
       if (count > 0) {
-        const params: unknown[] = [rows.param, write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
+        const params: unknown[] = [write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
         if (upsert) params.push(write.keepOrdinal ?? false);
         if (write.seen) params.push(...seenPageValues(write.pass, write.seen, rows.ids));
+        params.push(rows.param);
         const { rows: result } = await client.query<{ inserted: number; updated: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen)), values: params });
         counts.inserted = result[0]!.inserted;
         counts.updated = result[0]!.updated;
