@@ -170,14 +170,12 @@ class Scanner {
       // Where the last value ended, and this record's source_data (see `sourceData`).
       let valueEnd = -1;
       let sourceDataCount = 0;
-      let sdKey = -1;
       let sdFrom = -1;
       let sdTo = -1;
       let sdAfter = -1;
-      this.members((key, keyStart) => {
+      this.members((key) => {
         // `data` and `meta` are keys of the list, not of its records.
         if (key === Key.SourceData) {
-          sdKey = keyStart;
           sdAfter = valueEnd;
           sdFrom = this.pos;
           this.skipValue();
@@ -202,7 +200,7 @@ class Scanner {
       });
       if (id === undefined) unsupported();
       ids.push(id!);
-      if (sourceDataCount === 1 && this.sourceData.length === (ids.length - 1) * 6) this.cutSourceData(start, sdKey, sdFrom, sdTo, sdAfter);
+      if (sourceDataCount === 1 && this.sourceData.length === (ids.length - 1) * 6) this.cutSourceData(start, sdFrom, sdTo, sdAfter);
       const c = this.peek();
       this.pos++;
       if (c === CLOSE_ARRAY) return ids;
@@ -211,15 +209,17 @@ class Scanner {
   }
 
   /**
-   * Notes the offsets of a record's only `source_data` member (`key` its key's start, `from`-`to` its
-   * value, `after` where the value before it ended, or -1 if it is the first), the record at `start`
-   * just scanned: cut with the comma before it, or, first, with the comma after it.
+   * Notes the offsets of a record's only `source_data` member (`from`-`to` its value, `after` where
+   * the value before it ended, or -1 if it is the first), the record at `start` just scanned: cut
+   * with the comma before it, or, first, from its key (the record's first byte after whitespace)
+   * through the comma after it.
    */
-  private cutSourceData(start: number, key: number, from: number, to: number, after: number): void {
+  private cutSourceData(start: number, from: number, to: number, after: number): void {
     let cutFrom = after;
     let cutTo = to;
     if (cutFrom === -1) {
-      cutFrom = key;
+      cutFrom = start + 1;
+      while (this.raw[cutFrom] !== QUOTE) cutFrom++;
       let p = to;
       while (p < this.pos && this.raw[p] !== COMMA && this.raw[p] !== CLOSE_OBJECT) p++;
       if (this.raw[p] === COMMA) cutTo = p + 1;
@@ -231,18 +231,17 @@ class Scanner {
   private readonly sourceData: number[] = [];
 
   /** The members of an object whose `{` was consumed, through its `}`; `onValue` consumes each value. */
-  private members(onValue: (key: Key, keyStart: number) => void): void {
+  private members(onValue: (key: Key) => void): void {
     if (this.peek() === CLOSE_OBJECT) {
       this.pos++;
       return;
     }
     for (;;) {
-      const keyStart = this.peek() === QUOTE ? this.pos : -1;
       const key = this.key();
       if (this.peek() !== COLON) unsupported();
       this.pos++;
       this.peek();
-      onValue(key, keyStart);
+      onValue(key);
       const c = this.peek();
       this.pos++;
       if (c === CLOSE_OBJECT) return;

@@ -242,12 +242,15 @@ async function commitPageCheckpoint(
   await saveCheckpointAndCommit(client, tx, pass, next, { pages: 1, records });
 }
 
+const genericPlanSetup = 'SET LOCAL plan_cache_mode = force_generic_plan';
+
 /**
  * Page writes of a pass commit without waiting for the WAL flush: a page and its checkpoint are one
  * transaction, so a Postgres crash can only lose both (the pass then fetches the page again), never
- * one without the other. Saves a flush per page; set with BEGIN, in its round trip.
+ * one without the other. Saves a flush per page; set with BEGIN, in its round trip (with the generic
+ * plan of `genericPlan`).
  */
-const relaxedCommit: TransactionOptions = { setup: 'SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan' };
+const relaxedCommit: TransactionOptions = { setup: `SET LOCAL synchronous_commit = off; ${genericPlanSetup}` };
 
 /**
  * A write's plan does not depend on its values, but Postgres plans a statement afresh for its first
@@ -256,7 +259,7 @@ const relaxedCommit: TransactionOptions = { setup: 'SET LOCAL synchronous_commit
  * statement (`statement`) under a generic plan is planned once per connection. Page writes of a
  * pass set this with `relaxedCommit`.
  */
-const genericPlan: TransactionOptions = { setup: 'SET LOCAL plan_cache_mode = force_generic_plan' };
+const genericPlan: TransactionOptions = { setup: genericPlanSetup };
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
