@@ -184,7 +184,7 @@ function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: s
     return withByte;
   };
   const parse = (): UnifiedObject[] => validBody(parseJsonBody(json, what, 200), listResponseSchema, what, 200).data;
-  const split = sourceData && ((byte: number): Buffer => splitSourceData(body.raw, sourceData, Buffer.of(byte)));
+  const split = sourceData && ((byte: number, alloc?: (size: number) => Buffer): Buffer => splitSourceData(body.raw, sourceData, Buffer.of(byte), alloc));
   return { ids, body: { json, prefixed, ...(split && { split }), parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 

@@ -7,6 +7,7 @@
 // A full pass records each committed page (its ids and the digest of its body) in stream_pages: the
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
 // without parsing or writing it (`keepUnchangedPage`).
+import { BufferPool } from '../lib/buffer-pool.ts';
 import { resourceDef } from '../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
 import { saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
@@ -41,9 +42,9 @@ export type PageRecords =
       prefixed?(byte: number): Buffer;
       /**
        * Where every record has `source_data`: `[[records without it], [their source data]]` after
-       * `byte`, so Postgres need not take it out of each parsed record.
+       * `byte`, so Postgres need not take it out of each parsed record; in a buffer from `alloc`.
        */
-      split?(byte: number): Buffer;
+      split?(byte: number, alloc?: (size: number) => Buffer): Buffer;
     };
 
 export interface PageWrite {
@@ -261,18 +262,24 @@ const relaxedCommit: TransactionOptions = { setup: `SET LOCAL synchronous_commit
  */
 const genericPlan: TransactionOptions = { setup: genericPlanSetup };
 
+/** Buffers of split pages (see `BufferPool`): a page of 1000 records is about a megabyte. */
+const splitBuffers = new BufferPool();
+
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
   if ('json' in records) {
     // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
     if (new Set(records.ids).size === records.ids.length) {
+      // The split records are only read by the driver, before the write's answer: the buffer serves
+      // the next page once the write is done.
+      const split = records.split?.(jsonbVersion, (size) => splitBuffers.take(size));
       try {
-        const rows: Rows = records.split
-          ? { kind: 'split', param: records.split(jsonbVersion), ids: records.ids }
-          : { kind: 'body', param: jsonbParam(records), ids: records.ids };
+        const rows: Rows = split ? { kind: 'split', param: split, ids: records.ids } : { kind: 'body', param: jsonbParam(records), ids: records.ids };
         return await writeRows(pool, write, rows);
       } catch (error) {
         if (!bodyRefusals.has((error as { code?: string }).code ?? '')) throw error;
+      } finally {
+        if (split) splitBuffers.give(split);
       }
     }
     const { param, ids } = encodeRows(records.parse());
