@@ -72,7 +72,7 @@ export interface PageWrite {
    * The checkpoint that holds once this page is committed (its counts those of the pages before it);
    * omitted for writes outside a pass. A function is called once the records are written, just
    * before the checkpoint is: it may wait for the page before this one to commit first (pages of a
-   * stream written two at a time commit in order).
+   * stream written several at a time commit in order).
    */
   checkpoint?: Checkpoint | (() => Promise<Checkpoint>);
 }
