@@ -51,9 +51,9 @@ export interface RawPageBody {
   prefixed(byte: number): Buffer;
   /**
    * Where every record has source data: the records and their source data as two arrays, after
-   * `byte` (connectors/list-scan.ts `splitSourceData`).
+   * `byte` (connectors/list-scan.ts `splitSourceData`), in a buffer from `alloc`.
    */
-  split?(byte: number): Buffer;
+  split?(byte: number, alloc?: (size: number) => Buffer): Buffer;
   parse(): UnifiedObject[];
 }
 
