@@ -1,9 +1,9 @@
 /**
- * Big buffers used again instead of allocated anew: a page's body outlives the young generation's
- * collections while it waits to be written, so every megabyte allocated for a page is promoted, and
- * V8 counts such memory against the old generation's limit (external memory allocated since the
- * last mark-compact). At a page every 25 ms that started a mark-compact of the whole worker heap
- * every quarter of a second. A buffer taken from a pool is memory V8 already knows.
+ * Big buffers used again instead of allocated anew. A page's split records (about a megabyte) live
+ * until its write is answered, long enough to be promoted out of V8's young generation, and V8
+ * counts the external memory promoted since the last mark-compact against the old generation's
+ * limit: a new buffer a page started a mark-compact of the whole worker heap every ~250 ms in a full
+ * pass. Memory taken from a pool is memory V8 already counted.
  *
  * Giving a buffer back is a promise that nothing reads or writes it any more; a buffer never given
  * back is only collected as usual.
