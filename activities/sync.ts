@@ -43,7 +43,7 @@ const defaultSlicePages = 200;
  * the next meanwhile. Bench [2], runs side by side: 0.45-0.47x the ceiling with two, 0.49x with three.
  * (Pool connections are handed out in order, so a page never holds one its predecessor waits for.)
  */
-const writeDepth = 3;
+export const writeDepth = 3;
 
 export interface SyncSliceInput extends StreamSpec {
   passKey: string;

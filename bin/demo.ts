@@ -14,7 +14,7 @@ import { projectRoot, setup } from './setup.ts';
 import { portOpen, splitAddress, startDevServer, type DevServer } from './temporal-cli.ts';
 import { freePort } from './test-runner.ts';
 import { untilSignal } from './signals.ts';
-import { startWorker } from './worker.ts';
+import { startWorker, workerPoolSize } from './worker.ts';
 
 export const demoSourceSystems = ['buildpro', 'sqlerp', 'crmcloud', 'fieldops'] as const;
 
@@ -49,7 +49,7 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     logger: false,
   });
   say(`Sandbox upstream: ${sandbox.url}`);
-  const services = createServices({ ...config, TEMPORAL_ADDRESS: temporalAddress, UPSTREAM_BASE_URL: sandbox.url, UPSTREAM_ASSUME_LIMITS: false, LOG_LEVEL: config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL }, { logger });
+  const services = createServices({ ...config, TEMPORAL_ADDRESS: temporalAddress, UPSTREAM_BASE_URL: sandbox.url, UPSTREAM_ASSUME_LIMITS: false, LOG_LEVEL: config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL }, { logger, poolSize: workerPoolSize(config) });
   const worker = await startWorker(services);
   const api = await startApi(services, { temporalAddress, ...(options.once ? { port: 0 } : {}) });
   const connection = await Connection.connect({ address: temporalAddress });

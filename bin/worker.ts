@@ -2,13 +2,32 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { createActivities } from '../activities/index.ts';
+import { writeDepth } from '../activities/sync.ts';
 import type { RequestExecutor } from '../activities/async-requests.ts';
 import { buildApp } from '../api/app.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
+import type { Config } from '../lib/config.ts';
 import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
+
+/** Activities a worker runs at once: each syncs one stream's slice (or handles an event, a request). */
+export function activitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
+  return config.SYNC_STREAM_CONCURRENCY * 2;
+}
+
+/**
+ * Database connections a worker's pool needs. A sync activity's pages wait, connection held, for the
+ * page before them to commit (`writeDepth` in flight, all but the first waiting), and a page written
+ * a second time (an insert that met a record already there, a kept page that could not be kept) asks
+ * for a connection anew while its successors wait on it: were every connection held by waiting
+ * pages, none would move. Each activity's waiting pages therefore fit, with four connections over
+ * for everything else (the rate governor, events, a page written again).
+ */
+export function workerPoolSize(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
+  return activitySlots(config) * (writeDepth - 1) + 4;
+}
 
 export interface WorkerHandle {
   worker: Worker;
@@ -38,7 +57,7 @@ export async function startWorker(services: Services, options: { address?: strin
       encryptionKey: services.keys.encryptionKey,
       executor: lazyExecutor(services),
     }),
-    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? config.SYNC_STREAM_CONCURRENCY * 2,
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
   });
   const running = worker.run().finally(() => connection.close());
   return {

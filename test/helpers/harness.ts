@@ -7,7 +7,7 @@ import { buildApp } from '../../api/app.ts';
 import { upsertApiClient } from '../../api/auth.ts';
 import { SyncControl } from '../../api/sync-control.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
-import { startWorker, type WorkerHandle } from '../../bin/worker.ts';
+import { startWorker, workerPoolSize, type WorkerHandle } from '../../bin/worker.ts';
 import { createLinkToken } from '../../connectors/operations.ts';
 import { parseConfig } from '../../lib/config.ts';
 import { generateKey, randomSecret } from '../../lib/crypto.ts';
@@ -65,7 +65,7 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
     UPSTREAM_ASSUME_LIMITS: options.sandbox?.rateLimits ? 'true' : 'false',
   });
   const logger = createLogger({ level: config.LOG_LEVEL });
-  const services = createServices(config, { logger });
+  const services = createServices(config, { logger, poolSize: workerPoolSize(config) });
   await upsertApiClient(services.prisma, config.MIRROR_CLIENT_ID, config.MIRROR_CLIENT_SECRET);
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
