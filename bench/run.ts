@@ -72,6 +72,18 @@ export function benchOptions(v: Record<string, string | boolean | undefined>): B
 
 const mb = (bytes: number | undefined) => (bytes === undefined ? null : bytes / 2 ** 20);
 
+/** Where the machine's CPU went during a pass, per record page, for the notes. */
+function cpuNote(run: SyncRun, perPage: number): string {
+  const c = run.cpu;
+  if (!c) return '';
+  const pages = run.records / perPage;
+  const perPageMs = (seconds: number) => `${fmt(seconds)} s (${fmt((seconds * 1000) / pages)} ms a page)`;
+  return (
+    ` CPU from start to result: Postgres ${perPageMs(c.postgres)}, worker ${perPageMs(c.workers)}, this process (the sandbox) ${perPageMs(c.bench)};` +
+    ` the machine idle ${fmt(c.idle * 100)}% of the time.`
+  );
+}
+
 /** What a pass that got stuck finishing (see timedFullSync) did, for the notes. */
 function stallNote(run: SyncRun): string {
   if (!run.stall) return '';
@@ -204,7 +216,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
             rows.push(info({ scenario: 2, figure: 'full sync: worker peak RSS', value: mb(first.peakRss[0]), unit: 'MB', reference: { label: 'at start', value: mb(first.startRss[0]), unit: 'MB' } }));
             notes.push(
               `[2] ${first.records.toLocaleString('en-US')} customers, 1000 per page, sandbox without rate limits; inserted ${first.counts.inserted}, updated ${first.counts.updated}, unchanged ${first.counts.unchanged}; last page committed at ${fmt(first.pagesSeconds)} s. ` +
-                `Peak RSS ${first.peakReset ? 'since the pass started' : 'since the worker started (could not reset it)'}.${stallNote(first)}`,
+                `Peak RSS ${first.peakReset ? 'since the pass started' : 'since the worker started (could not reset it)'}.${cpuNote(first, 1000)}${stallNote(first)}`,
             );
           });
         }
@@ -242,7 +254,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               { min: 3, on: 'ratio' },
             ),
           );
-          notes.push(`[3] the same pass again with nothing changed: ${fmt(again.rate)} rec/s${again.pagesSeconds !== undefined ? `, last page at ${fmt(again.pagesSeconds)} s` : ''}; unchanged ${again.counts.unchanged}, updated ${again.counts.updated}; worker peak RSS ${fmt(mb(again.peakRss[0]))} MB.${stallNote(again)}`);
+          notes.push(`[3] the same pass again with nothing changed: ${fmt(again.rate)} rec/s${again.pagesSeconds !== undefined ? `, last page at ${fmt(again.pagesSeconds)} s` : ''}; unchanged ${again.counts.unchanged}, updated ${again.counts.updated}; worker peak RSS ${fmt(mb(again.peakRss[0]))} MB.${cpuNote(again, 1000)}${stallNote(again)}`);
         });
 
         await scenario(5, 'read API', async () => {

@@ -1,8 +1,9 @@
 // Child processes of the benchmark (workers, the API, the baseline server): started with their output
 // in a log file, stopped by pid (SIGTERM, then SIGKILL), and every one still alive is killed when the
-// benchmark exits, however it exits. Also reads a process's peak resident memory (VmHWM).
+// benchmark exits, however it exits. Also reads a process's peak resident memory (VmHWM), and where
+// the machine's CPU went (`CpuMeter`).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export const projectRoot = new URL('../../', import.meta.url).pathname;
@@ -106,5 +107,112 @@ export function logTail(file: string, lines = 15): string {
     return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   } catch {
     return '(no log)';
+  }
+}
+
+/** CPU seconds (user and system) a process has used, from /proc/<pid>/stat; undefined once it is gone. */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The fields after the command name (which may hold spaces) in parentheses; utime and stime are 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  } catch {
+    return undefined;
+  }
+}
+/** USER_HZ: 100 on every Linux the benchmark runs on. */
+const clockTicks = 100;
+
+/** Idle and total CPU seconds of the whole machine so far (/proc/stat's first line). */
+function machineSeconds(): { idle: number; total: number } | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return { idle: (fields[3]! + fields[4]!) / clockTicks, total: fields.reduce((a, b) => a + b, 0) / clockTicks };
+  } catch {
+    return undefined;
+  }
+}
+
+export interface CpuUse {
+  /** Every PostgreSQL process of the machine (backends, WAL writer, checkpointer): the database's share. */
+  postgres: number;
+  /** The worker processes given. */
+  workers: number;
+  /** This process: the sandbox (in process) and the benchmark's own polling. */
+  bench: number;
+  /** Share of the machine's CPU time left idle, 0 to 1. */
+  idle: number;
+}
+
+/**
+ * Where the machine's CPU went during a stretch of the benchmark, from /proc (Linux only: `sample`
+ * finds nothing elsewhere and `use` is undefined). Processes are read at every `sample` and their last
+ * reading kept, so a Postgres backend that ends before the stretch does still counts; the process list
+ * is read afresh at most once a second, for backends started meanwhile.
+ */
+export class CpuMeter {
+  private readonly first = new Map<number, number>();
+  private readonly last = new Map<number, number>();
+  private readonly postgres = new Set<number>();
+  private listedAt = -Infinity;
+  private readonly startMachine = machineSeconds();
+  private readonly startSelf = process.cpuUsage();
+
+  constructor(private readonly workerPids: readonly number[]) {
+    this.sample();
+  }
+
+  sample(): void {
+    if (!this.startMachine) return;
+    if (performance.now() - this.listedAt >= 1000) this.listPostgres();
+    for (const pid of [...this.workerPids, ...this.postgres]) {
+      const cpu = cpuSeconds(pid);
+      if (cpu === undefined) continue;
+      if (!this.first.has(pid)) this.first.set(pid, cpu);
+      this.last.set(pid, cpu);
+    }
+  }
+
+  private listPostgres(): void {
+    const initial = this.listedAt === -Infinity;
+    this.listedAt = performance.now();
+    let pids: string[];
+    try {
+      pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+    } catch {
+      return;
+    }
+    for (const p of pids) {
+      const pid = Number(p);
+      if (this.postgres.has(pid) || this.workerPids.includes(pid)) continue;
+      try {
+        if (!readFileSync(`/proc/${p}/cmdline`, 'utf8').startsWith('postgres')) continue;
+      } catch {
+        continue;
+      }
+      this.postgres.add(pid);
+      // A backend found after the start began during the stretch: all its CPU counts.
+      if (!initial) this.first.set(pid, 0);
+    }
+  }
+
+  /** CPU seconds per side since the meter was made, as of the last `sample` (take one first). */
+  use(): CpuUse | undefined {
+    const end = machineSeconds();
+    if (!this.startMachine || !end) return undefined;
+    const spent = (pids: Iterable<number>) => {
+      let s = 0;
+      for (const pid of pids) s += (this.last.get(pid) ?? 0) - (this.first.get(pid) ?? 0);
+      return s;
+    };
+    const self = process.cpuUsage(this.startSelf);
+    const total = end.total - this.startMachine.total;
+    return {
+      postgres: spent(this.postgres),
+      workers: spent(this.workerPids),
+      bench: (self.user + self.system) / 1e6,
+      idle: total > 0 ? (end.idle - this.startMachine.idle) / total : 0,
+    };
   }
 }

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { BenchShared, Linked, MirrorEnv, WorkerSet } from '../lib/mirror-env.ts';
 import { MirrorEnv as Env } from '../lib/mirror-env.ts';
-import { currentRss, peakRss, resetPeakRss } from '../lib/processes.ts';
+import { CpuMeter, currentRss, peakRss, resetPeakRss, type CpuUse } from '../lib/processes.ts';
 import { percentile } from '../lib/report.ts';
 
 /** The sandbox data of the ingest scenarios: one list of `records` customers and little else. */
@@ -134,6 +134,8 @@ export interface SyncRun {
   /** Whether peak RSS was reset before the pass (else it includes the worker's start-up). */
   peakReset: boolean;
   counts: { inserted: number; updated: number; unchanged: number };
+  /** Where the machine's CPU went from start to result (undefined without /proc). */
+  cpu: CpuUse | undefined;
   /** Records the workflow's own result counted (differs from `records` after a retried slice). */
   reported: number;
 }
@@ -177,6 +179,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   const before = (await streamOf())?.generation ?? 0;
   const peakReset = workers.children.map((c) => resetPeakRss(c.pid)).every(Boolean);
   const startRss = workers.children.map((c) => currentRss(c.pid));
+  const meter = new CpuMeter(workers.children.map((c) => c.pid));
   const t0 = performance.now();
   const elapsed = () => (performance.now() - t0) / 1000;
   const handle = await workers.sync.start({ accountId: account.accountId, mode: 'full', resource: bigListResource });
@@ -191,6 +194,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   const deadline = 30 * 60;
   while (!done) {
     await Promise.race([outcome, sleep(100)]);
+    meter.sample();
     if (done) break;
     if (pagesSeconds === undefined) {
       const s = await streamOf();
@@ -206,6 +210,8 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
     }
   }
   const o = await outcome;
+  meter.sample();
+  const cpu = meter.use();
   if ('error' in o) throw o.error instanceof Error ? o.error : new Error(String(o.error));
   const seconds = o.at;
   // Finished between two looks: the last page went in less than one poll (100 ms) before the end.
@@ -237,6 +243,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
     startRss,
     peakReset,
     counts: rows[0] ?? { inserted: 0, updated: 0, unchanged: 0 },
+    cpu,
     reported: synced,
   };
 }
