@@ -41,7 +41,7 @@ const defaultSlicePages = 200;
  * Pages of a stream written at once. Each commits only after the one before it, so with two a
  * connection that finished its page first sat idle until the other committed; with three it writes
  * the next meanwhile. Bench [2], runs side by side: 0.45-0.47x the ceiling with two, 0.49x with three.
- * (Pool connections are handed out in order, so a page never holds one its predecessor waits for.)
+ * A waiting page holds its connection: a worker's pool is sized for that (bin/worker.ts `workerPoolSize`).
  */
 export const writeDepth = 3;
 

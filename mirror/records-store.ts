@@ -130,12 +130,15 @@ const splitRows = (rows: string) => `
     FROM (SELECT ${rows}::jsonb AS b) body,
          ROWS FROM (jsonb_array_elements(b->0), jsonb_array_elements(b->1)) WITH ORDINALITY AS t(e, s, n)`;
 
+/** A page row written again (a retried page, a kept one) replaces the one there. */
+const seenPageReplaces = `
+  ON CONFLICT (stream_id, generation, page) DO UPDATE
+     SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`;
+
 /** A full pass's page row (the seen-set of the pass, and what the next pass compares the page with). */
 const seenPageSql = (p: (n: number) => string) => `
   INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
-  VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, now())
-  ON CONFLICT (stream_id, generation, page) DO UPDATE
-     SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`;
+  VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, now())${seenPageReplaces}`;
 
 // $1 account, $2 resource, $3 scope, $4 generation, $5 ordinal base, $6 volatile fields, $7 keep
 // ordinals (only an upsert has $7); then, with `seen`, the page row's 7 values; last the rows. (The
@@ -264,6 +267,7 @@ const genericPlan: TransactionOptions = { setup: genericPlanSetup };
 
 /** Buffers of split pages (see `BufferPool`): a page of 1000 records is about a megabyte. */
 const splitBuffers = new BufferPool();
+const takeSplitBuffer = (size: number): Buffer => splitBuffers.take(size);
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
@@ -272,7 +276,7 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
     if (new Set(records.ids).size === records.ids.length) {
       // The split records are only read by the driver, before the write's answer: the buffer serves
       // the next page once the write is done.
-      const split = records.split?.(jsonbVersion, (size) => splitBuffers.take(size));
+      const split = records.split?.(jsonbVersion, takeSplitBuffer);
       try {
         const rows: Rows = split ? { kind: 'split', param: split, ids: records.ids } : { kind: 'body', param: jsonbParam(records), ids: records.ids };
         return await writeRows(pool, write, rows);
@@ -497,9 +501,7 @@ export async function keepUnchangedPage(
       await client.query(
         `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
          SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
-          WHERE stream_id = $1 AND generation = $2 AND page = $4
-         ON CONFLICT (stream_id, generation, page) DO UPDATE
-            SET per_page = EXCLUDED.per_page, digest = EXCLUDED.digest, ids = EXCLUDED.ids, has_more = EXCLUDED.has_more, written_at = EXCLUDED.written_at`,
+          WHERE stream_id = $1 AND generation = $2 AND page = $4${seenPageReplaces}`,
         [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
       );
       const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
