@@ -6,12 +6,12 @@
 // page in the worker (decode, JSON.parse, validation, serialising again) cost more CPU than the
 // rest of the worker's work on it, and its garbage was most of the worker's memory.
 //
-// It walks the structure, jumping over strings with indexOf, and checks what the schema of a list
-// answer (connectors/schemas.ts) checks of each record: an object with a non-empty string `id`,
-// `source_id` and the source times strings or null. Anything else (another shape, an escaped id, a
-// value of another type, bytes after the end) returns undefined: the caller then parses the body
-// the ordinary way, which accepts it or says precisely what is wrong. It does not check JSON's
-// grammar in full: Postgres does, when it parses the body.
+// It walks the structure, jumping over strings with indexOf (keys and ids, short, are walked), and
+// checks what the schema of a list answer (connectors/schemas.ts) checks of each record: an object
+// with a non-empty string `id`, `source_id` and the source times strings or null. Anything else
+// (another shape, an escaped id, a value of another type, bytes after the end) returns undefined:
+// the caller then parses the body the ordinary way, which accepts it or says precisely what is
+// wrong. It does not check JSON's grammar in full: Postgres does, when it parses the body.
 import { pageMetaSchema, type PageMeta } from './schemas.ts';
 
 export interface ScannedList {
@@ -88,6 +88,12 @@ const keys: [Buffer, Key][] = [
   [Buffer.from('meta'), Key.Meta],
   [Buffer.from('source_data'), Key.SourceData],
 ];
+/**
+ * The keys by their length: most keys of a record have a length none of ours has, and are told
+ * apart without a byte compared (the scan meets some 15 keys a record).
+ */
+const keysByLength: ([Buffer, Key][] | undefined)[] = [];
+for (const entry of keys) (keysByLength[entry[0].length] ??= []).push(entry);
 
 const dateTime = Buffer.from('0000-00-00T00:00:00');
 const offset = Buffer.from('00:00');
@@ -173,31 +179,43 @@ class Scanner {
       let sdFrom = -1;
       let sdTo = -1;
       let sdAfter = -1;
-      this.members((key) => {
-        // `data` and `meta` are keys of the list, not of its records.
-        if (key === Key.SourceData) {
-          sdAfter = valueEnd;
-          sdFrom = this.pos;
-          this.skipValue();
-          sdTo = this.pos;
-          sourceDataCount++;
-        } else if (key === Key.Other || key === Key.Data || key === Key.Meta) {
-          this.skipValue();
-        } else if (key === Key.Id) {
-          if (id !== undefined) unsupported();
-          id = this.plainString();
-          if (id === '') unsupported();
-        } else if (this.peek() === QUOTE) {
-          // source_id: any string; a source time: ISO 8601 with a zone.
-          if (key === Key.SourceTime) this.isoTime();
-          else this.skipString();
-        } else if (this.isNull()) {
-          this.pos += 4;
-        } else {
-          unsupported();
+      // The record's members, read as `members` reads them, written out here: this loop runs for
+      // every member of every record, and a callback cost a closure a record and a call a member.
+      if (this.peek() === CLOSE_OBJECT) this.pos++;
+      else
+        for (;;) {
+          const key = this.key();
+          if (this.peek() !== COLON) unsupported();
+          this.pos++;
+          this.peek();
+          // `data` and `meta` are keys of the list, not of its records.
+          if (key === Key.SourceData) {
+            sdAfter = valueEnd;
+            sdFrom = this.pos;
+            this.skipValue();
+            sdTo = this.pos;
+            sourceDataCount++;
+          } else if (key === Key.Other || key === Key.Data || key === Key.Meta) {
+            this.skipValue();
+          } else if (key === Key.Id) {
+            if (id !== undefined) unsupported();
+            id = this.plainString();
+            if (id === '') unsupported();
+          } else if (this.peek() === QUOTE) {
+            // source_id: any string; a source time: ISO 8601 with a zone.
+            if (key === Key.SourceTime) this.isoTime();
+            else this.skipString();
+          } else if (this.isNull()) {
+            this.pos += 4;
+          } else {
+            unsupported();
+          }
+          valueEnd = this.pos;
+          const c = this.peek();
+          this.pos++;
+          if (c === CLOSE_OBJECT) break;
+          if (c !== COMMA) unsupported();
         }
-        valueEnd = this.pos;
-      });
       if (id === undefined) unsupported();
       ids.push(id!);
       if (sourceDataCount === 1 && this.sourceData.length === (ids.length - 1) * 6) this.cutSourceData(start, sdFrom, sdTo, sdAfter);
@@ -254,12 +272,13 @@ class Scanner {
     const raw = this.raw;
     // An escaped key might decode to one of ours: left to JSON.parse.
     const from = this.skipPlainString();
-    const length = this.pos - 1 - from;
-    for (const [name, key] of keys) {
-      if (name.length !== length) continue;
+    const candidates = keysByLength[this.pos - 1 - from];
+    if (candidates === undefined) return Key.Other;
+    for (let k = 0; k < candidates.length; k++) {
+      const name = candidates[k]![0];
       let i = 0;
-      while (i < length && raw[from + i] === name[i]) i++;
-      if (i === length) return key;
+      while (i < name.length && raw[from + i] === name[i]) i++;
+      if (i === name.length) return candidates[k]![1];
     }
     return Key.Other;
   }
@@ -304,53 +323,64 @@ class Scanner {
   /** Moves past a string without escapes (at its `"`); returns where its text starts. */
   private skipPlainString(): number {
     if (this.peek() !== QUOTE) unsupported();
+    // Keys and ids are short: walked in one pass for the quote and any backslash.
+    const raw = this.raw;
     const from = this.pos + 1;
-    const end = this.raw.indexOf(QUOTE, from);
-    if (end === -1) unsupported();
-    for (let i = from; i < end; i++) if (this.raw[i] === BACKSLASH) unsupported();
+    let end = from;
+    for (let c = raw[end]; c !== QUOTE; c = raw[++end]) if (c === BACKSLASH || c === undefined) unsupported();
     this.pos = end + 1;
     return from;
   }
 
   /** Moves past a string (at its `"`), escapes and all. */
   private skipString(): void {
-    let end = this.pos;
-    for (;;) {
-      end = this.raw.indexOf(QUOTE, end + 1);
-      if (end === -1) unsupported();
-      let backslashes = 0;
-      while (this.raw[end - 1 - backslashes] === BACKSLASH) backslashes++;
-      if (backslashes % 2 === 0) break;
-    }
-    this.pos = end + 1;
+    this.pos = this.stringEnd(this.pos);
   }
 
-  /** Moves past one value of any kind: a string, or a scalar, or a nested object or array. */
+  /** Where the string at `p` (its `"`) ends: just after its closing quote. */
+  private stringEnd(p: number): number {
+    const raw = this.raw;
+    let end = p;
+    for (;;) {
+      end = raw.indexOf(QUOTE, end + 1);
+      if (end === -1) unsupported();
+      let backslashes = 0;
+      while (raw[end - 1 - backslashes] === BACKSLASH) backslashes++;
+      if (backslashes % 2 === 0) return end + 1;
+    }
+  }
+
+  /**
+   * Moves past one value of any kind: a string, or a scalar, or a nested object or array. (The
+   * position is a local while it walks: the walk covers most of a page's bytes.)
+   */
   private skipValue(): void {
     const raw = this.raw;
+    let p = this.pos;
     let depth = 0;
     for (;;) {
-      const c = raw[this.pos];
+      const c = raw[p];
       if (c === undefined) unsupported();
       if (c === QUOTE) {
-        this.skipString();
-        if (depth === 0) return;
+        p = this.stringEnd(p);
+        if (depth === 0) break;
         continue;
       }
       if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
         depth++;
       } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
-        if (depth === 0) return; // the end of the enclosing container: a scalar ended before it
+        if (depth === 0) break; // the end of the enclosing container: a scalar ended before it
         depth--;
         if (depth === 0) {
-          this.pos++;
-          return;
+          p++;
+          break;
         }
       } else if (depth === 0 && c === COMMA) {
-        return;
+        break;
       }
-      this.pos++;
+      p++;
     }
+    this.pos = p;
   }
 
   private isNull(): boolean {
