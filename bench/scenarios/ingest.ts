@@ -77,6 +77,30 @@ export interface CeilingResult {
   bytes: number;
   /** Every run's rate, in the order they ran. */
   runs: number[];
+  /** The WAL each run wrote (undefined where Postgres would not say). */
+  walBytes: (number | undefined)[];
+}
+
+/**
+ * Where the WAL is now (undefined where the role may not ask). The ceiling's COPY and the full sync
+ * both start right after a CHECKPOINT and say how much WAL they wrote: a checkpoint that starts
+ * during a run (every max_wal_size / 2 or so of WAL) makes each page touched after it write its
+ * whole image to the WAL again, a cost one run would otherwise pay for WAL the one before it wrote.
+ */
+async function walPosition(client: Pick<pg.Client, 'query'>): Promise<string | undefined> {
+  return client
+    .query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')
+    .then((r) => r.rows[0]?.lsn)
+    .catch(() => undefined);
+}
+
+/** The WAL written since `from` (a `walPosition`). */
+async function walSince(client: Pick<pg.Client, 'query'>, from: string | undefined): Promise<number | undefined> {
+  if (from === undefined) return undefined;
+  return client
+    .query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS bytes', [from])
+    .then((r) => Number(r.rows[0]!.bytes))
+    .catch(() => undefined);
 }
 
 /**
@@ -94,19 +118,22 @@ export async function ingestCeiling(env: MirrorEnv, account: Linked, records: nu
   try {
     const columns = 'account_id, resource, scope, id, source_id, data, source_data, hash, source_create_time, source_update_time, generation, ordinal';
     const times: number[] = [];
+    const walBytes: (number | undefined)[] = [];
     for (let run = 0; run < ceilingRuns; run++) {
       await client.query('DROP TABLE IF EXISTS bench_ceiling');
       await client.query('CREATE TABLE bench_ceiling (LIKE records INCLUDING DEFAULTS)');
       await client.query('CHECKPOINT').catch(() => undefined);
+      const wal = await walPosition(client);
       const t0 = performance.now();
       await pipeline(Readable.from(chunks), client.query(copyFrom(`COPY bench_ceiling (${columns}) FROM STDIN`)));
       times.push((performance.now() - t0) / 1000);
+      walBytes.push(await walSince(client, wal));
       const { rows: counted } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM bench_ceiling');
       if (counted[0]!.n !== rows) throw new Error(`COPY wrote ${counted[0]!.n} rows of ${rows}`);
     }
     await client.query('DROP TABLE bench_ceiling');
     const seconds = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
-    return { rows, seconds, rowsPerSecond: rows / seconds, bytes: chunks.reduce((a, c) => a + c.length, 0), runs: times.map((t) => rows / t) };
+    return { rows, seconds, rowsPerSecond: rows / seconds, bytes: chunks.reduce((a, c) => a + c.length, 0), runs: times.map((t) => rows / t), walBytes };
   } finally {
     await client.end();
   }
@@ -136,6 +163,8 @@ export interface SyncRun {
   counts: { inserted: number; updated: number; unchanged: number };
   /** Where the machine's CPU went from start to result (undefined without /proc). */
   cpu: CpuUse | undefined;
+  /** The WAL Postgres wrote from start to result (the pass starts right after a CHECKPOINT; see `walPosition`). */
+  walBytes: number | undefined;
   /** Records the workflow's own result counted (differs from `records` after a retried slice). */
   reported: number;
 }
@@ -177,6 +206,8 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
       ])
     ).rows[0];
   const before = (await streamOf())?.generation ?? 0;
+  await pool.query('CHECKPOINT').catch(() => undefined);
+  const wal = await walPosition(pool);
   const peakReset = workers.children.map((c) => resetPeakRss(c.pid)).every(Boolean);
   const startRss = workers.children.map((c) => currentRss(c.pid));
   const meter = new CpuMeter(workers.children.map((c) => c.pid));
@@ -212,6 +243,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   const o = await outcome;
   meter.sample();
   const cpu = meter.use();
+  const walBytes = await walSince(pool, wal);
   if ('error' in o) throw o.error instanceof Error ? o.error : new Error(String(o.error));
   const seconds = o.at;
   // Finished between two looks: the last page went in less than one poll (100 ms) before the end.
@@ -244,6 +276,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
     peakReset,
     counts: rows[0] ?? { inserted: 0, updated: 0, unchanged: 0 },
     cpu,
+    walBytes,
     reported: synced,
   };
 }
