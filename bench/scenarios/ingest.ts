@@ -79,6 +79,16 @@ export interface CeilingResult {
   runs: number[];
   /** The WAL each run wrote (undefined where Postgres would not say). */
   walBytes: (number | undefined)[];
+  /** Whether every run started from a CHECKPOINT (the role may not be allowed one). */
+  checkpointed: boolean;
+}
+
+/** A CHECKPOINT, where the role may ask for one (superuser or pg_checkpoint): whether it ran. */
+async function checkpoint(client: Pick<pg.Client, 'query'>): Promise<boolean> {
+  return client.query('CHECKPOINT').then(
+    () => true,
+    () => false,
+  );
 }
 
 /**
@@ -119,10 +129,11 @@ export async function ingestCeiling(env: MirrorEnv, account: Linked, records: nu
     const columns = 'account_id, resource, scope, id, source_id, data, source_data, hash, source_create_time, source_update_time, generation, ordinal';
     const times: number[] = [];
     const walBytes: (number | undefined)[] = [];
+    let checkpointed = true;
     for (let run = 0; run < ceilingRuns; run++) {
       await client.query('DROP TABLE IF EXISTS bench_ceiling');
       await client.query('CREATE TABLE bench_ceiling (LIKE records INCLUDING DEFAULTS)');
-      await client.query('CHECKPOINT').catch(() => undefined);
+      if (!(await checkpoint(client))) checkpointed = false;
       const wal = await walPosition(client);
       const t0 = performance.now();
       await pipeline(Readable.from(chunks), client.query(copyFrom(`COPY bench_ceiling (${columns}) FROM STDIN`)));
@@ -133,7 +144,7 @@ export async function ingestCeiling(env: MirrorEnv, account: Linked, records: nu
     }
     await client.query('DROP TABLE bench_ceiling');
     const seconds = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
-    return { rows, seconds, rowsPerSecond: rows / seconds, bytes: chunks.reduce((a, c) => a + c.length, 0), runs: times.map((t) => rows / t), walBytes };
+    return { rows, seconds, rowsPerSecond: rows / seconds, bytes: chunks.reduce((a, c) => a + c.length, 0), runs: times.map((t) => rows / t), walBytes, checkpointed };
   } finally {
     await client.end();
   }
@@ -165,6 +176,8 @@ export interface SyncRun {
   cpu: CpuUse | undefined;
   /** The WAL Postgres wrote from start to result (the pass starts right after a CHECKPOINT; see `walPosition`). */
   walBytes: number | undefined;
+  /** Whether the pass started from a CHECKPOINT (see `checkpoint`). */
+  checkpointed: boolean;
   /** Records the workflow's own result counted (differs from `records` after a retried slice). */
   reported: number;
 }
@@ -206,7 +219,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
       ])
     ).rows[0];
   const before = (await streamOf())?.generation ?? 0;
-  await pool.query('CHECKPOINT').catch(() => undefined);
+  const checkpointed = await checkpoint(pool);
   const wal = await walPosition(pool);
   const peakReset = workers.children.map((c) => resetPeakRss(c.pid)).every(Boolean);
   const startRss = workers.children.map((c) => currentRss(c.pid));
@@ -277,6 +290,7 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
     counts: rows[0] ?? { inserted: 0, updated: 0, unchanged: 0 },
     cpu,
     walBytes,
+    checkpointed,
     reported: synced,
   };
 }
