@@ -127,6 +127,14 @@ export async function beginOrResumePass(
   });
 }
 
+/**
+ * The UPDATE that saves a pass's checkpoint, with its values as SQL: parameters ({@link saveCheckpoint})
+ * or literals ({@link saveCheckpointAndCommit}). It changes no row once the pass was replaced.
+ */
+const checkpointUpdate = (v: { id: string; generation: string; checkpoint: string; pages: string; records: string; passKey: string }) => `
+  UPDATE streams SET checkpoint = ${v.checkpoint}, pages = pages + ${v.pages}, records = records + ${v.records}, updated_at = now()
+   WHERE id = ${v.id} AND generation = ${v.generation} AND checkpoint->>'passKey' = ${v.passKey}`;
+
 /** Writes the checkpoint that follows a committed page; fails if the pass was replaced meanwhile. */
 export async function saveCheckpoint(
   client: Pick<PoolClient, 'query'>,
@@ -134,11 +142,14 @@ export async function saveCheckpoint(
   checkpoint: Checkpoint,
   delta: { pages: number; records: number },
 ): Promise<void> {
-  const { rowCount } = await client.query(
-    `UPDATE streams SET checkpoint = $3, pages = pages + $4, records = records + $5, updated_at = now()
-      WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $6`,
-    [pass.streamId, pass.generation, JSON.stringify(checkpoint), delta.pages, delta.records, checkpoint.passKey],
-  );
+  const { rowCount } = await client.query(checkpointUpdate({ id: '$1', generation: '$2', checkpoint: '$3', pages: '$4', records: '$5', passKey: '$6' }), [
+    pass.streamId,
+    pass.generation,
+    JSON.stringify(checkpoint),
+    delta.pages,
+    delta.records,
+    checkpoint.passKey,
+  ]);
   if (rowCount !== 1) throw StalePassError.of(pass.streamId);
 }
 
@@ -164,10 +175,14 @@ export async function saveCheckpointAndCommit(
   };
   try {
     await tx.commitWith(`
-WITH saved AS (
-  UPDATE streams SET checkpoint = ${text(JSON.stringify(checkpoint))}, pages = pages + ${int(delta.pages)},
-         records = records + ${int(delta.records)}, updated_at = now()
-   WHERE id = ${int(pass.streamId)} AND generation = ${int(pass.generation)} AND checkpoint->>'passKey' = ${text(checkpoint.passKey)}
+WITH saved AS (${checkpointUpdate({
+      id: int(pass.streamId),
+      generation: int(pass.generation),
+      checkpoint: text(JSON.stringify(checkpoint)),
+      pages: int(delta.pages),
+      records: int(delta.records),
+      passKey: text(checkpoint.passKey),
+    })}
   RETURNING 1
 )
 -- No row saved: the cast fails, so COMMIT does not run. (Its text includes count(*): a constant
