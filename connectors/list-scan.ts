@@ -179,15 +179,12 @@ class Scanner {
       let sdFrom = -1;
       let sdTo = -1;
       let sdAfter = -1;
-      // The record's members, read as `members` reads them, written out here: this loop runs for
-      // every member of every record, and a callback cost a closure a record and a call a member.
+      // The record's members, read as `members` reads them but in this loop: it runs for every
+      // member of every record, and a callback cost a closure a record and a call a member.
       if (this.peek() === CLOSE_OBJECT) this.pos++;
       else
-        for (;;) {
-          const key = this.key();
-          if (this.peek() !== COLON) unsupported();
-          this.pos++;
-          this.peek();
+        do {
+          const key = this.memberKey();
           // `data` and `meta` are keys of the list, not of its records.
           if (key === Key.SourceData) {
             sdAfter = valueEnd;
@@ -211,11 +208,7 @@ class Scanner {
             unsupported();
           }
           valueEnd = this.pos;
-          const c = this.peek();
-          this.pos++;
-          if (c === CLOSE_OBJECT) break;
-          if (c !== COMMA) unsupported();
-        }
+        } while (!this.memberEnded());
       if (id === undefined) unsupported();
       ids.push(id!);
       if (sourceDataCount === 1 && this.sourceData.length === (ids.length - 1) * 6) this.cutSourceData(start, sdFrom, sdTo, sdAfter);
@@ -254,17 +247,26 @@ class Scanner {
       this.pos++;
       return;
     }
-    for (;;) {
-      const key = this.key();
-      if (this.peek() !== COLON) unsupported();
-      this.pos++;
-      this.peek();
-      onValue(key);
-      const c = this.peek();
-      this.pos++;
-      if (c === CLOSE_OBJECT) return;
-      if (c !== COMMA) unsupported();
-    }
+    do onValue(this.memberKey());
+    while (!this.memberEnded());
+  }
+
+  /** A member's key and its colon (the position moves to its value): which of ours the key is. */
+  private memberKey(): Key {
+    const key = this.key();
+    if (this.peek() !== COLON) unsupported();
+    this.pos++;
+    this.peek();
+    return key;
+  }
+
+  /** After a member's value: its comma, or the object's `}` (then true: that was the last member). */
+  private memberEnded(): boolean {
+    const c = this.peek();
+    this.pos++;
+    if (c === CLOSE_OBJECT) return true;
+    if (c !== COMMA) unsupported();
+    return false;
   }
 
   /** A key (at its `"`): which of the keys the scan looks at, if any. */
