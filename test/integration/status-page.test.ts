@@ -69,7 +69,9 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
     await page.waitForSelector('#active-streams tr.stream', { timeout: 30_000 });
     const streamLink = await page.getAttribute('#active-streams tr.stream a', 'href');
     assert.ok(streamLink?.includes(encodeURIComponent(`WorkflowId="stream:${accountId}:`)), `links a stream workflow: ${streamLink}`);
-    assert.match((await page.textContent('#total-syncing')) ?? '', /^[1-9]/);
+    // The tile counts streams in state `syncing`; the table also lists streams of this pass that
+    // finished, so between two phases of the pass the tile can read 0 for a refresh: wait for it.
+    await page.waitForFunction(`/^[1-9]/.test(document.querySelector('#total-syncing')?.textContent ?? '')`, undefined, { timeout: 30_000, polling: 100 });
 
     const result = (await handle.result()) as { failed: unknown[]; records: number };
     assert.deepEqual(result.failed, []);
