@@ -1,9 +1,15 @@
 // Outbound webhooks: delivers the mirror's changes to a subscription in order, from its cursor on,
 // with the contract's event body and the subscriber's Authorization. The cursor advances only after
 // a delivery succeeded (at-least-once); a failure is recorded and retried by Temporal with backoff.
-import { request } from 'undici';
+// Every connection goes to an address checked as it is made (lib/address-guard.ts): the name is
+// resolved again, so a callback that has come to point inside the network is refused. Redirects
+// are not followed. The subscriber sees what failed in words; the socket error goes to the log only.
+import { isIP } from 'node:net';
+import { Agent, buildConnector, request } from 'undici';
+import { createCallbackGuard, type CallbackGuard, type CallbackPolicy } from '../lib/address-guard.ts';
 import { decryptSecret } from '../lib/crypto.ts';
 import { UpstreamError } from '../lib/errors.ts';
+import type { Logger } from '../lib/logger.ts';
 import { resourceForWebhookType } from '../lib/resources.ts';
 import { changesSince, syncedSince } from '../mirror/changes.ts';
 import type { Pool } from '../mirror/pool.ts';
@@ -14,6 +20,10 @@ export interface DeliveryDeps {
   pool: Pool;
   prisma: PrismaClient;
   encryptionKey: Buffer;
+  /** Where callbacks may point: public addresses, plus MIRROR_CALLBACK_ALLOW (empty when unset). */
+  callbacks?: CallbackPolicy;
+  /** The raw cause of a failed delivery goes here, not to the subscriber. */
+  logger?: Logger;
 }
 
 export interface DeliveryResult {
@@ -22,7 +32,64 @@ export interface DeliveryResult {
   active: boolean;
 }
 
+const timeoutMs = 10_000;
+
+/** A subscriber's answer that is not a success (3xx included: redirects are not followed). */
+class CallbackStatusError extends Error {
+  constructor(readonly status: number) {
+    super(`the callback answered ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`);
+  }
+}
+
+/**
+ * What a subscriber is told about a failed delivery: the kind of failure, never the socket error
+ * (its addresses, ports and codes would make the mirror a port scanner for whoever subscribes).
+ */
+export function deliveryFailure(error: unknown): string {
+  if (error instanceof CallbackStatusError) return error.message;
+  const codes: string[] = [];
+  const seen = new Set<unknown>();
+  const walk = (e: unknown) => {
+    if (!e || typeof e !== 'object' || seen.has(e)) return;
+    seen.add(e);
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+    walk((e as { cause?: unknown }).cause);
+    const inner = (e as { errors?: unknown }).errors;
+    if (Array.isArray(inner)) inner.forEach(walk);
+  };
+  walk(error);
+  const has = (...wanted: string[]) => codes.some((c) => wanted.includes(c));
+  if (has('ECALLBACKREFUSED')) return 'callback address not allowed';
+  if (has('ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA')) return 'could not resolve the callback host';
+  if (has('UND_ERR_CONNECT_TIMEOUT')) return `timed out connecting to the callback host after ${timeoutMs / 1000} s`;
+  if (has('UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT')) return `timed out after ${timeoutMs / 1000} s`;
+  if (codes.some((c) => c.startsWith('ERR_TLS') || c.startsWith('ERR_SSL') || /CERT|SELF_SIGNED/.test(c))) return 'the TLS handshake with the callback host failed';
+  if (has('ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED')) return 'the callback host closed the connection';
+  if (has('ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL')) return 'could not connect to the callback host';
+  return 'delivery failed';
+}
+
+/**
+ * The dispatcher of deliveries: names are resolved by the guard, which hands the connector only
+ * allowed addresses; literal addresses (which `net.connect` does not look up) are checked here.
+ */
+function guardedAgent(guard: CallbackGuard): Agent {
+  const connector = buildConnector({ timeout: timeoutMs, lookup: guard.lookup });
+  return new Agent({
+    connect(options, callback) {
+      const host = options.hostname.replace(/^\[(.*)\]$/, '$1');
+      if (isIP(host) && !guard.addressAllowed(host)) {
+        callback(Object.assign(new Error('callback address not allowed'), { code: 'ECALLBACKREFUSED' }), null);
+        return;
+      }
+      connector(options, callback);
+    },
+  });
+}
+
 export function createDeliveryActivities(deps: DeliveryDeps) {
+  const dispatcher = guardedAgent(createCallbackGuard(deps.callbacks));
   return {
     async deliverChanges(input: { subscriptionId: string; limit?: number }): Promise<DeliveryResult> {
       return asActivity(async () => {
@@ -37,18 +104,21 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
               method: 'POST',
               headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
               body: JSON.stringify(body),
-              headersTimeout: 10_000,
-              bodyTimeout: 10_000,
+              headersTimeout: timeoutMs,
+              bodyTimeout: timeoutMs,
+              dispatcher,
             });
             await res.body.dump();
-            if (res.statusCode >= 300) throw new UpstreamError(`Subscriber answered ${res.statusCode}`, res.statusCode);
+            if (res.statusCode >= 300) throw new CallbackStatusError(res.statusCode);
           } catch (error) {
+            const failure = deliveryFailure(error);
+            deps.logger?.warn({ subscription: sub.id, failure, err: (error as Error).message, code: (error as { code?: unknown }).code }, 'delivery to a subscriber failed');
             await deps.prisma.subscription.update({
               where: { id: sub.id },
-              data: { failures: { increment: 1 }, lastError: `${new Date().toISOString()} ${(error as Error).message}`.slice(0, 500) },
+              data: { failures: { increment: 1 }, lastError: `${new Date().toISOString()} ${failure}` },
             });
             // Retryable: Temporal retries the activity with backoff until the subscriber is back.
-            throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${(error as Error).message}`, undefined, { cause: error });
+            throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
           }
         };
         const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;

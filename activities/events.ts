@@ -1,12 +1,14 @@
 // Event activities: registering upstream webhooks for an account, and applying the inbox. Each
 // changed object is fetched from the upstream and upserted (an older fetch never overwrites a newer
-// state); DELETE targets and objects the upstream no longer has are marked deleted.
+// state); objects the upstream no longer has are marked deleted. A DELETE event is a claim, not a
+// fact (anyone holding the registration's secret can send one): it is confirmed by the upstream's
+// 404 before the record is marked deleted, and applied as an update if the object is still there.
 import { Context } from '@temporalio/activity';
 import { randomBytes, randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
 import { createWebhook, getObject } from '../connectors/operations.ts';
-import { keyedHash } from '../lib/crypto.ts';
+import { domainHash } from '../lib/crypto.ts';
 import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
 import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
@@ -31,6 +33,9 @@ export interface ApplyResult {
   fullPassTypes: string[];
   more: boolean;
 }
+
+/** A service id as the contract gives every object (the receiver admits no other target). */
+const serviceId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function createEventActivities(deps: EventDeps) {
   const { pool, accounts, upstream } = deps;
@@ -71,7 +76,7 @@ export function createEventActivities(deps: EventDeps) {
                 projectId,
               });
               await deps.prisma.webhookRegistration.create({
-                data: { id, accountId: input.accountId, upstreamId: created.id, type, event, projectId: projectId ?? null, authorizationHash: keyedHash(deps.hashKey, secret) },
+                data: { id, accountId: input.accountId, upstreamId: created.id, type, event, projectId: projectId ?? null, authorizationHash: domainHash(deps.hashKey, 'webhookAuthorization', secret) },
               });
               registered++;
             }
@@ -124,7 +129,7 @@ export function createEventActivities(deps: EventDeps) {
         }
         const outcomes = new Map<string, number[]>();
         const settle = (outcome: string, group: readonly PendingEvent[]) => outcomes.set(outcome, [...(outcomes.get(outcome) ?? []), ...group.map((g) => g.id)]);
-        const wanted: { key: StreamKey; target: string; group: PendingEvent[]; gone: boolean; projectId?: string; path: string }[] = [];
+        const wanted: { key: StreamKey; target: string; group: PendingEvent[]; projectId?: string; path: string }[] = [];
         for (const group of byObject.values()) {
           const e = group[group.length - 1]!;
           const def = resourceForWebhookType(e.type);
@@ -138,6 +143,12 @@ export function createEventActivities(deps: EventDeps) {
             settle('pass requested', group);
             continue;
           }
+          // The receiver admits service ids only; a row from before that check is not fetched.
+          if (!serviceId.test(e.target)) {
+            settle('skipped: target is not an object id', group);
+            result.skipped += group.length;
+            continue;
+          }
           const kind = scopeKindIn(profile, def.name, def.scope);
           if (kind === 'project' && !e.projectId) {
             settle('skipped: no project', group);
@@ -149,7 +160,6 @@ export function createEventActivities(deps: EventDeps) {
             key: { accountId: input.accountId, resource: def.name, scope },
             target: e.target,
             group,
-            gone: group.some((g) => g.event === 'DELETE'),
             ...(kind === 'project' ? { projectId: e.projectId! } : {}),
             path: `${def.path}/${encodeURIComponent(e.target)}`,
           });
@@ -157,31 +167,31 @@ export function createEventActivities(deps: EventDeps) {
 
         const fetchLimit = pLimit(input.concurrency ?? 16);
         const fetched = await Promise.allSettled(
+          // DELETE events too: only the upstream's 404 confirms a deletion.
           wanted.map((w) =>
-            w.gone
-              ? Promise.resolve(undefined)
-              : fetchLimit(async () => {
-                  try {
-                    const res = await getObject(upstream, {
-                      accountToken: token,
-                      accountId: input.accountId,
-                      sourceSystem: profile?.slug,
-                      path: w.path,
-                      projectId: w.projectId,
-                      includeSourceData: true,
-                    });
-                    return res.body;
-                  } catch (error) {
-                    if (error instanceof UpstreamNotFoundError) return undefined;
-                    throw error;
-                  }
-                }),
+            fetchLimit(async () => {
+              try {
+                const res = await getObject(upstream, {
+                  accountToken: token,
+                  accountId: input.accountId,
+                  sourceSystem: profile?.slug,
+                  path: w.path,
+                  projectId: w.projectId,
+                  includeSourceData: true,
+                });
+                return res.body;
+              } catch (error) {
+                if (error instanceof UpstreamNotFoundError) return undefined;
+                throw error;
+              }
+            }),
           ),
         );
 
         const tFetched = performance.now();
         // Per stream: the fetched objects in one write, the gone ones in one update.
-        const streams = new Map<string, { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; deleted: PendingEvent[] }>();
+        // `refused`: DELETE events for objects the upstream still returned (written as an update).
+        const streams = new Map<string, { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; refused: PendingEvent[]; deleted: PendingEvent[] }>();
         let failure: unknown;
         wanted.forEach((w, i) => {
           const r = fetched[i]!;
@@ -191,20 +201,22 @@ export function createEventActivities(deps: EventDeps) {
           }
           const k = `${w.key.resource}\n${w.key.scope}`;
           let stream = streams.get(k);
-          if (!stream) streams.set(k, (stream = { key: w.key, items: [], gone: [], upserted: [], deleted: [] }));
+          if (!stream) streams.set(k, (stream = { key: w.key, items: [], gone: [], upserted: [], refused: [], deleted: [] }));
           if (r.value === undefined) {
             stream.gone.push(w.target);
             stream.deleted.push(...w.group);
           } else {
             stream.items.push(r.value);
-            stream.upserted.push(...w.group);
+            stream.upserted.push(...w.group.filter((g) => g.event !== 'DELETE'));
+            stream.refused.push(...w.group.filter((g) => g.event === 'DELETE'));
           }
         });
         for (const stream of streams.values()) {
           if (stream.items.length > 0) {
             await applyObjects(pool, stream.key, stream.items);
-            result.applied += stream.upserted.length;
+            result.applied += stream.upserted.length + stream.refused.length;
             settle('upserted', stream.upserted);
+            settle('not deleted: the upstream still has it (applied as an update)', stream.refused);
           }
           if (stream.gone.length > 0) {
             result.deleted += await markDeleted(pool, stream.key, stream.gone);

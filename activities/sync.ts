@@ -1,6 +1,8 @@
 // Sync activities: the side effects of a stream's pass. An activity fetches a bounded slice of
 // pages, writes each with its checkpoint, heartbeats, and returns only counts: records never travel
 // through workflow history. A retried or restarted activity resumes at the last committed page.
+// A pass whose upstream pages loop (a page repeats any earlier page of the pass) or never end (past
+// SYNC_MAX_PAGES_PER_PASS) fails, never retried, before it can finish: nothing is marked deleted.
 import { Context } from '@temporalio/activity';
 import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
 import { listPage, pollListPage, startListPage, type Page, type PageOrPending } from '../connectors/operations.ts';
@@ -9,21 +11,45 @@ import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import pLimit from 'p-limit';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { asyncPollIntervalMs } from '../lib/async-requests.ts';
-import { AsyncRequestExpiredError, MirrorError, RepeatedPageError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
+import { AsyncRequestExpiredError, MirrorError, RepeatedPageError, UpstreamError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
 import { finishPass, keepUnchangedPage, knownPages, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
-import { beginOrResumePass, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode } from '../mirror/streams.ts';
+import { beginOrResumePass, committedPageIds, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
+import { PageHistory, storedFingerprint } from './page-history.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
   pool: Pool;
   accounts: AccountStore;
   logger: Logger;
+  /** Most pages one pass of a stream may take (SYNC_MAX_PAGES_PER_PASS); default {@link defaultMaxPagesPerPass}. */
+  maxPagesPerPass?: number;
 }
+
+/** Far past any real stream: 100 million records at 1000 a page. */
+export const defaultMaxPagesPerPass = 100_000;
+
+/** A pass that went past its page bound without the upstream saying it ended. Never retried. */
+export class PageBoundError extends UpstreamError {
+  override readonly code = 'upstream_page_bound';
+  override get retryable(): boolean {
+    return false;
+  }
+}
+
+/**
+ * Fingerprints an incremental pass keeps in its checkpoint, to know its pages again after a resume
+ * (a full pass finds them in stream_pages): 17 bytes a page, written with every page's checkpoint.
+ * Beyond them, pages are compared with those seen since the slice began, and the page bound holds.
+ */
+const storedFingerprintsMax = 1000;
+
+/** Page histories of passes between two slices, so a slice need not read them again (see `historyOf`). */
+const historiesKept = 64;
 
 /** One stream to sync: enough to fetch it without looking anything up. */
 export interface StreamSpec {
@@ -120,6 +146,33 @@ const scopeOrder: Record<ScopeKind, number> = { account: 0, project: 1, child: 2
 
 export function createSyncActivities(deps: SyncDeps) {
   const { upstream, pool, accounts, logger: log } = deps;
+  const pageBound = deps.maxPagesPerPass ?? defaultMaxPagesPerPass;
+  /** Passes' page histories between their slices, by pass (most recently used last). */
+  const histories = new Map<string, PageHistory>();
+
+  /**
+   * The pages a pass committed before its checkpoint's page: kept from its last slice in this
+   * process, else from stream_pages (a full pass) or the checkpoint (an incremental one).
+   */
+  async function historyOf(pass: StreamPass, checkpoint: Checkpoint, key: string): Promise<PageHistory> {
+    const kept = histories.get(key);
+    // Taken: a second attempt of the slice running meanwhile builds its own.
+    histories.delete(key);
+    if (kept) {
+      kept.forgetFrom(checkpoint.page);
+      return kept;
+    }
+    if (checkpoint.page === 1) return new PageHistory();
+    if (checkpoint.mode === 'incremental') return PageHistory.of(checkpoint.pageFingerprints ?? []);
+    const history = new PageHistory();
+    for (const row of await committedPageIds(pool, pass, checkpoint.page)) history.see(pageFingerprint(row.ids), row.page);
+    return history;
+  }
+
+  function keepHistory(key: string, history: PageHistory): void {
+    histories.set(key, history);
+    if (histories.size > historiesKept) histories.delete(histories.keys().next().value!);
+  }
 
   async function profileFor(accountId: string): Promise<SourceSystemProfile | undefined> {
     const account = await accounts.get(accountId);
@@ -230,6 +283,9 @@ export function createSyncActivities(deps: SyncDeps) {
     let checkpoint = pass.checkpoint;
     const counts = emptyCounts();
     if (checkpoint.done) return { ...counts, done: true, generation: pass.generation };
+    const stream = `${input.resource}${input.scope ? ` in ${input.scope}` : ''}`;
+    const historyKey = `${pass.streamId}:${pass.generation}:${checkpoint.passKey}`;
+    const history = await historyOf(pass, checkpoint, historyKey);
 
     const token = await accounts.token(input.accountId);
     const support = profile?.resources[input.resource];
@@ -335,6 +391,7 @@ export function createSyncActivities(deps: SyncDeps) {
           await writesDone();
           checkpoint = { ...checkpoint, counts: committed, pendingAsync: { id, page: checkpoint.page, expiresAt } };
           await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
+          keepHistory(historyKey, history);
           return { ...counts, done: false, generation: pass.generation, waitAsync: { id, expiresAt } };
         }
         // An unchanged page is judged by the ids and has_more it had when it was committed.
@@ -353,6 +410,18 @@ export function createSyncActivities(deps: SyncDeps) {
         if (fingerprint !== null && fingerprint === lastFingerprint) {
           throw new RepeatedPageError(
             `Upstream served the same page twice for ${input.resource}${input.scope ? ` in ${input.scope}` : ''} (page ${checkpoint.page}); stopping instead of looping.`,
+          );
+        }
+        const repeated = history.see(fingerprint, checkpoint.page);
+        if (repeated !== undefined) {
+          throw new RepeatedPageError(
+            `Upstream's ${stream} page ${checkpoint.page} repeats page ${repeated} of the same pass (the same records in the same order): its paging loops; the pass stops instead of looping.`,
+          );
+        }
+        if (checkpoint.page > pageBound) {
+          throw new PageBoundError(
+            `Upstream's ${stream} went on past ${pageBound} pages in one pass without saying it ended (page ${checkpoint.page}, has_more_results ${String(hasMore)}); ` +
+              'the pass stops there. If the stream really is that long, raise SYNC_MAX_PAGES_PER_PASS.',
           );
         }
         const verdict = pageVerdict({ hasMore, received: ids.length, perPage: checkpoint.perPage });
@@ -374,7 +443,15 @@ export function createSyncActivities(deps: SyncDeps) {
             ahead.set(further, p);
           }
         }
-        const nextCheckpoint = { ...withoutPending(checkpoint), asyncExpiries: undefined, page: checkpoint.page + 1, lastFingerprint: fingerprint ?? lastFingerprint, done: false, confirming: verdict === 'confirm' };
+        const nextCheckpoint: Checkpoint = {
+          ...withoutPending(checkpoint),
+          asyncExpiries: undefined,
+          page: checkpoint.page + 1,
+          lastFingerprint: fingerprint ?? lastFingerprint,
+          done: false,
+          confirming: verdict === 'confirm',
+          ...(checkpoint.mode === 'incremental' ? { pageFingerprints: withFingerprint(checkpoint.pageFingerprints, checkpoint.page, fingerprint) } : {}),
+        };
         const digest = page ? (page.digest ?? null) : answer.unchanged!.digest;
         const pageNo = checkpoint.page;
         const seen = fullPass ? { page: pageNo, perPage: checkpoint.perPage, digest, hasMore } : undefined;
@@ -424,6 +501,7 @@ export function createSyncActivities(deps: SyncDeps) {
         }
       }
       await writesDone();
+      keepHistory(historyKey, history);
       return { ...counts, done: false, generation: pass.generation };
     } finally {
       clearInterval(beat);
@@ -437,6 +515,14 @@ export function createSyncActivities(deps: SyncDeps) {
 function recordsOf(page: Page): PageRecords {
   const body = page.body;
   return body ? { ...body, ids: page.ids } : { items: page.items ?? [] };
+}
+
+/** An incremental pass's stored fingerprints with page `page`'s (up to {@link storedFingerprintsMax}). */
+function withFingerprint(stored: string[] | undefined, page: number, fingerprint: string | null): string[] | undefined {
+  const list = stored ?? [];
+  // A list that does not end at the page before (a pass begun before there were lists) is left as it is.
+  if (list.length !== page - 1 || list.length >= storedFingerprintsMax) return stored;
+  return [...list, storedFingerprint(fingerprint)];
 }
 
 /** The checkpoint without the async request of its next page (read, or given up). */

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type { Bindings, ChildLoggerOptions, LogFn } from 'pino';
+import { createCallbackGuard, type CallbackPolicy } from '../lib/address-guard.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
@@ -15,11 +16,14 @@ import { registerResourceRoutes } from './routes/resources.ts';
 import { registerForwardedRoutes } from './routes/forwarded.ts';
 import { registerWriteRoutes } from './routes/writes.ts';
 import { registerStorageRoutes } from './routes/storage.ts';
+import { defaultStorageUrls, linkBase } from './storage-proxy.ts';
 import { registerInboundWebhookRoutes } from './routes/webhooks-inbound.ts';
 import { registerSubscriptionRoutes } from './routes/subscriptions.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
-import type { UpstreamTarget } from './forward.ts';
+import { forwardCredentials, type UpstreamTarget } from './forward.ts';
 import type { SyncControl } from './sync-control.ts';
+import { ProjectIds } from './project-ids.ts';
+import { defaultApiTimeouts, registerBodyTimeouts, serverTimeoutOptions, type ApiTimeouts } from './request-timeouts.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerMetricsRoutes } from './routes/metrics.ts';
 import { registerStatusRoutes } from './routes/status.ts';
@@ -40,6 +44,14 @@ export interface ApiDeps {
   encryptionKey?: Buffer;
   /** Operator pages: OPERATOR_TOKEN, where the Temporal UI is (links on /status), how often /status refreshes. */
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
+  /** Base of the absolute links the API answers (storage links): PUBLIC_BASE_URL; unset, the address it listens on. Never a request's Host header. */
+  publicBaseUrl?: string;
+  /** The upstream's storage URLs (UPSTREAM_STORAGE_URL), the only places the storage proxy fetches from; unset, the upstream base URL's `/storage`. */
+  storageUrls?: readonly string[];
+  /** Where subscribers' callbacks may point: public addresses, plus MIRROR_CALLBACK_ALLOW (empty when unset). */
+  callbacks?: CallbackPolicy;
+  /** Headers, body and keep-alive timeouts (API_*_TIMEOUT_MS); unset, their documented defaults. */
+  timeouts?: ApiTimeouts;
 }
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -111,6 +123,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: (logger, bindings, options) => new LazyChildLogger(logger, bindings, options),
     bodyLimit: 10 * 1024 * 1024,
+    ...serverTimeoutOptions(deps.timeouts ?? defaultApiTimeouts),
   });
   // Hooks of every request are plain callbacks (an async hook costs a promise and a tick each).
   const debugIdHeader = `${prefix}-Debug-Id`;
@@ -118,20 +131,25 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     void reply.header(debugIdHeader, request.id);
     done();
   });
+  registerBodyTimeouts(app, deps.timeouts ?? defaultApiTimeouts, debugIdHeader);
   registerErrorHandling(app);
   registerOpenApi(app);
-  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey });
+  // Forwards send the account's stored token for requests the worker runs as the account, and check a
+  // link session's scopes: the credential sources travel with the upstream target.
+  const forwardTarget: UpstreamTarget | undefined = deps.upstream && { ...deps.upstream.target, credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }) };
+  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
   registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator });
   app.get('/healthz', async () => ({ ok: true }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
-  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: deps.upstream?.target, sync: deps.sync, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey } : {}) });
+  const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
+  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: forwardTarget, sync: deps.sync, projects, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}) });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
-  if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey });
+  if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey, callbacks: createCallbackGuard(deps.callbacks) });
   if (deps.upstream) {
-    registerForwardedRoutes(app, { auth, target: deps.upstream.target, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
-    if (deps.hashKey) registerStorageRoutes(app, { pool: deps.pool, prisma: deps.prisma, key: deps.hashKey, upstream: deps.upstream.client, accounts: deps.accounts });
-    registerWriteRoutes(app, { pool: deps.pool, auth, target: deps.upstream.target, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
+    registerForwardedRoutes(app, { auth, target: forwardTarget!, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
+    if (deps.hashKey) registerStorageRoutes(app, { pool: deps.pool, prisma: deps.prisma, key: deps.hashKey, upstream: deps.upstream.client, accounts: deps.accounts, storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl) });
+    registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget!, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }
   await app.ready();
   return app;

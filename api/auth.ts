@@ -1,19 +1,21 @@
 // Authentication of the mirror's API: the contract's headers. Client credentials are checked against
-// stored SHA-256 digests in constant time; `Account-Token` selects the linked account by keyed hash.
+// stored SHA-256 digests in constant time; `Account-Token` selects the linked account by keyed hash,
+// and only together with the credentials of the client the account belongs to.
 import { hash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { keyedHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
+import type { UpstreamClient } from '../connectors/upstream-client.ts';
+import { domainHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../lib/errors.ts';
 import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
-import { accountOfSession } from './sessions.ts';
+import { accountOfSession, createSessionChecker } from './sessions.ts';
 
 export const apiVersion = '2021-11-21';
 
 export interface Authenticator {
-  /** Checks API-Version and the client credentials. */
-  client(request: FastifyRequest): Promise<void>;
-  /** Checks everything, then resolves the linked account of `Account-Token`. */
+  /** Checks API-Version and the client credentials; resolves with the client's id. */
+  client(request: FastifyRequest): Promise<string>;
+  /** Checks everything, then resolves the linked account of `Account-Token` (one of this client's). */
   account(request: FastifyRequest): Promise<AccountSummary>;
 }
 
@@ -30,7 +32,7 @@ const clientHeaders = ['client-id', 'client-secret'];
 
 /** The internal credential for an account: an HMAC only holders of the signing key can make. */
 export function internalToken(key: Buffer, accountId: string): string {
-  return `${accountId}.${keyedHash(key, `internal:${accountId}`)}`;
+  return `${accountId}.${domainHash(key, 'internal', accountId)}`;
 }
 
 /**
@@ -40,8 +42,17 @@ export function internalToken(key: Buffer, accountId: string): string {
  */
 export const authCacheMs = 3000;
 
-export function createAuthenticator(deps: { prisma: PrismaClient; accounts: AccountStore; cacheMs?: number; internalKey?: Buffer }): Authenticator {
+export function createAuthenticator(deps: {
+  prisma: PrismaClient;
+  accounts: AccountStore;
+  cacheMs?: number;
+  internalKey?: Buffer;
+  /** Asks the upstream whether a link session is still valid there (see api/sessions.ts); without it, the mirror's record alone decides. */
+  upstream?: UpstreamClient | undefined;
+  sessionCheckMs?: number;
+}): Authenticator {
   const cacheMs = deps.cacheMs ?? authCacheMs;
+  const checkSession = deps.upstream ? createSessionChecker({ prisma: deps.prisma, accounts: deps.accounts, upstream: deps.upstream, ...(deps.sessionCheckMs === undefined ? {} : { everyMs: deps.sessionCheckMs }) }) : undefined;
   const clients = new Map<string, { secretHash: string | null; until: number }>();
   const tokens = new Map<string, { account: AccountSummary | undefined; until: number }>();
   // Requests that passed every check, by a SHA-256 of their exact Client-Id, Client-Secret and
@@ -62,8 +73,8 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
     return secretHash;
   }
 
-  /** Checks API-Version and the client credentials; returns until when the answer may be believed. */
-  async function checkClient(request: FastifyRequest): Promise<number> {
+  /** Checks API-Version and the client credentials; returns the client and until when the answer may be believed. */
+  async function checkClient(request: FastifyRequest): Promise<{ clientId: string; until: number }> {
     const version = header(request, 'api-version');
     if (version === undefined) throw new UnauthorizedError('Missing API-Version header: send API-Version: 2021-11-21.');
     if (version !== apiVersion) throw new UnauthorizedError(`Unsupported API-Version "${version.slice(0, 40)}": send API-Version: ${apiVersion}.`);
@@ -74,11 +85,11 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
     // Compare even for unknown clients, so timing does not reveal which ids exist.
     const ok = safeEqual(sha256Hex(secret), expected ?? '0'.repeat(64));
     if (!ok || expected === null) throw new UnauthorizedError('Invalid Client-Id or Client-Secret.');
-    return clients.get(clientId)?.until ?? 0;
+    return { clientId, until: clients.get(clientId)?.until ?? 0 };
   }
 
-  async function client(request: FastifyRequest): Promise<void> {
-    await checkClient(request);
+  async function client(request: FastifyRequest): Promise<string> {
+    return (await checkClient(request)).clientId;
   }
 
   async function account(request: FastifyRequest): Promise<AccountSummary> {
@@ -94,7 +105,7 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
     if (session !== undefined && deps.internalKey && [...clientHeaders, 'account-token'].every((h) => header(request, h) === undefined)) {
       const version = header(request, 'api-version');
       if (version !== apiVersion) throw new UnauthorizedError(`${version === undefined ? 'Missing API-Version header' : 'Unsupported API-Version'}: send API-Version: ${apiVersion}.`);
-      return accountOfSession({ prisma: deps.prisma, accounts: deps.accounts, key: deps.internalKey }, request, session);
+      return accountOfSession({ prisma: deps.prisma, accounts: deps.accounts, key: deps.internalKey, check: checkSession }, request, session);
     }
     const clientId = header(request, 'client-id');
     const secret = header(request, 'client-secret');
@@ -105,7 +116,7 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
       const hit = verified.get(key);
       if (hit && hit.until > now) return hit.account;
     }
-    const clientUntil = await checkClient(request);
+    const checked = await checkClient(request);
     // Beside the client credentials, a session would make the upstream answer as the session's
     // account (another account, or one whose session expired or lacks the scope): ambiguous.
     if (session !== undefined) {
@@ -120,10 +131,12 @@ export function createAuthenticator(deps: { prisma: PrismaClient; accounts: Acco
       if (tokens.size > 10_000) tokens.clear();
     }
     const found = entry.account;
-    if (!found) throw new UnauthorizedError('Invalid Account-Token: no linked account has this token.');
+    // An account answers only to the client it belongs to; to any other, its token is as unknown as
+    // a made-up one (the same answer, so nothing tells that it exists).
+    if (!found || found.clientId !== checked.clientId) throw new UnauthorizedError('Invalid Account-Token: no linked account has this token.');
     if (key !== undefined) {
       if (verified.size >= 10_000) verified.clear();
-      verified.set(key, { account: found, until: Math.min(clientUntil, entry.until) });
+      verified.set(key, { account: found, until: Math.min(checked.until, entry.until) });
     }
     return found;
   }

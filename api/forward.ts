@@ -1,11 +1,18 @@
 // Forwarding to the upstream what the mirror cannot answer itself (link calls, pass-through, writes):
-// the caller's contract headers are kept, the mirror's client credentials are swapped for the
-// upstream's, and bodies stream both ways without being buffered whole.
+// the caller's contract headers are kept, the caller's credential is swapped for the one the upstream
+// takes for it, and bodies stream both ways without being buffered whole. The upstream URL is built
+// only from the path the forwarder's path rule (lib/upstream-surface.ts) rebuilt from the request's
+// validated segments, for what the caller's credential may reach; never from the raw request URL.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { request as undiciRequest, type Dispatcher } from 'undici';
-import { UpstreamError } from '../lib/errors.ts';
+import { BadRequestError, ForbiddenError, MirrorError, NotFoundError, UpstreamError } from '../lib/errors.ts';
+import { parseTarget, upstreamPath, type UpstreamCredential, type UpstreamPathRefusal } from '../lib/upstream-surface.ts';
+import type { AccountStore } from '../mirror/accounts.ts';
+import type { PrismaClient } from '../mirror/prisma.ts';
+import { internalHeader } from './auth.ts';
+import { sessionSecretHash } from './sessions.ts';
 
 export interface UpstreamTarget {
   baseUrl: string;
@@ -15,34 +22,83 @@ export interface UpstreamTarget {
   headerPrefix: string;
   dispatcher?: Dispatcher;
   timeoutMs?: number;
+  /**
+   * What a forward needs beyond the request's own headers (see forwardCredentials): without it, a
+   * request the worker runs as its account and a link session's request are refused, never sent
+   * with another credential.
+   */
+  credentials?: ForwardCredentials;
 }
 
-/** Request headers passed through as they came (the contract's, plus content negotiation). */
+export interface ForwardCredentials {
+  /** The account's stored upstream token (a request the worker runs as the account carries none). */
+  accountToken(accountId: string): Promise<string>;
+  /** The scopes of the link session with this secret, if it is one of this account's. */
+  sessionScopes(accountId: string, secret: string): Promise<readonly string[] | undefined>;
+}
+
+/** The credential sources of an API: the account store, and the link sessions the mirror recorded. */
+export function forwardCredentials(deps: { accounts: AccountStore; prisma: PrismaClient; sessionKey?: Buffer | undefined }): ForwardCredentials {
+  return {
+    accountToken: (accountId) => deps.accounts.token(accountId),
+    async sessionScopes(accountId, secret) {
+      if (!deps.sessionKey) return undefined;
+      const row = await deps.prisma.linkSession.findUnique({ where: { secretHash: sessionSecretHash(deps.sessionKey, secret) } });
+      return row && row.accountId === accountId ? row.scopes : undefined;
+    },
+  };
+}
+
+/**
+ * The credential sent upstream, by how the caller authenticated:
+ * - `client`: the upstream client credentials alone (the link-token calls);
+ * - `account`: the client credentials and an account token: the one the caller sent, or, for a
+ *   request the worker runs as its account (the internal credential), the account's stored token;
+ * - `session`: the link session alone, as the upstream takes it from a front end: never the
+ *   operator's client secret (with it, the upstream's admin API answers whatever the session's
+ *   path names) nor the account token (which would widen a scoped, expiring credential to the whole
+ *   account, and hide from the upstream that the session ended).
+ */
+export type UpstreamAuth = { kind: 'client' } | { kind: 'account'; accountToken: string } | { kind: 'session'; session: string };
+
+/** Request headers passed through as they came (the contract's, plus content negotiation); never credentials. */
 const passRequest = new Set([
-  'account-token', 'project-id', 'company-id', 'include-source-data', 'include-source-data-path', 'exclude-source-data',
+  'project-id', 'company-id', 'include-source-data', 'include-source-data-path', 'exclude-source-data',
   'async-request', 'ignore-prohibited-fields', 'passthrough-method', 'passthrough-path', 'content-type', 'content-length',
-  'accept', 'range', 'if-none-match', 'session',
+  'accept', 'range', 'if-none-match',
 ]);
+
+/** Headers never sent upstream from the caller's request, whatever their name's shape. */
+const neverPassed = new Set(['account-token', 'session', 'client-id', 'client-secret', 'authorization', 'cookie', 'host', internalHeader]);
 
 /** Response headers relayed back (the upstream's own `{Prefix}-*` headers are relayed by prefix). */
 const passResponse = new Set(['content-type', 'content-length', 'content-disposition', 'etag', 'accept-ranges', 'content-range', 'last-modified', 'cache-control']);
 
-export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget): Record<string, string> {
-  const out: Record<string, string> = {
-    'api-version': target.apiVersion,
-    'client-id': target.clientId,
-    'client-secret': target.clientSecret,
-  };
+export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget, auth: UpstreamAuth): Record<string, string> {
+  const out: Record<string, string> = { 'api-version': target.apiVersion };
   for (const [name, value] of Object.entries(incoming)) {
     const lower = name.toLowerCase();
-    if (value === undefined) continue;
+    if (value === undefined || neverPassed.has(lower)) continue;
     if (passRequest.has(lower) || lower.endsWith('-expand')) out[lower] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  if (auth.kind === 'session') {
+    out.session = auth.session;
+  } else {
+    out['client-id'] = target.clientId;
+    out['client-secret'] = target.clientSecret;
+    if (auth.kind === 'account') out['account-token'] = auth.accountToken;
   }
   return out;
 }
 
 export interface ForwardOptions {
+  /**
+   * The account the request authenticated as (what `auth.account` answered); absent only for a call
+   * authenticated by client credentials alone, which then reaches only the link-token calls.
+   */
+  account?: { id: string };
   method?: string;
+  /** The target to forward instead of the request's own (it passes the same path rule). */
   path?: string;
   /** A JSON body to send instead of the request's own stream. */
   json?: unknown;
@@ -63,11 +119,82 @@ export function jsonOf(body: Buffer): unknown {
   }
 }
 
-/** Forwards one request and streams the upstream's answer back as it is. */
+function first(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** The refusal of the path rule as the error the API answers. */
+function refusal(r: UpstreamPathRefusal): MirrorError {
+  if (r.status === 403) return new ForbiddenError(r.reason);
+  if (r.status === 404) return new NotFoundError(r.reason);
+  return new BadRequestError(r.reason);
+}
+
+/**
+ * Refuses a request target no forward would send (dot segments, backslashes, encoded separators,
+ * double encoding, control characters, overlong or absolute targets), before a route does anything
+ * else for it: a Fastify hook of the routes that forward.
+ */
+export function refuseHostileTarget(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+  const r = parseTarget(request.url);
+  done(r.ok ? undefined : refusal(r));
+}
+
+/**
+ * How the caller authenticated, read once `auth` has accepted the request: the internal credential
+ * is checked first there (a bad one is refused), and a Session is taken only alone.
+ */
+async function callerOf(request: FastifyRequest, target: UpstreamTarget, account: { id: string } | undefined): Promise<{ credential: UpstreamCredential; auth: () => Promise<UpstreamAuth> }> {
+  if (!account) return { credential: { kind: 'client' }, auth: async () => ({ kind: 'client' }) };
+  const storedToken = async (): Promise<UpstreamAuth> => {
+    if (!target.credentials) throw new MirrorError('The forwarder has no account token source: a request run as its account cannot be forwarded.');
+    return { kind: 'account', accountToken: await target.credentials.accountToken(account.id) };
+  };
+  if (first(request, internalHeader) !== undefined) return { credential: { kind: 'account' }, auth: storedToken };
+  const token = first(request, 'account-token');
+  const session = first(request, 'session');
+  if (token === undefined && session !== undefined) {
+    const scopes = (await target.credentials?.sessionScopes(account.id, session)) ?? [];
+    return { credential: { kind: 'session', scopes }, auth: async () => ({ kind: 'session', session }) };
+  }
+  if (token === undefined) return { credential: { kind: 'account' }, auth: storedToken };
+  return { credential: { kind: 'account' }, auth: async () => ({ kind: 'account', accountToken: token }) };
+}
+
+/** The upstream URL of a rebuilt path; it must stay on the configured upstream's origin and base path. */
+export function upstreamUrl(baseUrl: string, path: string): string {
+  const base = baseUrl.replace(/\/+$/, '');
+  const url = `${base}${path}`;
+  const parsed = new URL(url);
+  const expected = new URL(`${base}/`);
+  if (parsed.origin !== expected.origin || !`${parsed.pathname}/`.startsWith(expected.pathname)) {
+    throw new MirrorError(`The forwarded path left the upstream's base URL (${parsed.origin}).`);
+  }
+  return url;
+}
+
+async function checked(request: FastifyRequest, target: UpstreamTarget, options: ForwardOptions): Promise<{ caller: Awaited<ReturnType<typeof callerOf>>; path: string }> {
+  const caller = await callerOf(request, target, options.account);
+  const rule = upstreamPath({ method: (options.method ?? request.method).toUpperCase(), rawUrl: options.path ?? request.url, credential: caller.credential });
+  if (!rule.ok) throw refusal(rule);
+  return { caller, path: rule.path };
+}
+
+/** Throws the 4xx forward() would answer for this request, so a route can refuse it before doing anything for it. */
+export async function assertForwardable(request: FastifyRequest, target: UpstreamTarget, options: Pick<ForwardOptions, 'account' | 'method' | 'path'> = {}): Promise<void> {
+  await checked(request, target, options);
+}
+
+/**
+ * Forwards one request and streams the upstream's answer back as it is. The request's path must pass
+ * the path rule for its credential; a refusal is the caller's 4xx, before any upstream contact.
+ */
 export async function forward(request: FastifyRequest, reply: FastifyReply, target: UpstreamTarget, options: ForwardOptions = {}): Promise<FastifyReply> {
-  const method = (options.method ?? request.method);
-  const path = options.path ?? request.url;
-  const headers = forwardHeaders(request.headers, target);
+  const method = (options.method ?? request.method).toUpperCase();
+  const { caller, path } = await checked(request, target, options);
+  const url = upstreamUrl(target.baseUrl, path);
+  const headers = forwardHeaders(request.headers, target, await caller.auth());
   let body: Dispatcher.DispatchOptions['body'];
   if (options.json !== undefined) {
     body = JSON.stringify(options.json);
@@ -89,7 +216,7 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
   }
   let res: Dispatcher.ResponseData;
   try {
-    res = await undiciRequest(`${target.baseUrl.replace(/\/+$/, '')}${path}`, {
+    res = await undiciRequest(url, {
       method,
       headers,
       body,

@@ -26,6 +26,8 @@ export class SyncControl {
     readonly client: Client,
     readonly taskQueue: string,
     readonly every: { incrementalMinutes: number; fullHours: number } = { incrementalMinutes: 15, fullHours: 24 },
+    /** How long a target started on demand (by a read) is not started again by another read. */
+    readonly onDemandCooldownMs = 60_000,
   ) {}
 
   /** A newly linked (or adopted) account: its first full pass now, then its periodic passes. */
@@ -40,7 +42,10 @@ export class SyncControl {
     return `account-sync:${req.accountId}${target}`;
   }
 
-  /** Starts an account pass, or joins the one already running for the same target. */
+  /**
+   * Starts an account pass, or joins the one already running for the same target (a closed one is
+   * started again: Temporal's default reuse policy allows a new run once the last has closed).
+   */
   async start(req: SyncRequest): Promise<WorkflowHandle<AccountSyncWorkflow>> {
     return this.client.workflow.start<AccountSyncWorkflow>('accountSyncWorkflow', {
       taskQueue: this.taskQueue,
@@ -48,6 +53,37 @@ export class SyncControl {
       args: [{ accountId: req.accountId, mode: req.mode ?? 'full', resource: req.resource, scope: req.scope, concurrency: req.concurrency, registerWebhooks: req.registerWebhooks }],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
     });
+  }
+
+  /** Targets started on demand lately (workflow id -> until when another start is refused). */
+  private readonly onDemand = new Map<string, number>();
+
+  /**
+   * A pass a read asked for (a scope not synced yet, answered by the upstream meanwhile): at most one
+   * start per target per `onDemandCooldownMs`. Joining a running pass (`start`) is not enough: a pass
+   * that ended without syncing the scope (it failed, or the upstream does not serve it) would be
+   * started again by every read after it. Of concurrent reads, the first starts it and the others
+   * go on without waiting. Returns whether this call started (or joined) a pass. Targets are bounded: callers name only scopes the
+   * mirror has checked (an account's known projects, or a resource as a whole).
+   */
+  async startOnDemand(req: SyncRequest): Promise<boolean> {
+    const id = this.workflowId(req);
+    const now = Date.now();
+    const until = this.onDemand.get(id);
+    if (until !== undefined && until > now) return false;
+    if (this.onDemand.size >= 10_000) {
+      for (const [k, v] of this.onDemand) if (v <= now) this.onDemand.delete(k);
+      if (this.onDemand.size >= 10_000) this.onDemand.clear();
+    }
+    this.onDemand.set(id, now + this.onDemandCooldownMs);
+    try {
+      await this.start(req);
+      return true;
+    } catch (error) {
+      // Not started (Temporal unreachable): the next read may try again.
+      this.onDemand.delete(id);
+      throw error;
+    }
   }
 
   scheduleIds(accountId: string): { full: string; incremental: string } {

@@ -27,6 +27,16 @@ export async function startApi(
     hashKey: services.keys.signingKey,
     encryptionKey: services.keys.encryptionKey,
     operator: { token: config.OPERATOR_TOKEN, temporalUiUrl: config.TEMPORAL_UI_URL ?? defaultTemporalUiUrl(options.temporalAddress ?? config.TEMPORAL_ADDRESS) },
+    // Unset, links are built on the address the app listens on (--port and port 0 included).
+    publicBaseUrl: config.PUBLIC_BASE_URL,
+    storageUrls: config.UPSTREAM_STORAGE_URL,
+    callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
+    timeouts: {
+      headersMs: config.API_HEADERS_TIMEOUT_MS,
+      bodyIdleMs: config.API_BODY_IDLE_TIMEOUT_MS,
+      requestMs: config.API_REQUEST_TIMEOUT_MS,
+      keepAliveMs: config.API_KEEPALIVE_TIMEOUT_MS,
+    },
   });
   const address = await app.listen({ port: options.port ?? config.API_PORT, host: options.host ?? config.API_HOST });
   return {

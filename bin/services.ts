@@ -30,7 +30,8 @@ export function createServices(config: Config, options: { logger?: Logger; name?
   });
   const prisma = createPrisma(config.DATABASE_URL);
   const keys = { encryptionKey: decodeKey(config.MIRROR_ENCRYPTION_KEY), signingKey: decodeKey(config.MIRROR_SIGNING_KEY) };
-  const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey });
+  // Accounts belong to the mirror client that linked them; the configured one owns those linked before owners were recorded.
+  const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey }, { defaultClientId: config.MIRROR_CLIENT_ID });
   // Every worker and API process shares the upstream's budgets through Postgres.
   const governor = new PostgresRateGovernor(pool, { headerPrefix: config.UPSTREAM_HEADER_PREFIX, logger, assumeLimits: config.UPSTREAM_ASSUME_LIMITS });
   const upstream = new UpstreamClient({
@@ -40,6 +41,8 @@ export function createServices(config: Config, options: { logger?: Logger; name?
     apiVersion: config.UPSTREAM_API_VERSION,
     headerPrefix: config.UPSTREAM_HEADER_PREFIX,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    totalTimeoutMs: config.UPSTREAM_TOTAL_TIMEOUT_MS,
+    maxBodyBytes: config.UPSTREAM_MAX_BODY_BYTES,
     logger,
     governor,
   });

@@ -55,7 +55,9 @@ export async function startWorker(services: Services, options: { address?: strin
       hashKey: services.keys.signingKey,
       asyncRequests: new AsyncRequestStore(services.prisma),
       encryptionKey: services.keys.encryptionKey,
-      executor: lazyExecutor(services),
+      maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
+      callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
+      executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
   });
@@ -71,7 +73,7 @@ export async function startWorker(services: Services, options: { address?: strin
 }
 
 /** Async requests run through the API's own handlers, in process, as their account. */
-function lazyExecutor(services: Services): () => Promise<RequestExecutor> {
+function lazyExecutor(services: Services, apiBaseUrl: string): () => Promise<RequestExecutor> {
   let app: Promise<FastifyInstance> | undefined;
   return async () => {
     app ??= buildApp({
@@ -82,6 +84,9 @@ function lazyExecutor(services: Services): () => Promise<RequestExecutor> {
       headerPrefix: services.config.UPSTREAM_HEADER_PREFIX,
       hashKey: services.keys.signingKey,
       upstream: { client: services.upstream, target: upstreamTarget(services.config) },
+      // This app never listens: its answers carry links to the API's address.
+      publicBaseUrl: apiBaseUrl,
+      storageUrls: services.config.UPSTREAM_STORAGE_URL,
     });
     const instance = await app;
     return async (req) => {

@@ -1,8 +1,10 @@
 // The HTTP client for the upstream contract: its headers, timeouts, connection reuse, the retry
 // policy, rate-limit reporting to the governor, and error mapping. Every call the mirror makes to the
-// upstream goes through `request`.
+// upstream goes through `request`. It takes no more of an answer than it can use: a body over the
+// cap (as received, or once inflated) is not read further, and every attempt has a deadline.
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gunzipSync, inflateSync } from 'node:zlib';
 import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
 import { z } from 'zod';
 import { MalformedResponseError, UpstreamError } from '../lib/errors.ts';
@@ -19,7 +21,15 @@ export interface UpstreamClientOptions {
   apiVersion?: string;
   /** Brand prefix of the upstream's headers; `Svc` in the contract. */
   headerPrefix?: string;
+  /** Idle timeouts of an attempt: waiting for the answer's headers, and between two chunks of its body. */
   timeoutMs?: number;
+  /**
+   * Deadline of an attempt, headers and body together (the idle timeouts never end a body that
+   * trickles in a byte at a time). Default 120 s.
+   */
+  totalTimeoutMs?: number;
+  /** Most bytes of a body taken in, as received and once inflated (gzip, deflate). Default 64 MB. */
+  maxBodyBytes?: number;
   dispatcher?: Dispatcher;
   governor?: Governor;
   logger?: Logger;
@@ -127,6 +137,27 @@ export interface UpstreamResponse<T = unknown> {
 
 const idempotentMethods = new Set(['GET', 'PUT', 'DELETE']);
 
+/** Defaults of the body cap and the deadline: far above the largest real page (about 4 MB with source data) and its time. */
+export const defaultMaxBodyBytes = 64 * 1024 * 1024;
+export const defaultTotalTimeoutMs = 120_000;
+
+/**
+ * An answer whose body is over the client's cap, as received or once inflated (a page far over any
+ * real one, a gzip bomb). Not retried: the same request brings the same body.
+ */
+export class UpstreamBodyTooLargeError extends UpstreamError {
+  override readonly code = 'upstream_body_too_large';
+  override get retryable(): boolean {
+    return false;
+  }
+}
+
+/** An attempt that outlived its deadline (a slow answer, a body that trickles); worth another try. */
+export class UpstreamTimeoutError extends UpstreamError {
+  override readonly statusCode = 504;
+  override readonly code = 'upstream_timeout';
+}
+
 export class UpstreamClient {
   readonly baseUrl: string;
   readonly headerPrefix: string;
@@ -193,6 +224,8 @@ export class UpstreamClient {
   async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer> {
     const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
     const keys: GovernorKeys = { client: this.options.clientId, ...call.budget };
+    const maxBody = this.options.maxBodyBytes ?? defaultMaxBodyBytes;
+    const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
     for (let attempt = 1; ; attempt++) {
       const release = await this.governor.acquire(keys, call.signal);
       let status: number | undefined;
@@ -200,6 +233,16 @@ export class UpstreamClient {
       let failure: unknown;
       const started = performance.now();
       const sentAt = Date.now();
+      // The attempt's deadline (from the time the governor let it go), and the caller's cancellation.
+      const attemptSignal = new AbortController();
+      let timedOut = false;
+      const deadline = setTimeout(() => {
+        timedOut = true;
+        attemptSignal.abort();
+      }, totalMs);
+      const cancel = (): void => attemptSignal.abort(call.signal?.reason);
+      if (call.signal?.aborted) cancel();
+      else call.signal?.addEventListener('abort', cancel, { once: true });
       try {
         const res = await undiciRequest(`${this.baseUrl}${call.path}`, {
           method: call.method,
@@ -208,7 +251,7 @@ export class UpstreamClient {
           dispatcher: this.dispatcher,
           headersTimeout: this.options.timeoutMs ?? 30_000,
           bodyTimeout: this.options.timeoutMs ?? 30_000,
-          signal: call.signal,
+          signal: attemptSignal.signal,
         });
         status = res.statusCode;
         const rateLimits = readRateLimits(res.headers, this.headerPrefix);
@@ -216,7 +259,7 @@ export class UpstreamClient {
         const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
         // A polled answer's status is the stored request's (a stored 429 is not this poll's).
         this.governor.report(keys, rateLimits, asyncAnswer ? 200 : status, sentAt);
-        const chunks = await readBody(res);
+        const chunks = await readBody(res, maxBody, what);
         let digest: string | undefined;
         if (call.digest) {
           // SHA-256: 2.5x faster than MD5 here (the CPU's SHA extensions), 0.7 ms for a 1.2 MB page.
@@ -245,8 +288,12 @@ export class UpstreamClient {
         const parsed: T = schema ? validBody(body, schema, what, status) : (body as T);
         return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
       } catch (error) {
-        failure = error;
+        failure = timedOut
+          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, { cause: error })
+          : error;
       } finally {
+        clearTimeout(deadline);
+        call.signal?.removeEventListener('abort', cancel);
         release();
         if (this.observers.size > 0) {
           this.notify({ method: call.method, path: call.path.split('?')[0] ?? call.path, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt });
@@ -305,18 +352,35 @@ function joinChunks(chunks: Buffer[], headroom: number): Buffer {
 }
 
 /**
- * Reads the body's bytes, in the chunks they came in; undici hands them over already decompressed
- * only if we ask, so inflate here.
+ * Reads the body's bytes, in the chunks they came in, up to `max` bytes: past it (or when the
+ * answer announces more), the body is destroyed, which closes its connection, and nothing more is
+ * read. undici hands bodies over decompressed only if asked, so inflate here, to `max` bytes at most
+ * (zlib stops a gzip bomb there, without making the rest).
  */
-async function readBody(res: Dispatcher.ResponseData): Promise<Buffer[]> {
+async function readBody(res: Dispatcher.ResponseData, max: number, what: string): Promise<Buffer[]> {
+  const tooLarge = (how: string): UpstreamBodyTooLargeError => {
+    res.body.destroy();
+    return new UpstreamBodyTooLargeError(`Upstream's answer to ${what} ${how} over ${max} bytes (UPSTREAM_MAX_BODY_BYTES); the mirror stopped reading it`, res.statusCode);
+  };
+  const declared = Number(res.headers['content-length']);
+  if (declared > max) throw tooLarge(`is ${declared} bytes,`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > max) throw tooLarge('is');
+    chunks.push(chunk as Buffer);
+  }
   const encoding = res.headers['content-encoding'];
   if (encoding === 'gzip' || encoding === 'deflate') {
-    const raw = Buffer.from(await res.body.arrayBuffer());
-    const { gunzipSync, inflateSync } = await import('node:zlib');
-    return [encoding === 'gzip' ? gunzipSync(raw) : inflateSync(raw)];
+    const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+    try {
+      return [encoding === 'gzip' ? gunzipSync(raw, { maxOutputLength: max }) : inflateSync(raw, { maxOutputLength: max })];
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('inflates to');
+      throw error;
+    }
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of res.body) chunks.push(chunk as Buffer);
   return chunks;
 }
 

@@ -3,12 +3,28 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { allowEntryProblem } from './address-guard.ts';
 import { ConfigError } from './errors.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const base64Key = z
   .string()
   .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (run `npx mirror setup`)');
+/** Comma-separated http(s) base URLs, without credentials, query or fragment. */
+const baseUrlList = z
+  .string()
+  .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+  .pipe(
+    z
+      .array(
+        z.url({ protocol: /^https?$/, message: 'must be http(s) URLs' }).refine((u) => {
+          if (!URL.canParse(u)) return true; // z.url has said what is wrong
+          const url = new URL(u);
+          return !url.username && !url.password && !url.search && !url.hash && !u.includes('#');
+        }, 'must be URLs without user, password, query or fragment'),
+      )
+      .min(1, 'must name at least one URL'),
+  );
 
 export const configSchema = z.object({
   DATABASE_URL: z.string().url().default('postgresql://postgres@127.0.0.1:5432/mirror'),
@@ -25,7 +41,21 @@ export const configSchema = z.object({
   UPSTREAM_HEADER_PREFIX: z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/, 'letters and digits only').default('Svc'),
   /** Pace to published limits until the upstream's headers report its own (false for an upstream without limits). */
   UPSTREAM_ASSUME_LIMITS: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  /** Idle timeouts of an upstream request: waiting for its headers, and between two chunks of its body. */
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  /** Deadline of an upstream request, headers and body together: a body that trickles in is cut here. */
+  UPSTREAM_TOTAL_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+  /**
+   * Most bytes of one upstream answer, as received and once inflated (gzip, deflate): reading stops
+   * there. The largest real page is about 4 MB (1000 records with source data).
+   */
+  UPSTREAM_MAX_BODY_BYTES: z.coerce.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  /**
+   * The upstream's storage URLs (`{storage_url}`, comma-separated): the storage proxy fetches file
+   * bytes only from `<one of these>/download/<file>` or `/preview/<file>`. Unset: UPSTREAM_BASE_URL + `/storage`
+   * (where the sandbox serves its files).
+   */
+  UPSTREAM_STORAGE_URL: baseUrlList.optional(),
 
   MIRROR_CLIENT_ID: z.string().length(36, 'must be a 36-character id clients of the mirror present'),
   MIRROR_CLIENT_SECRET: z.string().length(40, 'must be a 40-character secret clients of the mirror present'),
@@ -34,11 +64,41 @@ export const configSchema = z.object({
 
   API_HOST: z.string().default('127.0.0.1'),
   API_PORT: port.default(4000),
+  /**
+   * The API's timeouts on what callers send (api/request-timeouts.ts). Headers: complete within 10 s
+   * of a connection's first byte (real clients send them in one packet; a slowloris never finishes).
+   * Body idle: a body that pauses 10 s is stalled (TCP keeps a moving body's gaps far shorter); applies
+   * to streamed pass-through uploads too, which are otherwise unbounded in time. Request: a body the
+   * API buffers whole (writes, webhook deliveries, at most 10 MB) complete within 30 s. Keep-alive: an
+   * idle connection closes after 5 s (Node's default; Fastify's 72 s kept idle sockets open); behind a
+   * load balancer that reuses connections, set it above the balancer's own idle timeout.
+   */
+  API_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  API_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
+  API_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  API_KEEPALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
   PUBLIC_BASE_URL: z.string().url().optional(),
+  /**
+   * Receivers the mirror's subscribers may name although they are internal (comma-separated host
+   * names, addresses, CIDR ranges; e.g. `127.0.0.1,hooks.internal,10.1.0.0/16`). Empty: callbacks
+   * must resolve to public addresses only.
+   */
+  MIRROR_CALLBACK_ALLOW: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+    .superRefine((entries, ctx) => {
+      for (const e of entries) {
+        const problem = allowEntryProblem(e);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      }
+    }),
   SANDBOX_PORT: port.default(4010),
   SYNC_INCREMENTAL_MINUTES: z.coerce.number().positive().default(15),
   SYNC_FULL_HOURS: z.coerce.number().positive().default(24),
   SYNC_STREAM_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  /** Most pages one pass of a stream may take before it stops with an error (an upstream whose pages never end). */
+  SYNC_MAX_PAGES_PER_PASS: z.coerce.number().int().positive().default(100_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Opens the status page and /metrics to operators (Bearer, or Basic with user `operator`) besides the mirror's client credentials. */
   OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 24`)').optional(),

@@ -30,9 +30,33 @@ export function decryptSecret(key: Buffer, sealed: Uint8Array): string {
   return Buffer.concat([decipher.update(buf.subarray(29)), decipher.final()]).toString('utf8');
 }
 
-/** A keyed hash (HMAC-SHA256, hex) so a secret can be looked up without being stored. */
+/**
+ * A keyed hash (HMAC-SHA256, hex) so a secret can be looked up without being stored. Every use of one
+ * key goes through {@link domainHash} with a prefix of its own; unprefixed, only to find hashes stored
+ * before the domains existed.
+ */
 export function keyedHash(key: Buffer, value: string): string {
   return createHmac('sha256', key).update(value).digest('hex');
+}
+
+/**
+ * The uses of the signing key (MIRROR_SIGNING_KEY), each hashing `<prefix><value>`: a value made for
+ * one use never stands for another's (an account token that reads `internal:<id>` is not the
+ * internal credential of <id>). No prefix begins another. `storageLink` is the storage proxy's MAC
+ * (api/storage-proxy.ts, base64url); `webhookAuthorization` is for the upstream webhooks' secrets.
+ */
+export const hashDomains = {
+  accountToken: 'account-token:',
+  internal: 'internal:',
+  session: 'session:',
+  webhookAuthorization: 'webhook-authorization:',
+  storageLink: 'storage|',
+} as const;
+export type HashDomain = keyof typeof hashDomains;
+
+/** The keyed hash of `value` in one use's domain. */
+export function domainHash(key: Buffer, domain: HashDomain, value: string): string {
+  return keyedHash(key, `${hashDomains[domain]}${value}`);
 }
 
 export function sha256Hex(value: string): string {

@@ -16,6 +16,12 @@ export const checkpointSchema = z.object({
   perPage: z.number().int().min(1),
   /** Fingerprint of the last committed page (repeat detection across slices). */
   lastFingerprint: z.string().nullable(),
+  /**
+   * An incremental pass's committed pages, page 1 first, by the first 64 bits of their fingerprints
+   * (`''` for an empty page): what a page that repeats an earlier one is compared with after a
+   * resume. A full pass reads them from stream_pages instead ({@link committedPageIds}).
+   */
+  pageFingerprints: z.array(z.string()).optional(),
   /** Lower bound of an incremental pass (ISO), if any. */
   since: z.string().nullable(),
   done: z.boolean(),
@@ -194,6 +200,15 @@ SELECT CASE WHEN count(*) = 1 THEN 0 ELSE (${text(stalePassCast)} || count(*))::
     }
     throw error;
   }
+}
+
+/** The ids of each page a full pass committed before `page`, from stream_pages (its pages, known again after a resume). */
+export async function committedPageIds(pool: Pool, pass: { streamId: number; generation: number }, page: number): Promise<{ page: number; ids: string[] }[]> {
+  const { rows } = await pool.query<{ page: number; ids: string[] }>(
+    'SELECT page, ids FROM stream_pages WHERE stream_id = $1 AND generation = $2 AND page < $3 ORDER BY page',
+    [pass.streamId, pass.generation, page],
+  );
+  return rows;
 }
 
 export async function markStreamFailed(pool: Pool, key: StreamKey, message: string): Promise<void> {

@@ -7,7 +7,7 @@ import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { BadRequestError } from '../../lib/errors.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Authenticator } from '../auth.ts';
-import { forward, jsonOf, type UpstreamTarget } from '../forward.ts';
+import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
@@ -36,32 +36,37 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 
 export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRouteDeps): void {
   const { auth, target } = deps;
+  // Every route here that forwards refuses a hostile target (dot segments, backslashes, encoded
+  // separators, ...) before anything else, async or not; forward() applies the whole path rule.
+  const guarded = { onRequest: refuseHostileTarget };
 
-  app.post('/link/token/create', async (request, reply) => {
+  app.post('/link/token/create', guarded, async (request, reply) => {
     await auth.client(request);
     return forward(request, reply, target);
   });
 
+  // The account is registered for the client that links (or adopts) it, and answers only to that client.
   app.post('/link/token/exchange', async (request) => {
-    await auth.client(request);
+    const clientId = await auth.client(request);
     const { public_token } = parseBody(exchangeSchema, request.body);
-    const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync }, public_token);
+    const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, public_token);
     return linked;
   });
 
   /** Adopts an account linked before the mirror, by its existing account token. */
   app.post('/mirror/accounts', async (request, reply) => {
-    await auth.client(request);
+    const clientId = await auth.client(request);
     const { account_token } = parseBody(adoptSchema, request.body);
-    const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync }, account_token);
+    const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, account_token);
     return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
   });
 
   // Link sessions: forwarded; the mirror records what it needs to accept the session itself.
   const key = deps.sessionKey;
-  app.post('/link/sessions', async (request, reply) => {
+  app.post('/link/sessions', guarded, async (request, reply) => {
     const account = await auth.account(request);
     return forward(request, reply, target, {
+      account,
       capture: {
         maxBytes: 1024 * 1024,
         async onAnswer(status, body) {
@@ -71,15 +76,16 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     });
   });
   for (const path of ['/link/sessions', '/link/sessions/:id']) {
-    app.get(path, async (request, reply) => {
-      await auth.account(request);
-      return forward(request, reply, target);
+    app.get(path, guarded, async (request, reply) => {
+      const account = await auth.account(request);
+      return forward(request, reply, target, { account });
     });
   }
   for (const action of ['extend', 'expire'] as const) {
-    app.post<{ Params: { id: string } }>(`/link/sessions/:id/${action}`, async (request, reply) => {
+    app.post<{ Params: { id: string } }>(`/link/sessions/:id/${action}`, guarded, async (request, reply) => {
       const account = await auth.account(request);
       return forward(request, reply, target, {
+        account,
         capture: {
           maxBytes: 1024 * 1024,
           async onAnswer(status, body) {
@@ -91,9 +97,9 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
   }
 
   for (const path of ['/link/account', '/link/companies']) {
-    app.get(path, async (request, reply) => {
-      await auth.account(request);
-      return forward(request, reply, target);
+    app.get(path, guarded, async (request, reply) => {
+      const account = await auth.account(request);
+      return forward(request, reply, target, { account });
     });
   }
 
@@ -102,9 +108,9 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
     for (const path of ['/passthrough', '/passthrough-download', '/passthrough-multipart', '/passthrough-upload']) {
-      scope.post(path, async (request, reply) => {
-        await auth.account(request);
-        return forward(request, reply, target);
+      scope.post(path, guarded, async (request, reply) => {
+        const account = await auth.account(request);
+        return forward(request, reply, target, { account });
       });
     }
   });

@@ -10,8 +10,10 @@ import type { AccountSummary } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import { changesSince } from '../../mirror/changes.ts';
 import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../../mirror/records-read.ts';
-import { forward, type UpstreamTarget } from '../forward.ts';
+import { idStanding } from '../../mirror/known-ids.ts';
+import { assertForwardable, forward, type UpstreamTarget } from '../forward.ts';
 import type { SyncControl } from '../sync-control.ts';
+import { ProjectIds } from '../project-ids.ts';
 import { header, type Authenticator } from '../auth.ts';
 import { filtersSql, parseFilters } from '../filters.ts';
 import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
@@ -24,8 +26,12 @@ export interface ResourceRouteDeps {
   /** Where a scope the mirror has never synced is answered from, while its sync starts. */
   upstream?: UpstreamTarget;
   sync?: SyncControl;
+  /** Settles `Project-Id` values (the mirror's projects, else one cached upstream lookup); else the mirror alone. */
+  projects?: ProjectIds;
   /** Key of the storage proxy's links; without it URL fields are served as mirrored. */
   storageKey?: Buffer;
+  /** Base of those links (PUBLIC_BASE_URL, else the listen address; storage-proxy.ts linkBase). */
+  linkBase?: () => string;
 }
 
 const listQuerySchema = z.object({
@@ -46,6 +52,7 @@ function parseQuery<T>(schema: z.ZodType<T>, value: unknown): T {
 /** The scopes a request may read for a resource, given Project-Id and an optional parent id. */
 async function scopesFor(
   pool: Pool,
+  projects: ProjectIds,
   account: AccountSummary,
   def: ResourceDef,
   request: FastifyRequest,
@@ -65,13 +72,17 @@ async function scopesFor(
       if (def.scope === 'child') throw new BadRequestError(`Project-Id: * is not accepted for ${def.name}; name one project.`);
       return 'all';
     }
-    projectId = await resolveId(pool, account.id, 'projects', '', projectHeader);
-    if (!projectId) throw new NotFoundError(`No project ${projectHeader} in this account.`);
+    // A malformed value is a 400 and a project the account does not have a 404, before anything is
+    // read, forwarded or started for the scope it would name.
+    projectId = await projects.resolve(account, projectHeader);
     projectScopes = [formatScope([['project', projectId]])];
   }
   if (def.scope !== 'child') return projectScopes;
   const parentScope = projectScopes[0]!;
-  const parentId = await resolveId(pool, account.id, def.parent!, parentScope, parentRef!);
+  // Once the parent's list is synced, a parent absent from it does not exist: nothing is forwarded or
+  // started for it. Before that the upstream answers (and the sync started is the parent scope's).
+  const parent = await idStanding(pool, { accountId: account.id, resource: def.parent!, scope: parentScope, ref: parentRef! });
+  const parentId = parent.id ?? (parent.listSynced || parentRef!.startsWith('source_id:') ? undefined : parentRef);
   if (!parentId) throw new NotFoundError(`No ${def.parent} ${parentRef} in this account.`);
   const prefix = parentScope ? `${parentScope}/` : '';
   return [`${prefix}${def.parent}=${parentId}`];
@@ -86,23 +97,35 @@ function sendJson(reply: FastifyReply, prefix: string, retrievedAt: Date | null,
 
 export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
   const { pool, auth, headerPrefix } = deps;
+  const projects = deps.projects ?? new ProjectIds({ pool });
 
   /** URL fields as the storage proxy's links (resources without URL fields pass through as text). */
-  function links(request: FastifyRequest, accountId: string, resource: string): (json: string, scope: string) => string {
+  function links(_request: FastifyRequest, accountId: string, resource: string): (json: string, scope: string) => string {
     const key = deps.storageKey;
-    if (!key || !resourceDef(resource)?.urlFields?.length) return asStored;
-    const ctx = { base: `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`, key, accountId, expiresAt: linkExpiry() };
+    if (!key || !deps.linkBase || !resourceDef(resource)?.urlFields?.length) return asStored;
+    // Never the request's Host (or X-Forwarded-*) header: the caller chooses it, and links built on it
+    // point wherever the caller likes, for everyone a cache hands the answer to.
+    const ctx = { base: deps.linkBase(), key, accountId, expiresAt: linkExpiry() };
     return (json: string, scope: string) => rewriteStorageUrls(json, resource, scope, ctx);
   }
 
-  /** A scope never synced: the upstream answers, with a warning, and a sync of it starts. */
-  async function fromUpstream(request: FastifyRequest, reply: FastifyReply, accountId: string, def: ResourceDef, scopes: string[] | 'all'): Promise<FastifyReply> {
+  /**
+   * A scope never synced: the upstream answers, with a warning, and a sync of it starts (at most once
+   * a while per target, see SyncControl.startOnDemand). A child's sync is its parent scope's (the
+   * parent's list and all its children), so a parent id the caller names never names a workflow; a
+   * resource the source system does not serve starts none (no pass would bring it).
+   */
+  async function fromUpstream(request: FastifyRequest, reply: FastifyReply, account: AccountSummary, def: ResourceDef, scopes: string[] | 'all'): Promise<FastifyReply> {
+    // A target the forwarder refuses (a hostile id, a path the credential may not reach) starts nothing.
+    await assertForwardable(request, deps.upstream!, { account });
     void reply.header(`${headerPrefix}-Warnings`, `${def.name} is not mirrored yet for this scope; answered by the upstream while the mirror syncs it.`);
-    if (deps.sync) {
-      const scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
-      await deps.sync.start({ accountId, mode: 'full', resource: def.name, scope }).catch((error: unknown) => request.log.warn({ err: error }, 'could not start a sync'));
+    const profile = knownProfile(account.sourceSystem);
+    if (deps.sync && (!profile || def.name in profile.resources)) {
+      let scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
+      if (scope && def.scope === 'child') scope = scope.includes('/') ? scope.slice(0, scope.lastIndexOf('/')) : undefined;
+      await deps.sync.startOnDemand({ accountId: account.id, mode: 'full', resource: def.name, scope }).catch((error: unknown) => request.log.warn({ err: error }, 'could not start a sync'));
     }
-    return forward(request, reply, deps.upstream!);
+    return forward(request, reply, deps.upstream!, { account });
   }
 
   const list = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { parentId?: string } }>, reply: FastifyReply) => {
@@ -110,8 +133,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     const q = parseQuery(listQuerySchema, request.query);
     const sd = sourceDataOptions(request.headers);
     const filters = parseFilters(q.filters, def);
-    const scopes = await scopesFor(pool, account, def, request, request.params.parentId);
-    if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account.id, def, scopes);
+    const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);
+    if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account, def, scopes);
     const result = await listRecords(pool, {
       accountId: account.id,
       resource: def.name,
@@ -132,7 +155,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   const get = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { id: string; parentId?: string } }>, reply: FastifyReply) => {
     const account = await auth.account(request);
     const sd = sourceDataOptions(request.headers);
-    const scopes = await scopesFor(pool, account, def, request, request.params.parentId);
+    const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);
     const ref = request.params.id;
     const bySourceId = ref.startsWith('source_id:');
     const found = await getRecord(pool, {
@@ -144,7 +167,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
       includeSourceData: sd.include,
     });
     if (!found) {
-      if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account.id, def, scopes);
+      if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account, def, scopes);
       throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
     }
     return sendJson(reply, headerPrefix, found.retrievedAt, links(request, account.id, def.name)(needsReshaping(sd) ? reshape(found.json, sd) : found.json, found.scope));
@@ -172,7 +195,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   }
 
   async function oneScope(request: FastifyRequest, account: AccountSummary): Promise<string> {
-    const scopes = await scopesFor(pool, account, foldersDef, request);
+    const scopes = await scopesFor(pool, projects, account, foldersDef, request);
     if (scopes === 'all' || scopes.length !== 1) throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
     return scopes[0]!;
   }
@@ -181,7 +204,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     const account = await auth.account(request);
     const scope = await oneScope(request, account);
     const sd = sourceDataOptions(request.headers);
-    if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account.id, foldersDef, [scope]);
+    if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account, foldersDef, [scope]);
     const [root] = await recordsWhere(pool, { accountId: account.id, resource: 'folders', scope, field: 'parent_id', value: null, includeSourceData: sd.include });
     if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
     return sendJson(reply, headerPrefix, null, await folderView(request, account.id, scope, root));
@@ -195,7 +218,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     const bySourceId = ref.startsWith('source_id:');
     const found = await getRecord(pool, { accountId: account.id, resource: 'folders', scopes: [scope], id: bySourceId ? ref.slice('source_id:'.length) : ref, bySourceId, includeSourceData: sd.include });
     if (!found) {
-      if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account.id, foldersDef, [scope]);
+      if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account, foldersDef, [scope]);
       throw new NotFoundError(`No folder ${ref} in this account.`);
     }
     return sendJson(reply, headerPrefix, found.retrievedAt, await folderView(request, account.id, scope, found.json));

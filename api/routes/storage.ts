@@ -2,9 +2,12 @@
 // never held whole. The record's stored upstream URL is used while it works; when the upstream says
 // it has expired (403, 404 or 410 from its storage), the record is read again from the upstream for a
 // fresh URL, kept, and used. Range, If-None-Match and the file's headers pass both ways; every
-// download and preview is recorded.
+// download and preview is recorded. Only URLs under the upstream's storage URL are ever fetched
+// (checkStorageUrl): a record holding any other (a write, an upstream answer) is read again from the
+// upstream, and refused with a 502 if the upstream still names another address. Redirects are
+// answered as errors, never followed.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { request as undiciRequest, type Dispatcher } from 'undici';
+import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
 import { getObject } from '../../connectors/operations.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { ForbiddenError, NotFoundError, UpstreamError } from '../../lib/errors.ts';
@@ -13,7 +16,7 @@ import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { refreshUrlFields } from '../../mirror/records-store.ts';
-import { verifyLink, type StorageLink } from '../storage-proxy.ts';
+import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
 
 export interface StorageRouteDeps {
   pool: Pool;
@@ -21,6 +24,8 @@ export interface StorageRouteDeps {
   key: Buffer;
   upstream: UpstreamClient;
   accounts: AccountStore;
+  /** The upstream's storage URLs (UPSTREAM_STORAGE_URL): the only places file bytes are fetched from. */
+  storageUrls: readonly string[];
 }
 
 const relayed = ['content-type', 'content-length', 'content-range', 'accept-ranges', 'etag', 'last-modified', 'cache-control'];
@@ -30,7 +35,24 @@ function contentDisposition(field: string, filename: string): string {
   return `${field.startsWith('preview') ? 'inline' : 'attachment'}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
 
+/** A stored URL field: absent, refused by the storage rule, or one the proxy may fetch. */
+type Target = { kind: 'none' } | { kind: 'refused'; reason: string } | { kind: 'ok'; url: string };
+
 export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDeps): void {
+  const locations = storageLocations(deps.storageUrls);
+  // The storage proxy's own dispatcher: no interceptor (redirects included) that a global dispatcher
+  // might carry, and its sockets end with the app.
+  const dispatcher = new Agent({ connect: { timeout: 30_000 } });
+  app.addHook('onClose', async () => {
+    await dispatcher.close();
+  });
+
+  function target(value: unknown): Target {
+    if (value === undefined || value === null || value === '') return { kind: 'none' };
+    const check = checkStorageUrl(value, locations);
+    return check.ok ? { kind: 'ok', url: check.url } : { kind: 'refused', reason: check.reason };
+  }
+
   async function storedRecord(l: StorageLink): Promise<Record<string, unknown>> {
     const { rows } = await deps.pool.query<{ data: Record<string, unknown> }>(
       `SELECT data FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4 AND deleted_at IS NULL`,
@@ -58,18 +80,25 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
     return res.body;
   }
 
-  async function fetchFile(url: unknown, request: FastifyRequest): Promise<Dispatcher.ResponseData | undefined> {
-    if (typeof url !== 'string' || !/^https?:\/\//.test(url)) return undefined;
+  /** Fetches a checked storage URL; the body streams (never buffered), redirects are not followed. */
+  async function fetchFile(t: Target, request: FastifyRequest): Promise<Dispatcher.ResponseData | undefined> {
+    if (t.kind !== 'ok') return undefined;
     const headers: Record<string, string> = {};
     for (const h of ['range', 'if-none-match', 'if-range']) {
       const v = request.headers[h];
       if (typeof v === 'string') headers[h] = v;
     }
     try {
-      return await undiciRequest(url, { method: 'GET', headers, headersTimeout: 60_000, bodyTimeout: 300_000 });
+      return await undiciRequest(t.url, { method: 'GET', headers, dispatcher, headersTimeout: 60_000, bodyTimeout: 300_000 });
     } catch (error) {
+      // A 5xx: the message reaches the logs only.
       throw new UpstreamError(`The upstream's storage could not be reached (${(error as Error).message}).`, undefined, { cause: error });
     }
+  }
+
+  /** A 502 whose message the caller sees (the error handler hides 5xx messages); it names no address. */
+  function badGateway(reply: FastifyReply, code: string, message: string): FastifyReply {
+    return reply.status(502).send({ message, code, details: [] });
   }
 
   app.get<{ Params: { resource: string; id: string; field: string }; Querystring: Record<string, string | undefined> }>(
@@ -97,13 +126,33 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
         });
       };
       let data = await storedRecord(link);
-      let res = await fetchFile(data[link.field], request);
+      let t = target(data[link.field]);
+      let res = await fetchFile(t, request);
+      // No usable URL, one outside the upstream's storage, or one the storage says has expired: the
+      // upstream issues a fresh one.
       if (!res || [401, 403, 404, 410].includes(res.statusCode)) {
         await res?.body.dump();
         data = await refreshed(link);
-        res = await fetchFile(data[link.field], request);
+        t = target(data[link.field]);
+        res = await fetchFile(t, request);
+      }
+      if (t.kind === 'refused') {
+        request.log.warn({ resource: link.resource, id: link.id, field: link.field, reason: t.reason }, 'storage proxy: the upstream gave a URL outside its storage; not fetched');
+        await record(502);
+        return badGateway(
+          reply,
+          'storage_url_refused',
+          `The upstream gave this file a URL outside its storage, so the mirror did not fetch it. The operator can check UPSTREAM_STORAGE_URL against the upstream's storage URL.`,
+        );
       }
       if (!res) throw new NotFoundError(`This ${resourceDef(link.resource)?.name ?? 'record'} has no ${link.field}.`);
+      if (res.statusCode >= 300 && res.statusCode < 400 && res.statusCode !== 304) {
+        // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
+        await res.body.dump();
+        request.log.warn({ resource: link.resource, id: link.id, field: link.field, status: res.statusCode }, 'storage proxy: the upstream storage answered a redirect; not followed');
+        await record(502);
+        return badGateway(reply, 'storage_redirect_refused', `The upstream's storage answered a redirect (${res.statusCode}) for this file; the mirror does not follow redirects and did not fetch it.`);
+      }
       if (res.statusCode >= 400 && res.statusCode !== 416) {
         await res.body.dump();
         await record(res.statusCode);

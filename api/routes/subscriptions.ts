@@ -1,8 +1,10 @@
 // The mirror's own webhooks (`POST/GET/DELETE /webhooks`), in the contract's shape: every change
-// the mirror applies to a matching record is delivered durably to the callback URL.
+// the mirror applies to a matching record is delivered durably to the callback URL. A callback must
+// reach a public address (or one on the operator's allow-list): checked here, and again at delivery.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import type { CallbackGuard } from '../../lib/address-guard.ts';
 import { encryptSecret } from '../../lib/crypto.ts';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { resourceForWebhookType } from '../../lib/resources.ts';
@@ -23,6 +25,8 @@ export interface SubscriptionDeps {
   prisma: PrismaClient;
   sync: SyncControl;
   encryptionKey: Buffer;
+  /** Where callbacks may point (lib/address-guard.ts, MIRROR_CALLBACK_ALLOW). */
+  callbacks: CallbackGuard;
 }
 
 type Row = { id: string; callbackUrl: string; event: string; type: string; projectId: string | null; delivered: number; failures: number; lastError: string | null; lastDeliveredAt: Date | null };
@@ -49,6 +53,9 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
       throw new BadRequestError(`Invalid webhook: ${details.map((d) => d.message).join('; ')}`, { details });
     }
     if (!resourceForWebhookType(r.data.type)) throw new BadRequestError(`Unknown webhook type "${r.data.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+    // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
+    const verdict = await deps.callbacks.checkUrl(r.data.callback_url);
+    if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
     const projectHeader = request.headers['project-id'];
     const id = randomUUID();
     const row = await deps.prisma.subscription.create({

@@ -1,9 +1,12 @@
 // The receiver of upstream webhook deliveries. Checks the registered Authorization value in constant
-// time (401 and nothing stored otherwise), validates the body, stores the event in the inbox
-// (deduplicated), answers at once, and wakes the account's change workflow.
+// time (401 and nothing stored otherwise), validates the body and checks it against its registration
+// (same type and event, the registration's project, a well-formed target: 400 otherwise), stores the
+// event in the inbox (deduplicated), answers at once, and wakes the account's change workflow. The
+// secret proves the sender holds that registration, not that the change happened: what an event
+// names is fetched from the upstream before it is applied (activities/events.ts).
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { keyedHash, safeEqual } from '../../lib/crypto.ts';
+import { domainHash, keyedHash, safeEqual } from '../../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
 import { storeEvent } from '../../mirror/inbox.ts';
 import type { Pool } from '../../mirror/pool.ts';
@@ -30,33 +33,85 @@ export interface InboundDeps {
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-type Registration = { id: string; accountId: string; projectId: string | null; authorizationHash: string };
+type Registration = { id: string; accountId: string; type: string; event: string; projectId: string | null; authorizationHash: string };
 
 /**
  * Registrations seen lately, so a burst of deliveries costs one lookup per webhook, not one per
- * event. Only found ones are kept, for a few seconds: a deleted registration (unlinked account,
+ * event. Found ones are kept for a few seconds: a deleted registration (unlinked account,
  * re-registered webhooks) stops being accepted within that time.
  */
 const registrationTtlMs = 5_000;
+/**
+ * Ids found unknown, kept shorter: a flood of deliveries to one made-up id costs one lookup per
+ * interval, while a registration the upstream reaches before its row is committed is accepted
+ * again soon (the upstream retries a refused delivery).
+ */
+const unknownTtlMs = 2_000;
+const cacheMax = 10_000;
+
+/** Keeps at most `cacheMax` entries, dropping the oldest. */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  if (map.size >= cacheMax) map.delete(map.keys().next().value!);
+  map.set(key, value);
+}
+
+/** The changed object's service id (a UUID, as the contract gives every object), or `<type>:*`. */
+function targetProblem(target: string, type: string): string | undefined {
+  if (uuid.test(target) || target === `${type}:*`) return undefined;
+  return `target must be the changed object's id (a UUID) or "${type}:*"`;
+}
+
+/** Why an authentic delivery does not fit its registration, if it does not. */
+function mismatch(e: z.infer<typeof inboundEventSchema>, registration: Registration): string | undefined {
+  if (e.type !== registration.type) return `type "${e.type}" does not match this webhook's type "${registration.type}"`;
+  if (e.event !== registration.event) return `event ${e.event} does not match this webhook's event ${registration.event}`;
+  // A project-level webhook speaks for its own project only.
+  if (registration.projectId && e.project_id && e.project_id !== registration.projectId) return 'project_id names another project than the one this webhook was registered for';
+  return targetProblem(e.target, registration.type);
+}
 
 export function registerInboundWebhookRoutes(app: FastifyInstance, deps: InboundDeps): void {
   const recent = new Map<string, { registration: Registration; until: number }>();
+  const unknown = new Map<string, number>();
+  const lookups = new Map<string, Promise<Registration | null>>();
   async function registrationOf(id: string): Promise<Registration | null> {
+    const now = Date.now();
     const hit = recent.get(id);
-    if (hit && hit.until > Date.now()) return hit.registration;
-    const found = await deps.prisma.webhookRegistration.findUnique({ where: { id }, select: { id: true, accountId: true, projectId: true, authorizationHash: true } });
-    if (recent.size > 10_000) recent.clear();
-    if (found) recent.set(id, { registration: found, until: Date.now() + registrationTtlMs });
-    else recent.delete(id);
-    return found;
+    if (hit && hit.until > now) return hit.registration;
+    const missUntil = unknown.get(id);
+    if (missUntil !== undefined && missUntil > now) return null;
+    // Deliveries arriving together share one lookup.
+    let pending = lookups.get(id);
+    if (!pending) {
+      pending = deps.prisma.webhookRegistration
+        .findUnique({ where: { id }, select: { id: true, accountId: true, type: true, event: true, projectId: true, authorizationHash: true } })
+        .then((found) => {
+          if (found) {
+            unknown.delete(id);
+            remember(recent, id, { registration: found, until: Date.now() + registrationTtlMs });
+          } else {
+            recent.delete(id);
+            remember(unknown, id, Date.now() + unknownTtlMs);
+          }
+          return found;
+        })
+        .finally(() => lookups.delete(id));
+      lookups.set(id, pending);
+    }
+    return pending;
   }
 
   app.post<{ Params: { registrationId: string } }>('/webhooks/inbound/:registrationId', async (request, reply) => {
     const presented = request.headers.authorization ?? '';
     const id = request.params.registrationId;
     const registration = uuid.test(id) ? await registrationOf(id) : null;
-    // Compare even when the registration is unknown, so timing tells nothing.
-    const ok = safeEqual(keyedHash(deps.hashKey, presented), registration?.authorizationHash ?? '');
+    // Compare even when the registration is unknown, so timing tells nothing. Registrations made
+    // before the hash domains existed stored the unprefixed hash: both are compared, always.
+    const storedHash = registration?.authorizationHash ?? '';
+    const current = safeEqual(domainHash(deps.hashKey, 'webhookAuthorization', presented), storedHash);
+    const legacy = safeEqual(keyedHash(deps.hashKey, presented), storedHash);
+    const ok = current || legacy;
     if (!registration || !ok) throw new UnauthorizedError('This webhook delivery is not authorized.');
     const parsed = inboundEventSchema.safeParse(request.body);
     if (!parsed.success) {
@@ -64,13 +119,18 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
       throw new BadRequestError(`Invalid webhook event: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}`, { details });
     }
     const e = parsed.data;
+    const problem = mismatch(e, registration);
+    if (problem) {
+      request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');
+      throw new BadRequestError(`Invalid webhook event: ${problem}.`);
+    }
     const stored = await storeEvent(deps.pool, {
       accountId: registration.accountId,
       registrationId: registration.id,
       event: e.event,
       type: e.type,
       target: e.target,
-      projectId: e.project_id ?? registration.projectId,
+      projectId: registration.projectId ?? e.project_id ?? null,
       body: e,
     });
     if (deps.sync) {

@@ -14,7 +14,7 @@ import type { Pool } from '../../mirror/pool.ts';
 import { resolveId } from '../../mirror/records-read.ts';
 import { applyObjects } from '../../mirror/records-store.ts';
 import { header, type Authenticator } from '../auth.ts';
-import { forward, jsonOf, type UpstreamTarget } from '../forward.ts';
+import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 
 export interface WriteRouteDeps {
   pool: Pool;
@@ -81,6 +81,7 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
     const account = await auth.account(request);
     const place = await placeOf(request, account, def);
     return forward(request, reply, deps.target, {
+      account,
       capture: {
         maxBytes: maxAnswerBytes,
         async onAnswer(status, body) {
@@ -99,10 +100,13 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
     });
   };
 
+  // A hostile id (dot segments, backslashes, encoded separators, ...) is refused before anything else,
+  // async or not; forward() applies the whole path rule.
+  const guarded = { onRequest: refuseHostileTarget };
   for (const def of resources) {
     if (def.scope === 'child') continue;
-    app.post(def.path, write(def));
-    app.patch(`${def.path}/:id`, write(def));
-    app.put(`${def.path}/:id`, write(def));
+    app.post<{ Params: { id?: string } }>(def.path, guarded, write(def));
+    app.patch<{ Params: { id?: string } }>(`${def.path}/:id`, guarded, write(def));
+    app.put<{ Params: { id?: string } }>(`${def.path}/:id`, guarded, write(def));
   }
 }

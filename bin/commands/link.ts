@@ -18,7 +18,8 @@ export const linkCommand: Command = {
     'the Link page hands the public token back to this command (a one-time callback on 127.0.0.1), or paste it here. ' +
     'Against the sandbox, --source-system <slug> (buildpro, docvault, sqlerp, xmlbooks, graphledger, crmcloud, fieldops) completes the Link page for you.\n' +
     'The Link URL is the upstream\'s `/link` page (the sandbox\'s); where a real upstream\'s Link lives elsewhere, run your Link integration and pass its public token with --public-token, which skips straight to the exchange.\n' +
-    'Prints the account id and its Account-Token (what your application sends to the mirror), then starts the first full sync and the periodic schedules; --watch follows the sync.\n' +
+    'Prints the account id and its Account-Token (what your application sends to the mirror, with MIRROR_CLIENT_ID\'s credentials: the account belongs to that client), then starts the first full sync and the periodic schedules; --watch follows the sync.\n' +
+    'Linking the same reference id again keeps the account and its mirrored data only when the upstream names the same linked company and user; otherwise it is a new account.\n' +
     'Example: mirror link --reference-id acme-42 --source-system buildpro --watch',
   options: {
     'reference-id': { type: 'string' },
@@ -50,7 +51,8 @@ export const linkCommand: Command = {
           publicToken = await awaitPublicToken(base, linkToken, timeoutSeconds * 1000);
         }
       }
-      const { account, linked } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts, sync: temporal?.sync }, publicToken);
+      // The CLI links as the configured MIRROR_CLIENT_ID: the account answers to that client's credentials.
+      const { account, linked } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts, sync: temporal?.sync, clientId: config.MIRROR_CLIENT_ID }, publicToken);
       const workflowId = temporal ? temporal.sync.workflowId({ accountId: account.id }) : undefined;
       if (v.json) {
         console.log(JSON.stringify({ accountId: account.id, accountToken: linked.account_token, referenceId: account.referenceId, sourceSystem: account.sourceSystem, syncWorkflowId: workflowId ?? null }));

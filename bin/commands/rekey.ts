@@ -1,7 +1,9 @@
 // `mirror rekey`: after MIRROR_ENCRYPTION_KEY or MIRROR_SIGNING_KEY changed, rewrites what the old
 // keys sealed: account tokens and subscribers' authorization headers are re-encrypted (given the old
-// encryption key), and token lookup hashes recomputed with the signing key. Idempotent.
+// encryption key), and token lookup hashes recomputed with the signing key (in the account-token hash
+// domain: hashes stored before it are upgraded too). Idempotent.
 import { decodeKey, decryptSecret, encryptSecret, keyedHash } from '../../lib/crypto.ts';
+import { accountTokenHash } from '../../mirror/accounts.ts';
 import { cliConfig, cliServices, exitCode, UsageError, type Command } from './shared.ts';
 
 export const rekeyCommand: Command = {
@@ -10,7 +12,7 @@ export const rekeyCommand: Command = {
   help:
     'Put the new keys in .env.local first (the old MIRROR_ENCRYPTION_KEY goes to --old-encryption-key), stop the API and workers, run this, start them again.\n' +
     'Account tokens and subscribers\' authorization headers are decrypted with the old key (or the current one, for rows already rewritten) and encrypted with the new one; ' +
-    'token lookup hashes are recomputed with the current MIRROR_SIGNING_KEY. Upstream webhook secrets are checked with the signing key too: ' +
+    'token lookup hashes are recomputed with the current MIRROR_SIGNING_KEY (and hashes from before the account-token hash domain upgraded; the API also upgrades each on its next use). Upstream webhook secrets are checked with the signing key too: ' +
     'when it changed, the command names the accounts to re-register (`npx mirror webhooks register --account <id> --force`).',
   options: { 'old-encryption-key': { type: 'string' }, 'dry-run': { type: 'boolean' } },
   async run(v) {
@@ -42,17 +44,21 @@ export const rekeyCommand: Command = {
       const subscriptions = await services.prisma.subscription.findMany({ where: { authorizationCiphertext: { not: null } }, select: { id: true, authorizationCiphertext: true } });
       const accountUpdates = accounts.map((a) => {
         const token = open(a.tokenCiphertext);
-        return { id: a.id, tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)), tokenHash: keyedHash(signingKey, token), hashChanged: a.tokenHash !== keyedHash(signingKey, token) };
+        const tokenHash = accountTokenHash(signingKey, token);
+        // A hash from before the hash domains, made with this same key, is only upgraded: the key did not change.
+        const legacy = a.tokenHash === keyedHash(signingKey, token);
+        return { id: a.id, tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)), tokenHash, hashChanged: a.tokenHash !== tokenHash && !legacy, upgraded: legacy };
       });
       const subscriptionUpdates = subscriptions.map((s) => ({ id: s.id, authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext!))) }));
       const rehashed = accountUpdates.filter((a) => a.hashChanged);
+      const upgraded = accountUpdates.filter((a) => a.upgraded).length;
       if (!v['dry-run']) {
         await services.prisma.$transaction([
           ...accountUpdates.map((a) => services.prisma.linkedAccount.update({ where: { id: a.id }, data: { tokenCiphertext: a.tokenCiphertext, tokenHash: a.tokenHash } })),
           ...subscriptionUpdates.map((s) => services.prisma.subscription.update({ where: { id: s.id }, data: { authorizationCiphertext: s.authorizationCiphertext } })),
         ]);
       }
-      console.log(`${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed) and ${subscriptionUpdates.length} subscriber authorization headers.`);
+      console.log(`${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed${upgraded ? `; ${upgraded} from before the account-token hash domain upgraded` : ''}) and ${subscriptionUpdates.length} subscriber authorization headers.`);
       if (rehashed.length > 0) {
         const withHooks = await services.prisma.webhookRegistration.groupBy({ by: ['accountId'], where: { accountId: { in: rehashed.map((a) => a.id) } } });
         if (withHooks.length) {

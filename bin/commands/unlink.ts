@@ -1,10 +1,11 @@
-// `mirror unlink`: an account stops syncing (its schedules and running passes go); data stays unless --purge.
+// `mirror unlink`: an account stops syncing (its schedules and running passes go) and its link sessions
+// end; data stays unless --purge.
 import { cliConfig, cliServices, connectTemporal, required, resolveAccount, type Command } from './shared.ts';
 
 export const unlinkCommand: Command = {
-  summary: 'Unlink an account: its schedules and running passes stop; mirrored data is kept unless --purge',
+  summary: 'Unlink an account: its schedules, running passes and link sessions end; mirrored data is kept unless --purge',
   usage: 'mirror unlink --account <id> [--purge]',
-  help: "Deletes the account's Temporal schedules (full and incremental), cancels its running pass and change workflow, and marks it unlinked: the read API no longer accepts its token. --purge also deletes its mirrored records.",
+  help: "Deletes the account's Temporal schedules (full and incremental), cancels its running pass and change workflow, and marks it unlinked, ending its link sessions in the same transaction: the read API no longer accepts its token or its sessions. --purge also deletes its mirrored records.",
   options: { account: { type: 'string' }, purge: { type: 'boolean' } },
   async run(v) {
     const accountRef = required(v, 'account', 'see `npx mirror accounts`');
@@ -21,10 +22,10 @@ export const unlinkCommand: Command = {
       } finally {
         await temporal.close();
       }
-      await services.accounts.unlink(accountId);
+      const { sessionsEnded } = await services.accounts.unlink(accountId);
       let purged = 0;
       if (v.purge) purged = (await services.pool.query('DELETE FROM records WHERE account_id = $1', [accountId])).rowCount ?? 0;
-      console.log(`Unlinked ${accountId}: schedules deleted, passes cancelled${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`);
+      console.log(`Unlinked ${accountId}: schedules deleted, passes cancelled, ${sessionsEnded} link sessions ended${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`);
     } finally {
       await services.close();
     }

@@ -14,7 +14,12 @@ import { applyChange } from '../webhooks/changes.ts';
 import { churnSchema } from '../webhooks/churn.ts';
 import { deliverySettingsSchema } from '../webhooks/registry.ts';
 
-export const mintPublicTokenSchema = z.object({ link_token: z.string().min(1), source_system: z.string().min(1) });
+export const mintPublicTokenSchema = z.object({
+  link_token: z.string().min(1),
+  source_system: z.string().min(1),
+  /** Another person signing in under the same reference id (another user, company and data); unset: its usual user. */
+  login: z.string().min(1).max(255).optional(),
+});
 
 const target = {
   account_token: z.string().min(1),
@@ -81,7 +86,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     const body = parseInput(mintPublicTokenSchema, request.body);
     const profile = profileOf(body.source_system);
     if (!profile) throw new BadRequestError(`Unknown source_system ${body.source_system}; known: ${sourceSystemProfiles.map((p) => p.slug).join(', ')}`);
-    return { public_token: ctx.accounts.mintPublicToken(body.link_token, profile) };
+    return { public_token: ctx.accounts.mintPublicToken(body.link_token, profile, body.login) };
   });
 
   app.get('/_admin/source-systems', opts, async () => ({ data: sourceSystemProfiles.map(describeProfile) }));

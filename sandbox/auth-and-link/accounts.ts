@@ -1,6 +1,8 @@
 // Linked accounts and the short-lived tokens that lead to them (link token -> public token ->
 // account token). Tokens are random; the data an account sees derives from reference id + source
-// system, so re-linking the same pair sees the same ids and a new reference id sees new ones.
+// system, so re-linking the same pair sees the same ids and a new reference id sees new ones. A
+// `login` (admin API only) stands for another person signing in under the same reference id: another
+// user and company in the source system, with other data.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { BadRequestError } from '../../lib/errors.ts';
 import type { Dataset } from '../data/dataset.ts';
@@ -31,6 +33,8 @@ export interface LinkedAccount {
 interface PendingToken {
   referenceId: string;
   slug?: string;
+  /** Who signed in on the Link page; unset is the reference id's usual user. */
+  login?: string;
   expiresAt: number;
 }
 
@@ -58,12 +62,12 @@ export class AccountRegistry {
   }
 
   /** What the Link page yields after the user signs in: spends the link token. */
-  mintPublicToken(linkToken: string, profile: SourceSystemProfile): string {
+  mintPublicToken(linkToken: string, profile: SourceSystemProfile, login?: string): string {
     const pending = this.linkTokens.get(linkToken);
     this.linkTokens.delete(linkToken);
     if (!pending || pending.expiresAt <= Date.now()) throw new BadRequestError('Invalid, used or expired link_token');
     const token = `public-sandbox-${randomUUID()}`;
-    this.publicTokens.set(token, { referenceId: pending.referenceId, slug: profile.slug, expiresAt: Date.now() + PUBLIC_TOKEN_TTL_MS });
+    this.publicTokens.set(token, { referenceId: pending.referenceId, slug: profile.slug, ...(login ? { login } : {}), expiresAt: Date.now() + PUBLIC_TOKEN_TTL_MS });
     return token;
   }
 
@@ -72,7 +76,7 @@ export class AccountRegistry {
     this.publicTokens.delete(publicToken);
     if (!pending || pending.expiresAt <= Date.now()) throw new BadRequestError('Invalid, used or expired public_token');
     const profile = profileOf(pending.slug)!;
-    const key = `${pending.referenceId}|${profile.slug}`;
+    const key = pending.login ? `${pending.referenceId}|${profile.slug}|login=${pending.login}` : `${pending.referenceId}|${profile.slug}`;
     const data = { key, profile };
     const companyCount = profile.crossCompany ? 3 : 1;
     const companies: Company[] = [];

@@ -1,9 +1,11 @@
-// Applies injected faults: exchange-level ones (status, 429 storm, slow, timeout, reset) before the
-// handler runs, body-level ones (truncated or malformed JSON) as the answer is sent.
+// Applies injected faults: exchange-level ones (status, 429 storm, slow, timeout, reset, and the
+// hostile bodies of hostile-bodies.ts) before the handler runs, body-level ones (truncated or
+// malformed JSON) as the answer is sent.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SandboxContext } from '../context.ts';
 import { isJsonPage } from '../resources/json-page.ts';
 import type { Fault } from './faults.ts';
+import { sendGzipBomb, sendOversizedPage, sendTrickle } from './hostile-bodies.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -22,6 +24,15 @@ export async function applyExchangeFaults(ctx: SandboxContext, fired: Fault[], r
       case 'reset':
         reply.hijack();
         request.raw.socket.destroy();
+        return false;
+      case 'oversized-page':
+        await sendOversizedPage(reply, f.bytes);
+        return false;
+      case 'gzip-bomb':
+        await sendGzipBomb(reply, f.bytes);
+        return false;
+      case 'trickle':
+        await sendTrickle(reply, f.interval_ms);
         return false;
       case 'status': {
         const status = f.status ?? 503;

@@ -5,7 +5,24 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Rng } from '../data/random.ts';
 
-export const faultKinds = ['status', 'rate-limit', 'slow', 'timeout', 'reset', 'truncated-json', 'malformed-json', 'lying-has-more', 'repeat-page'] as const;
+export const faultKinds = [
+  'status',
+  'rate-limit',
+  'slow',
+  'timeout',
+  'reset',
+  'truncated-json',
+  'malformed-json',
+  'lying-has-more',
+  'repeat-page',
+  // A hostile or broken upstream's bodies: far too big, a gzip bomb, a trickle that never ends,
+  // pages that cycle (1, 2, 1, 2, ...) and full pages that never end (`has_more_results` null).
+  'oversized-page',
+  'gzip-bomb',
+  'trickle',
+  'alternating-pages',
+  'endless-pages',
+] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
 export const faultSpecSchema = z.object({
@@ -29,6 +46,13 @@ export const faultSpecSchema = z.object({
   delay_ms: z.number().int().nonnegative().optional(),
   /** `lying-has-more`: the value to report (default: the opposite of the truth). */
   has_more_results: z.union([z.boolean(), z.null()]).optional(),
+  /**
+   * `oversized-page`: bytes of the body sent (streamed, without a length); `gzip-bomb`: bytes the
+   * gzip body inflates to. Default 256 MB.
+   */
+  bytes: z.number().int().positive().max(4 * 1024 ** 3).optional(),
+  /** `trickle`: time between two bytes of a body that never ends (default 1000 ms). */
+  interval_ms: z.number().int().positive().optional(),
 });
 export type FaultSpec = z.infer<typeof faultSpecSchema>;
 
@@ -38,7 +62,7 @@ export interface Fault extends FaultSpec {
 }
 
 /** Faults that act on the response body rather than on the exchange. */
-export const bodyFaults: ReadonlySet<FaultKind> = new Set(['truncated-json', 'malformed-json', 'lying-has-more', 'repeat-page']);
+export const bodyFaults: ReadonlySet<FaultKind> = new Set(['truncated-json', 'malformed-json', 'lying-has-more', 'repeat-page', 'alternating-pages', 'endless-pages']);
 
 export class FaultRegistry {
   private faults: Fault[] = [];

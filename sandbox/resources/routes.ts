@@ -10,6 +10,7 @@ import { parseFilters } from '../data/filters.ts';
 import type { Fields } from '../data/generators.ts';
 import type { PathContext } from '../data/raw-source.ts';
 import { hasFault } from '../faults/apply.ts';
+import { endlessPage } from '../faults/hostile-bodies.ts';
 import { NotSupportedError } from '../http/errors.ts';
 import { accountOf } from '../http/request-state.ts';
 import { headerValue } from '../http/validate.ts';
@@ -60,7 +61,11 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
       throw new BadRequestError(`Filters on ${resource} are not supported by ${account.profile.name}`);
     }
     if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
+    // Pages that cycle: 1, 2, 1, 2, ... each saying there is more.
+    const alternating = hasFault(request, 'alternating-pages');
+    if (alternating) Object.assign(page, { offset: ((page.page - 1) % 2) * page.perPage });
     dataHeaders(reply);
+    if (hasFault(request, 'endless-pages')) return sendJson(reply, endlessPage(page.page, page.perPage));
     const mode = sourceDataMode(request.headers);
     const profile = account.profile;
     const paths = new Map<Scope, PathContext>();
@@ -108,6 +113,7 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
     const lie = hasFault(request, 'lying-has-more');
     if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
+    if (alternating) meta.has_more_results = true;
     w.text(`],"meta":${JSON.stringify(meta)}}`);
     // Once sent (all of it handed to the socket, or copied by an inject), the buffer may serve another page.
     const backing = w.backing;

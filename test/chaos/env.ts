@@ -33,13 +33,31 @@ export interface LinkedTestAccount {
 
 export interface FaultSpec {
   match?: { method?: string; path?: string; source_system?: string };
-  kind: 'status' | 'rate-limit' | 'slow' | 'timeout' | 'reset' | 'truncated-json' | 'malformed-json' | 'lying-has-more' | 'repeat-page';
+  kind:
+    | 'status'
+    | 'rate-limit'
+    | 'slow'
+    | 'timeout'
+    | 'reset'
+    | 'truncated-json'
+    | 'malformed-json'
+    | 'lying-has-more'
+    | 'repeat-page'
+    | 'oversized-page'
+    | 'gzip-bomb'
+    | 'trickle'
+    | 'alternating-pages'
+    | 'endless-pages';
   times?: number;
   probability?: number;
   status?: number;
   retry_after?: number;
   delay_ms?: number;
   has_more_results?: boolean | null;
+  /** `oversized-page`: bytes sent; `gzip-bomb`: bytes it inflates to. */
+  bytes?: number;
+  /** `trickle`: ms between two bytes. */
+  interval_ms?: number;
 }
 
 export interface StreamRow {

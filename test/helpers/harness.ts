@@ -63,6 +63,8 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     // Without the sandbox's limits there are no headers: pace only to what it reports.
     UPSTREAM_ASSUME_LIMITS: options.sandbox?.rateLimits ? 'true' : 'false',
+    // Tests' subscribers listen on loopback: allowed here, as an operator would allow an internal receiver.
+    MIRROR_CALLBACK_ALLOW: '127.0.0.1',
   });
   const logger = createLogger({ level: config.LOG_LEVEL });
   const services = createServices(config, { logger, poolSize: workerPoolSize(config) });
@@ -79,6 +81,7 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
     sync,
     hashKey: services.keys.signingKey,
     encryptionKey: services.keys.encryptionKey,
+    callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
   });
   const apiUrl = (await app.listen({ port: 0, host: '127.0.0.1' })).replace('localhost', '127.0.0.1');
   const worker = await startWorker(services, { publicBaseUrl: apiUrl });

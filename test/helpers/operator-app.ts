@@ -27,6 +27,7 @@ export async function startOperatorApp(h: Harness, options: { refreshMs?: number
     sync: h.sync,
     hashKey: services.keys.signingKey,
     encryptionKey: services.keys.encryptionKey,
+    callbacks: { allow: services.config.MIRROR_CALLBACK_ALLOW },
     operator: { token: operatorToken, temporalUiUrl, ...(options.refreshMs ? { refreshMs: options.refreshMs } : {}) },
   });
   const address = await app.listen({ port: 0, host: '127.0.0.1' });

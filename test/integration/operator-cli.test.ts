@@ -185,7 +185,7 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
     assert.match(r.out, new RegExp(`npx mirror webhooks register --account ${accountId} --force`));
     const row = await h.services.prisma.linkedAccount.findUniqueOrThrow({ where: { id: accountId } });
     assert.equal(decryptSecret(decodeKey(env.MIRROR_ENCRYPTION_KEY!), row.tokenCiphertext), token);
-    assert.equal(row.tokenHash, keyedHash(decodeKey(env.MIRROR_SIGNING_KEY!), token));
+    assert.equal(row.tokenHash, keyedHash(decodeKey(env.MIRROR_SIGNING_KEY!), `account-token:${token}`));
     const again = await mirror('rekey');
     assert.equal(again.code, 0, 'idempotent: everything decrypts with the new key now');
     assert.match(again.out, /\(0 lookup hashes changed\)/);
