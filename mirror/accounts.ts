@@ -40,13 +40,7 @@ export interface AccountSummary {
   clientId: string | null;
 }
 
-interface AccountRow {
-  id: string;
-  referenceId: string;
-  sourceSystem: string;
-  sourceSystemName: string;
-  status: string;
-  clientId: string | null;
+interface AccountRow extends AccountSummary {
   tokenHash: string;
 }
 
