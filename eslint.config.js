@@ -1,7 +1,10 @@
 // ESLint flat config for the whole repository (`npm run lint` = `eslint .`).
 // TypeScript files get typescript-eslint's type-checked recommended rules through the project service
 // (tsconfig.json); plain JavaScript gets the untyped recommended rules. Workflow code additionally may not
-// import anything that does I/O: it runs inside Temporal's deterministic workflow sandbox.
+// import anything that does I/O: it runs inside Temporal's deterministic workflow sandbox. Every other
+// folder has its walls too (see `walls` below, issue 21): SQL, Prisma and pg only in mirror/, upstream HTTP
+// only in connectors/, lib/ beneath everything, sandbox/ (the fake upstream) on lib/ alone.
+// test/unit/lint/walls.test.ts crosses each wall and checks that it is reported.
 import { builtinModules } from 'node:module';
 import js from '@eslint/js';
 import { defineConfig, globalIgnores } from 'eslint/config';
@@ -45,6 +48,99 @@ const workflowImportRestrictions = {
   ],
 };
 
+/** A relative import of one of the project's top-level folders, from any depth below another one. */
+const folderImport = (folders) => `^(\\.\\./)+(${folders.join('|')})(/.*)?$`;
+
+const dbLibraries = {
+  regex: '^(pg|pg-[^/]+|@prisma/.+|prisma)(/.*)?$',
+  message: 'Database library: only mirror/ talks to Postgres. Call a function of mirror/ (`import type` is fine).',
+  allowTypeImports: true,
+};
+const prismaModule = {
+  // mirror/prisma.ts: its client is mirror/'s to use; elsewhere only its types (bin/ wires it up, see below).
+  regex: '^(\\.\\./)+(mirror/)?prisma(\\.ts|/.*)?$',
+  message: 'The Prisma client is used inside mirror/ only: call a store of mirror/ (`import type` is fine).',
+  allowTypeImports: true,
+};
+const upstreamHttp = {
+  regex: '^undici(/.*)?$',
+  message: 'HTTP to the upstream goes through connectors/ (its one client, its budgets and body limits).',
+  allowTypeImports: true,
+};
+const layerRule = (folders, message, allowTypeImports = false) => ({ regex: folderImport(folders), message, allowTypeImports });
+
+/**
+ * Per folder: which project folders it may not import (workflows/ has its own, stricter rule above);
+ * `walls()` adds the database and HTTP bans to every folder but their owners.
+ */
+const layerWalls = {
+  lib: [layerRule(['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'sandbox', 'prisma', 'test', 'bench', 'scripts'], 'lib/ is beneath every other folder: it imports nothing from them.')],
+  sandbox: [layerRule(['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'prisma', 'test', 'bench', 'scripts'], 'sandbox/ is the fake upstream: it shares nothing with the mirror but lib/.')],
+  mirror: [layerRule(['connectors', 'api', 'activities', 'workflows', 'bin'], 'mirror/ is the storage layer: it knows nothing above it (pass what it needs in).')],
+  connectors: [
+    layerRule(['mirror'], 'connectors/ takes what it needs from mirror/ as an interface, passed in by bin/ (`import type` is fine).', true),
+    layerRule(['api', 'activities', 'workflows', 'bin'], 'connectors/ talks to the upstream: it knows nothing above it.'),
+  ],
+  activities: [layerRule(['api', 'bin'], 'activities/ do not reach into the HTTP API or the processes: move what both need to lib/, mirror/ or connectors/.')],
+  api: [layerRule(['activities', 'bin'], 'api/ does not run activities or reach into the processes: start a workflow (api/sync-control.ts) or move the code down.')],
+  bin: [],
+};
+
+/**
+ * Files allowed to import undici for HTTP that is not a call to the upstream, each with its reason.
+ * The upstream's own HTTP is in connectors/ only.
+ */
+const httpExceptions = [
+  // The mirror's own webhook deliveries to its subscribers, through an address-checking dispatcher.
+  'activities/delivery.ts',
+];
+
+/** The no-restricted-imports options of a folder's files. */
+function walls(folder, { http = false } = {}) {
+  const patterns = [...layerWalls[folder]];
+  if (folder !== 'mirror') patterns.push(dbLibraries);
+  if (folder !== 'mirror' && folder !== 'bin') patterns.push(prismaModule);
+  // bin/'s HTTP is to the processes it runs (health checks, the sandbox), not to the upstream; the
+  // sandbox is the upstream (it posts its webhook notifications to the mirror).
+  if (folder !== 'connectors' && folder !== 'bin' && folder !== 'sandbox' && !http) patterns.push(upstreamHttp);
+  return { patterns };
+}
+
+// SQL text outside mirror/: a string or template that starts like a statement. Prisma's model calls
+// (`prisma.x.y`, `deps.prisma.x.y`) and pg's `pool.query` likewise. Closing a client is wiring (bin/).
+const sqlStart = '/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\\s+([A-Za-z_*(]|\\$\\{|$)/';
+const sqlMessage = 'SQL and Prisma calls live in mirror/: call a named function there (the statement beside the others on its tables).';
+const sqlOutsideMirror = [
+  { selector: `Literal[value=${sqlStart}]`, message: sqlMessage },
+  { selector: `TemplateElement[value.raw=${sqlStart}]`, message: sqlMessage },
+  { selector: "MemberExpression[object.name='prisma'][property.name!='$disconnect']", message: sqlMessage },
+  { selector: "MemberExpression[object.property.name='prisma'][property.name!='$disconnect']", message: sqlMessage },
+  { selector: "CallExpression[callee.property.name='query'][callee.object.name='pool']", message: sqlMessage },
+  { selector: "CallExpression[callee.property.name='query'][callee.object.property.name='pool']", message: sqlMessage },
+];
+
+/** The config objects of the walls: one per folder, then the exceptions. */
+function wallConfigs() {
+  const configs = [];
+  for (const folder of Object.keys(layerWalls)) {
+    configs.push({
+      files: [`${folder}/**/*.ts`],
+      ignores: httpExceptions.filter((f) => f.startsWith(`${folder}/`)),
+      rules: { '@typescript-eslint/no-restricted-imports': ['error', walls(folder)] },
+    });
+    const exceptions = httpExceptions.filter((f) => f.startsWith(`${folder}/`));
+    if (exceptions.length > 0) {
+      configs.push({ files: exceptions, rules: { '@typescript-eslint/no-restricted-imports': ['error', walls(folder, { http: true })] } });
+    }
+  }
+  // sandbox/ is the fake upstream: its SQL is the emulated passthrough endpoint's, not the mirror's.
+  configs.push({
+    files: ['{api,activities,connectors,lib,bin,workflows}/**/*.ts'],
+    rules: { 'no-restricted-syntax': ['error', ...sqlOutsideMirror] },
+  });
+  return configs;
+}
+
 export default defineConfig(
   globalIgnores(['node_modules/', 'prisma/generated/', 'dist/', '.data/', 'bench/results/']),
 
@@ -78,6 +174,8 @@ export default defineConfig(
       ],
     },
   },
+
+  ...wallConfigs(),
 
   {
     files: ['workflows/**/*.ts'],

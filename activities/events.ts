@@ -12,9 +12,11 @@ import { domainHash } from '../lib/crypto.ts';
 import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
 import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
+import { liveRecordIds } from '../mirror/known-ids.ts';
 import { applyObjects, markDeleted } from '../mirror/records-store.ts';
 import type { StreamKey } from '../mirror/streams.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
+import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/webhook-registrations.ts';
 import { asActivity } from './failures.ts';
 import type { SyncDeps } from './sync.ts';
 
@@ -48,7 +50,7 @@ export function createEventActivities(deps: EventDeps) {
         const profile = knownProfile(account.sourceSystem);
         if (!profile || profile.webhookTypes.length === 0) return { registered: 0 };
         const token = await accounts.token(input.accountId);
-        const existing = await deps.prisma.webhookRegistration.findMany({ where: { accountId: input.accountId } });
+        const existing = await webhookRegistrationsOf(deps.prisma, input.accountId);
         const have = new Set(existing.map((r) => `${r.event}:${r.type}:${r.projectId ?? ''}`));
         let registered = 0;
         const projectIds: (string | undefined)[] = [];
@@ -58,8 +60,7 @@ export function createEventActivities(deps: EventDeps) {
           const kind = scopeKindIn(profile, def.name, def.scope);
           if (kind === 'project') {
             if (projectIds.length === 0) {
-              const { rows } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND scope = '' AND deleted_at IS NULL`, [input.accountId]);
-              projectIds.push(...rows.map((r) => r.id));
+              projectIds.push(...(await liveRecordIds(pool, { accountId: input.accountId, resource: 'projects', scope: '' })));
             }
           }
           const scopes = kind === 'project' ? projectIds : [undefined];
@@ -75,8 +76,14 @@ export function createEventActivities(deps: EventDeps) {
                 type,
                 projectId,
               });
-              await deps.prisma.webhookRegistration.create({
-                data: { id, accountId: input.accountId, upstreamId: created.id, type, event, projectId: projectId ?? null, authorizationHash: domainHash(deps.hashKey, 'webhookAuthorization', secret) },
+              await saveWebhookRegistration(deps.prisma, {
+                id,
+                accountId: input.accountId,
+                upstreamId: created.id,
+                type,
+                event,
+                projectId: projectId ?? null,
+                authorizationHash: domainHash(deps.hashKey, 'webhookAuthorization', secret),
               });
               registered++;
             }

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
+import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
 import type { AsyncRequestStore } from '../mirror/async-requests.ts';
 import type { Authenticator } from './auth.ts';
 import type { SyncControl } from './sync-control.ts';
@@ -55,7 +56,7 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
     const expiresAt = new Date(Date.now() + (deps.ttlMs ?? 60 * 60_000));
     await deps.store.create({ id, accountId: account.id, method: request.method, path: request.url, headers, body }, expiresAt);
     try {
-      await deps.sync.client.workflow.start('asyncRequestWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: `async-request:${id}`, args: [{ id }] });
+      await deps.sync.client.workflow.start('asyncRequestWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: asyncRequestWorkflowId(id), args: [{ id }] });
     } catch (error) {
       await deps.store.fail(id, 'could not be scheduled');
       throw new UpstreamUnavailableError('The async request could not be scheduled; try again.', undefined, { cause: error });

@@ -7,6 +7,7 @@ import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { domainHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../lib/errors.ts';
 import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
+import { apiClientSecretHash, upsertApiClient } from '../mirror/api-clients.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 import { accountOfSession, createSessionChecker } from './sessions.ts';
 
@@ -66,8 +67,7 @@ export function createAuthenticator(deps: {
     const now = Date.now();
     const hit = clients.get(clientId);
     if (hit && hit.until > now) return hit.secretHash;
-    const row = await deps.prisma.apiClient.findUnique({ where: { clientId } });
-    const secretHash = row?.secretHash ?? null;
+    const secretHash = await apiClientSecretHash(deps.prisma, clientId);
     if (clients.size >= 10_000) clients.clear();
     clients.set(clientId, { secretHash, until: now + cacheMs });
     return secretHash;
@@ -144,8 +144,5 @@ export function createAuthenticator(deps: {
   return { client, account };
 }
 
-/** Registers (or rotates) an API client's credentials; only the secret's digest is stored. */
-export async function upsertApiClient(prisma: PrismaClient, clientId: string, clientSecret: string, name = 'default'): Promise<void> {
-  const secretHash = sha256Hex(clientSecret);
-  await prisma.apiClient.upsert({ where: { clientId }, create: { clientId, secretHash, name }, update: { secretHash } });
-}
+// Registering a client is the store's (mirror/api-clients.ts); re-exported for the tools and tests that set one up.
+export { upsertApiClient };

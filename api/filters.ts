@@ -1,10 +1,12 @@
-// List filters (`filters=[{field, operator, value}]`, ANDed) validated against the resource's fields
-// and compiled to parameterised SQL: values never reach the SQL text, fields only from the catalog.
+// List filters (`filters=[{field, operator, value}]`, ANDed) validated against the resource's fields.
+// mirror/record-filters.ts compiles them to parameterised SQL: values never reach the SQL text,
+// fields only from the catalog (checked here).
 import { z } from 'zod';
 import { BadRequestError } from '../lib/errors.ts';
 import type { ResourceDef } from '../lib/resources.ts';
+import { filterOperators as operators, timeColumns, type RecordFilter } from '../mirror/record-filters.ts';
 
-export const operators = ['=', '!=', '>', '>=', '<', '<=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE', 'IN', 'NOT IN', 'BETWEEN', 'NOT BETWEEN'] as const;
+export { operators };
 
 const scalar = z.union([z.string(), z.number(), z.boolean()]);
 export const filterSchema = z.object({
@@ -17,9 +19,8 @@ export type Filter = z.infer<typeof filterSchema>;
 
 const isoTimestamp = z.union([z.iso.datetime({ offset: true, local: true }), z.iso.date()]);
 
-const timeColumns: Record<string, string> = { source_update_time: 'source_update_time', source_create_time: 'source_create_time' };
-
-export function parseFilters(raw: string | undefined, def: ResourceDef): Filter[] {
+/** The caller's filters, checked against the resource's fields: what mirror/record-filters.ts compiles. */
+export function parseFilters(raw: string | undefined, def: ResourceDef): RecordFilter[] {
   if (raw === undefined || raw === '') return [];
   let json: unknown;
   try {
@@ -49,42 +50,4 @@ export function parseFilters(raw: string | undefined, def: ResourceDef): Filter[
     }
   }
   return r.data;
-}
-
-/** SQL for the filters, with placeholders from $offset on. */
-export function filtersSql(filters: readonly Filter[], offset: number): { sql: string; params: unknown[] } {
-  const params: unknown[] = [];
-  const p = (v: unknown) => {
-    params.push(v);
-    return `$${offset + params.length - 1}`;
-  };
-  const parts = filters.map((f) => {
-    const values = [f.value].flat();
-    const numeric = values.every((v) => typeof v === 'number');
-    const col = timeColumns[f.field]
-      ? timeColumns[f.field]!
-      : numeric
-        ? `(CASE WHEN jsonb_typeof(data->'${f.field}') = 'number' THEN (data->>'${f.field}')::numeric END)`
-        : `(data->>'${f.field}')`;
-    const cast = timeColumns[f.field] ? '::timestamptz' : numeric ? '::numeric' : '::text';
-    const v = (x: unknown) => `${p(typeof x === 'boolean' ? String(x) : x)}${cast}`;
-    switch (f.operator) {
-      case 'IN':
-      case 'NOT IN':
-        return `${col} ${f.operator} (${values.map(v).join(', ')})`;
-      case 'BETWEEN':
-      case 'NOT BETWEEN':
-        return `${col} ${f.operator} ${v(values[0])} AND ${v(values[1])}`;
-      case 'LIKE':
-      case 'NOT LIKE':
-      case 'ILIKE':
-      case 'NOT ILIKE':
-        return `${col}::text ${f.operator} ${p(String(values[0]))}::text`;
-      case '!=':
-        return `${col} IS DISTINCT FROM ${v(values[0])}`;
-      default:
-        return `${col} ${f.operator} ${v(values[0])}`;
-    }
-  });
-  return { sql: parts.join(' AND '), params };
 }

@@ -12,6 +12,7 @@ import { domainHash } from '../lib/crypto.ts';
 import { requiredScope, sessionAllows } from '../lib/session-scopes.ts';
 import { ForbiddenError, UnauthorizedError, UpstreamAuthError, UpstreamNotFoundError } from '../lib/errors.ts';
 import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
+import { findLinkSession, saveLinkSession, setLinkSessionExpiry } from '../mirror/link-sessions.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 
 export function sessionSecretHash(key: Buffer, secret: string): string {
@@ -64,7 +65,7 @@ export function createSessionChecker(deps: { prisma: PrismaClient; accounts: Acc
       else return true;
     }
     if (expiresAt.getTime() !== session.expiresAt.getTime()) {
-      await deps.prisma.linkSession.updateMany({ where: { id: session.id, accountId: account.id }, data: { expiresAt } });
+      await setLinkSessionExpiry(deps.prisma, { id: session.id, accountId: account.id, expiresAt });
     }
     return expiresAt.getTime() > Date.now();
   }
@@ -89,7 +90,7 @@ export async function accountOfSession(
   request: FastifyRequest,
   secret: string,
 ): Promise<AccountSummary> {
-  const row = await deps.prisma.linkSession.findUnique({ where: { secretHash: sessionSecretHash(deps.key, secret) } });
+  const row = await findLinkSession(deps.prisma, sessionSecretHash(deps.key, secret));
   if (!row) throw new UnauthorizedError('Invalid Session: create link sessions through the mirror (POST /link/sessions) to read it with them.');
   if (row.expiresAt.getTime() <= Date.now()) throw new UnauthorizedError('Session expired: create a new one or extend it before it expires.');
   const scope = requiredScope(request.method, request.url);
@@ -111,8 +112,7 @@ export async function recordSession(prisma: PrismaClient, key: Buffer, accountId
   const s = answer as { id?: unknown; session?: unknown; name?: unknown; scopes?: unknown; expires_at?: unknown };
   if (typeof s.id !== 'string' || typeof s.session !== 'string' || typeof s.expires_at !== 'string') return;
   const scopes = Array.isArray(s.scopes) ? s.scopes.filter((x): x is string => typeof x === 'string') : [];
-  const data = { accountId, secretHash: sessionSecretHash(key, s.session), name: typeof s.name === 'string' ? s.name : '', scopes, expiresAt: new Date(s.expires_at) };
-  await prisma.linkSession.upsert({ where: { id: s.id }, create: { id: s.id, ...data }, update: data });
+  await saveLinkSession(prisma, { id: s.id, accountId, secretHash: sessionSecretHash(key, s.session), name: typeof s.name === 'string' ? s.name : '', scopes, expiresAt: new Date(s.expires_at) });
 }
 
 /** Follows an extend or expire the upstream answered with the session (its new `expires_at`). */
@@ -120,5 +120,5 @@ export async function updateSessionExpiry(prisma: PrismaClient, accountId: strin
   const s = answer as { expires_at?: unknown };
   const expiresAt = expiredNow ? new Date(Date.now() - 1) : typeof s.expires_at === 'string' ? new Date(s.expires_at) : undefined;
   if (!expiresAt || Number.isNaN(expiresAt.getTime())) return;
-  await prisma.linkSession.updateMany({ where: { id, accountId }, data: { expiresAt } });
+  await setLinkSessionExpiry(prisma, { id, accountId, expiresAt });
 }

@@ -1,5 +1,6 @@
 // Starting and watching syncs through a Temporal client. Names workflow types; never imports workflow code.
 import { Client, ScheduleAlreadyRunning, ScheduleNotFoundError, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
+import { accountSyncWorkflowId, changesWorkflowId, scheduledRunWorkflowId, scheduleIds } from '../lib/workflow-ids.ts';
 
 export interface SyncRequest {
   accountId: string;
@@ -38,8 +39,7 @@ export class SyncControl {
   }
 
   workflowId(req: SyncRequest): string {
-    const target = req.resource ? `:${req.resource}${req.scope ? `:${req.scope}` : ''}` : '';
-    return `account-sync:${req.accountId}${target}`;
+    return accountSyncWorkflowId(req.accountId, { resource: req.resource, scope: req.scope });
   }
 
   /**
@@ -87,7 +87,7 @@ export class SyncControl {
   }
 
   scheduleIds(accountId: string): { full: string; incremental: string } {
-    return { full: `account-full:${accountId}`, incremental: `account-incremental:${accountId}` };
+    return scheduleIds(accountId);
   }
 
   /**
@@ -109,7 +109,7 @@ export class SyncControl {
             type: 'startWorkflow',
             workflowType: 'accountSyncWorkflow',
             taskQueue: this.taskQueue,
-            workflowId: `${plan.scheduleId}:run`,
+            workflowId: scheduledRunWorkflowId(plan.scheduleId),
             args: [{ accountId, mode: plan.mode }],
           },
           policies: { overlap: 'SKIP', catchupWindow: '1 minute' },
@@ -162,7 +162,7 @@ export class SyncControl {
   private async sendEventsSignal(accountId: string): Promise<void> {
     await this.client.workflow.signalWithStart('accountChangesWorkflow', {
       taskQueue: this.taskQueue,
-      workflowId: `account-changes:${accountId}`,
+      workflowId: changesWorkflowId(accountId),
       args: [{ accountId }],
       signal: 'events',
       signalArgs: [],

@@ -7,8 +7,8 @@ import { envFileName, loadEnvFile, parseConfig, type Config } from '../lib/confi
 import { generateKey, randomSecret } from '../lib/crypto.ts';
 import { ensureDatabase } from '../mirror/database.ts';
 import { migrate } from '../mirror/migrate.ts';
+import { upsertApiClient } from '../mirror/api-clients.ts';
 import { createPrisma } from '../mirror/prisma.ts';
-import { upsertApiClient } from '../api/auth.ts';
 import { ensureTemporalCli } from './temporal-cli.ts';
 
 export const projectRoot = new URL('..', import.meta.url).pathname;

@@ -1,4 +1,5 @@
-// Creating the mirror's database where it is missing, with an error that says how to get a Postgres.
+// Creating the mirror's database where it is missing, with an error that says how to get a Postgres;
+// and the few statements the operator's commands run on the database as a whole.
 import pg from 'pg';
 import { ConfigError } from '../lib/errors.ts';
 
@@ -52,3 +53,19 @@ export async function dropDatabase(url: string): Promise<void> {
 }
 
 export { withDatabase };
+
+/** Fails (with pg's error) unless the mirror's schema answers: a command checks this before it starts. */
+export async function assertSchemaReachable(pool: pg.Pool): Promise<void> {
+  await pool.query('SELECT 1 FROM linked_accounts LIMIT 0');
+}
+
+/** The database's clock: what `mirrored_at` and the change cursors are measured with. */
+export async function databaseNow(pool: pg.Pool): Promise<Date> {
+  const { rows } = await pool.query<{ now: Date }>('SELECT now() AS now');
+  return rows[0]!.now;
+}
+
+/** Deletes an account's mirrored records (`mirror unlink --purge`); returns how many. */
+export async function purgeAccountRecords(pool: pg.Pool, accountId: string): Promise<number> {
+  return (await pool.query('DELETE FROM records WHERE account_id = $1', [accountId])).rowCount ?? 0;
+}

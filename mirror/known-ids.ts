@@ -32,3 +32,18 @@ export async function idStanding(pool: Pool, q: IdLookup): Promise<IdStanding> {
   );
   return { id: rows[0]?.id ?? undefined, listSynced: rows[0]?.synced ?? false };
 }
+
+export interface StreamRef {
+  accountId: string;
+  resource: string;
+  scope: string;
+}
+
+/** Ids of a stream's live records, in list order: the scopes of its children (projects, invoices, ...). */
+export async function liveRecordIds(pool: Pool, stream: StreamRef): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY ordinal, id`,
+    [stream.accountId, stream.resource, stream.scope],
+  );
+  return rows.map((r) => r.id);
+}

@@ -1,6 +1,7 @@
 // Reads of mirrored records for the API, in the contract's shape. Rows come out of Postgres as JSON
 // text and are spliced into the response without a parse/serialise round trip.
 import type { Pool } from './pool.ts';
+import { filtersSql, type RecordFilter } from './record-filters.ts';
 
 export interface ListQuery {
   accountId: string;
@@ -12,8 +13,8 @@ export interface ListQuery {
   includeSourceData: boolean;
   includeDeleted?: boolean;
   modifiedAfter?: Date;
-  /** Extra SQL predicates on `data` built by api/filters.ts: text with $n placeholders starting at $offset. */
-  filterSql?: (offset: number) => { sql: string; params: unknown[] };
+  /** Predicates on the records' fields, ANDed (record-filters.ts); fields already checked against the catalog. */
+  filters?: readonly RecordFilter[];
 }
 
 export interface ListResult {
@@ -70,8 +71,8 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     params.push(q.modifiedAfter);
     where.push(`mirrored_at > $${params.length}`);
   }
-  if (q.filterSql) {
-    const f = q.filterSql(params.length + 1);
+  if (q.filters && q.filters.length > 0) {
+    const f = filtersSql(q.filters, params.length + 1);
     params.push(...f.params);
     if (f.sql) where.push(f.sql);
   }

@@ -4,7 +4,7 @@
 import { ParentClosePolicy, condition, continueAsNew, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
-import { eventsSignal } from './shared.ts';
+import { accountSyncWorkflowId, eventsSignal } from './shared.ts';
 import { accountSyncWorkflow } from './account-sync.ts';
 
 const { applyInbox } = proxyActivities<EventActivities>({
@@ -31,7 +31,7 @@ export async function accountChangesWorkflow(input: AccountChangesInput): Promis
       for (const resource of new Set(r.fullPassTypes)) {
         try {
           await startChild(accountSyncWorkflow, {
-            workflowId: `account-sync:${input.accountId}:${resource}`,
+            workflowId: accountSyncWorkflowId(input.accountId, { resource }),
             args: [{ accountId: input.accountId, mode: 'full', resource }],
             parentClosePolicy: ParentClosePolicy.ABANDON,
           });

@@ -3,13 +3,8 @@ import { ApplicationFailure, defineQuery, defineSignal } from '@temporalio/workf
 
 export const defaultTaskQueue = 'mirror';
 
-export function streamWorkflowId(accountId: string, resource: string, scope: string): string {
-  return `stream:${accountId}:${resource}:${scope || '-'}`;
-}
-
-export function accountWorkflowId(accountId: string): string {
-  return `account-sync:${accountId}`;
-}
+// Workflow ids are made in lib/workflow-ids.ts (the API and the CLI make them too); re-exported for workflow code.
+export { accountSyncWorkflowId, changesWorkflowId, childrenWorkflowId, streamWorkflowId } from '../lib/workflow-ids.ts';
 
 export interface StreamProgress {
   resource: string;
@@ -33,10 +28,6 @@ export const accountProgressQuery = defineQuery<AccountProgress>('progress');
 
 /** "Events are waiting in the inbox": carries nothing, the inbox holds the events. */
 export const eventsSignal = defineSignal('events');
-
-export function changesWorkflowId(accountId: string): string {
-  return `account-changes:${accountId}`;
-}
 
 /**
  * What went wrong, in the words of the application's failure: a child workflow's failure wraps an

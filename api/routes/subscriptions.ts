@@ -8,7 +8,9 @@ import type { CallbackGuard } from '../../lib/address-guard.ts';
 import { encryptSecret } from '../../lib/crypto.ts';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { resourceForWebhookType } from '../../lib/resources.ts';
+import { subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
+import { createSubscription, deleteSubscription, findSubscription, subscriptionsOf, type SubscriptionRow } from '../../mirror/subscriptions.ts';
 import type { Authenticator } from '../auth.ts';
 import type { SyncControl } from '../sync-control.ts';
 
@@ -29,9 +31,7 @@ export interface SubscriptionDeps {
   callbacks: CallbackGuard;
 }
 
-type Row = { id: string; callbackUrl: string; event: string; type: string; projectId: string | null; delivered: number; failures: number; lastError: string | null; lastDeliveredAt: Date | null };
-
-function shape(row: Row) {
+function shape(row: SubscriptionRow) {
   return {
     id: row.id,
     source_id: row.id,
@@ -58,40 +58,38 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
     if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
     const projectHeader = request.headers['project-id'];
     const id = randomUUID();
-    const row = await deps.prisma.subscription.create({
-      data: {
-        id,
-        accountId: account.id,
-        callbackUrl: r.data.callback_url,
-        authorizationCiphertext: r.data.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, r.data.authorization_header)) : null,
-        event: r.data.event,
-        type: r.data.type,
-        projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
-      },
+    const row = await createSubscription(deps.prisma, {
+      id,
+      accountId: account.id,
+      callbackUrl: r.data.callback_url,
+      authorizationCiphertext: r.data.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, r.data.authorization_header)) : null,
+      event: r.data.event,
+      type: r.data.type,
+      projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
     });
-    await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: `subscription:${id}`, args: [{ subscriptionId: id }] });
+    await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: subscriptionWorkflowId(id), args: [{ subscriptionId: id }] });
     return reply.status(201).send(shape(row));
   });
 
   app.get('/webhooks', async (request) => {
     const account = await deps.auth.account(request);
-    const rows = await deps.prisma.subscription.findMany({ where: { accountId: account.id }, orderBy: { createdAt: 'asc' } });
+    const rows = await subscriptionsOf(deps.prisma, account.id);
     return { data: rows.map(shape), meta: { current_page: 1, has_more_results: false } };
   });
 
   app.get<{ Params: { id: string } }>('/webhooks/:id', async (request) => {
     const account = await deps.auth.account(request);
-    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await deps.prisma.subscription.findUnique({ where: { id: request.params.id } }) : null;
+    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
     return shape(row);
   });
 
   app.delete<{ Params: { id: string } }>('/webhooks/:id', async (request, reply) => {
     const account = await deps.auth.account(request);
-    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await deps.prisma.subscription.findUnique({ where: { id: request.params.id } }) : null;
+    const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
-    await deps.prisma.subscription.delete({ where: { id: row.id } });
-    await deps.sync.client.workflow.getHandle(`subscription:${row.id}`).cancel().catch(() => undefined);
+    await deleteSubscription(deps.prisma, row.id);
+    await deps.sync.client.workflow.getHandle(subscriptionWorkflowId(row.id)).cancel().catch(() => undefined);
     return reply.status(200).send(shape(row));
   });
 }

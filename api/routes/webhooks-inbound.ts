@@ -11,6 +11,7 @@ import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
 import { storeEvent } from '../../mirror/inbox.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
+import { findWebhookRegistration } from '../../mirror/webhook-registrations.ts';
 import type { SyncControl } from '../sync-control.ts';
 
 export const inboundEventSchema = z.looseObject({
@@ -84,8 +85,7 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
     // Deliveries arriving together share one lookup.
     let pending = lookups.get(id);
     if (!pending) {
-      pending = deps.prisma.webhookRegistration
-        .findUnique({ where: { id }, select: { id: true, accountId: true, type: true, event: true, projectId: true, authorizationHash: true } })
+      pending = findWebhookRegistration(deps.prisma, id)
         .then((found) => {
           if (found) {
             unknown.delete(id);

@@ -1,6 +1,7 @@
 // The status page's view of Temporal: the account passes running now (with their progress query) and
 // links into the Temporal UI for each workflow and schedule. Bounded in time: a slow or absent
 // Temporal makes the page say so, never hang.
+import { passWorkflowAccount } from '../../lib/workflow-ids.ts';
 import type { SyncControl } from '../sync-control.ts';
 
 /** The dev server's UI listens 1000 ports above its frontend (`temporal server start-dev`). */
@@ -39,7 +40,7 @@ export interface RunningPass {
   progress?: { phase: string; streamsTotal: number; streamsDone: number; streamsFailed: number; records: number };
 }
 
-const accountOf = /^(?:account-sync|account-full|account-incremental):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/i;
+const accountOf = passWorkflowAccount;
 
 /** Account passes running on this mirror's task queue, each with its progress (where it answers in time). */
 export async function runningPasses(sync: SyncControl, timeoutMs = 1500): Promise<RunningPass[]> {

@@ -1,9 +1,9 @@
 // `mirror doctor`: checks what the mirror needs, each with what to do when it is wrong: the
 // configuration, Postgres, migrations, clocks, Temporal (and a worker on the task queue), the upstream
 // and its credentials, the mirror's own credentials and keys, and the API. Exits 1 if a check failed.
-import pg from 'pg';
 import { parseConfig, loadEnvFile, type Config } from '../../lib/config.ts';
 import { decryptSecret, decodeKey, sha256Hex } from '../../lib/crypto.ts';
+import { DiagnosticConnection } from '../../mirror/diagnostics.ts';
 import { readMigrations } from '../../mirror/migrate.ts';
 import { placeholderSecrets } from './migrate.ts';
 import { exitCode, oneLine, postgresProblem, safeUrl, UsageError, type Command } from './shared.ts';
@@ -56,17 +56,16 @@ export async function diagnose(env: Record<string, string | undefined>, options:
   }
 
   // 2. Postgres, and the clock against it.
-  let db: pg.Client | undefined;
+  let db: DiagnosticConnection | undefined;
   let skewMs: number | undefined;
   try {
-    db = new pg.Client({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: timeoutMs });
-    await db.connect();
+    db = await DiagnosticConnection.open(config.DATABASE_URL, timeoutMs);
     const before = Date.now();
-    const { rows } = await db.query<{ version: string; now: Date }>(`SELECT current_setting('server_version') AS version, clock_timestamp() AS now`);
-    skewMs = rows[0]!.now.getTime() - (before + Date.now()) / 2;
-    add({ name: 'postgres', status: 'ok', detail: `${safeUrl(config.DATABASE_URL)} answers (PostgreSQL ${rows[0]!.version})` });
+    const server = await db.serverClock();
+    skewMs = server.now.getTime() - (before + Date.now()) / 2;
+    add({ name: 'postgres', status: 'ok', detail: `${safeUrl(config.DATABASE_URL)} answers (PostgreSQL ${server.version})` });
   } catch (error) {
-    await db?.end().catch(() => undefined);
+    await db?.close().catch(() => undefined);
     db = undefined;
     const p = postgresProblem(error, config.DATABASE_URL);
     add({ name: 'postgres', status: 'fail', detail: p ? `${p.problem} (${safeUrl(config.DATABASE_URL)})` : `${safeUrl(config.DATABASE_URL)}: ${oneLine((error as Error).message)}`, fix: p?.fix ?? 'check DATABASE_URL and that the server accepts connections.' });
@@ -78,13 +77,10 @@ export async function diagnose(env: Record<string, string | undefined>, options:
     if (db) {
       try {
         const files = await readMigrations();
-        const table = await db.query<{ t: string | null }>(`SELECT to_regclass('_prisma_migrations')::text AS t`);
-        if (!table.rows[0]?.t) {
+        const rows = await db.appliedMigrations();
+        if (!rows) {
           add({ name: 'migrations', status: 'fail', detail: `none applied (${files.length} to apply)`, fix: 'run `npx mirror migrate`.' });
         } else {
-          const { rows } = await db.query<{ migration_name: string; checksum: string; finished_at: Date | null; rolled_back_at: Date | null }>(
-            `SELECT migration_name, checksum, finished_at, rolled_back_at FROM _prisma_migrations`,
-          );
           const failed = rows.filter((r) => r.finished_at === null && r.rolled_back_at === null);
           const applied = new Map(rows.filter((r) => r.finished_at !== null).map((r) => [r.migration_name, r.checksum]));
           const pending = files.filter((f) => !applied.has(f.name));
@@ -129,7 +125,7 @@ export async function diagnose(env: Record<string, string | undefined>, options:
     if (db && migrated && ![...broken].some((k) => k.startsWith('MIRROR_'))) await checkCredentials(db, config, timeoutMs, upstream.ok, add);
     else add({ name: 'credentials', status: 'skip', detail: 'needs Postgres, migrations and the MIRROR_* settings' });
   } finally {
-    await db?.end().catch(() => undefined);
+    await db?.close().catch(() => undefined);
   }
 
   // 8. The API (only a warning: the CLI works without it).
@@ -239,23 +235,23 @@ async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) 
   return { ok, skewMs: skew };
 }
 
-async function checkCredentials(db: pg.Client, config: Config, timeoutMs: number, upstreamOk: boolean, add: (c: Check) => void): Promise<void> {
-  const client = await db.query<{ secret_hash: string }>('SELECT secret_hash FROM api_clients WHERE client_id = $1', [config.MIRROR_CLIENT_ID]);
-  if (!client.rows[0]) {
+async function checkCredentials(db: DiagnosticConnection, config: Config, timeoutMs: number, upstreamOk: boolean, add: (c: Check) => void): Promise<void> {
+  const secretHash = await db.clientSecretHash(config.MIRROR_CLIENT_ID);
+  if (secretHash === undefined) {
     add({ name: 'credentials', status: 'fail', detail: `MIRROR_CLIENT_ID ${config.MIRROR_CLIENT_ID} is not registered: the API refuses it`, fix: 'run `npx mirror setup` (it registers MIRROR_CLIENT_ID and MIRROR_CLIENT_SECRET).' });
-  } else if (client.rows[0].secret_hash !== sha256Hex(config.MIRROR_CLIENT_SECRET)) {
+  } else if (secretHash !== sha256Hex(config.MIRROR_CLIENT_SECRET)) {
     add({ name: 'credentials', status: 'fail', detail: 'MIRROR_CLIENT_SECRET is not the registered secret of MIRROR_CLIENT_ID', fix: 'run `npx mirror setup` to register the new secret (applications must then send it), or restore the old one.' });
   } else add({ name: 'credentials', status: 'ok', detail: `MIRROR_CLIENT_ID is registered with this secret` });
 
-  const accounts = await db.query<{ id: string; token_ciphertext: Buffer }>(`SELECT id, token_ciphertext FROM linked_accounts WHERE status = 'linked' ORDER BY created_at LIMIT 3`);
-  if (accounts.rows.length === 0) {
+  const accounts = await db.linkedAccountTokens(3);
+  if (accounts.length === 0) {
     add({ name: 'accounts', status: 'ok', detail: 'no linked account yet (`npx mirror link` links one)' });
     return;
   }
   const tokens: { id: string; token: string }[] = [];
   try {
     const key = decodeKey(config.MIRROR_ENCRYPTION_KEY);
-    for (const a of accounts.rows) tokens.push({ id: a.id, token: decryptSecret(key, a.token_ciphertext) });
+    for (const a of accounts) tokens.push({ id: a.id, token: decryptSecret(key, a.token_ciphertext) });
   } catch {
     add({
       name: 'accounts',

@@ -4,6 +4,8 @@
 // domain: hashes stored before it are upgraded too). Idempotent.
 import { decodeKey, decryptSecret, encryptSecret, keyedHash } from '../../lib/crypto.ts';
 import { accountTokenHash } from '../../mirror/accounts.ts';
+import { resealSecrets, sealedSecrets } from '../../mirror/sealed-secrets.ts';
+import { accountsWithWebhooks } from '../../mirror/webhook-registrations.ts';
 import { cliConfig, cliServices, exitCode, UsageError, type Command } from './shared.ts';
 
 export const rekeyCommand: Command = {
@@ -40,8 +42,7 @@ export const rekeyCommand: Command = {
           }
         }
       };
-      const accounts = await services.prisma.linkedAccount.findMany({ select: { id: true, tokenCiphertext: true, tokenHash: true } });
-      const subscriptions = await services.prisma.subscription.findMany({ where: { authorizationCiphertext: { not: null } }, select: { id: true, authorizationCiphertext: true } });
+      const { accounts, subscriptions } = await sealedSecrets(services.prisma);
       const accountUpdates = accounts.map((a) => {
         const token = open(a.tokenCiphertext);
         const tokenHash = accountTokenHash(signingKey, token);
@@ -49,21 +50,18 @@ export const rekeyCommand: Command = {
         const legacy = a.tokenHash === keyedHash(signingKey, token);
         return { id: a.id, tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)), tokenHash, hashChanged: a.tokenHash !== tokenHash && !legacy, upgraded: legacy };
       });
-      const subscriptionUpdates = subscriptions.map((s) => ({ id: s.id, authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext!))) }));
+      const subscriptionUpdates = subscriptions.map((s) => ({ id: s.id, authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext))) }));
       const rehashed = accountUpdates.filter((a) => a.hashChanged);
       const upgraded = accountUpdates.filter((a) => a.upgraded).length;
       if (!v['dry-run']) {
-        await services.prisma.$transaction([
-          ...accountUpdates.map((a) => services.prisma.linkedAccount.update({ where: { id: a.id }, data: { tokenCiphertext: a.tokenCiphertext, tokenHash: a.tokenHash } })),
-          ...subscriptionUpdates.map((s) => services.prisma.subscription.update({ where: { id: s.id }, data: { authorizationCiphertext: s.authorizationCiphertext } })),
-        ]);
+        await resealSecrets(services.prisma, { accounts: accountUpdates, subscriptions: subscriptionUpdates });
       }
       console.log(`${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed${upgraded ? `; ${upgraded} from before the account-token hash domain upgraded` : ''}) and ${subscriptionUpdates.length} subscriber authorization headers.`);
       if (rehashed.length > 0) {
-        const withHooks = await services.prisma.webhookRegistration.groupBy({ by: ['accountId'], where: { accountId: { in: rehashed.map((a) => a.id) } } });
+        const withHooks = await accountsWithWebhooks(services.prisma, rehashed.map((a) => a.id));
         if (withHooks.length) {
           console.log('MIRROR_SIGNING_KEY changed: upstream webhooks of these accounts carry secrets checked with the old key. Register them again:');
-          for (const a of withHooks) console.log(`  npx mirror webhooks register --account ${a.accountId} --force`);
+          for (const accountId of withHooks) console.log(`  npx mirror webhooks register --account ${accountId} --force`);
         }
       }
       return exitCode.ok;

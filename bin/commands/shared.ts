@@ -116,10 +116,11 @@ export function cliConfig(): Config {
 /** Services for a command, silent, after checking that Postgres answers (so failures read well). */
 export async function cliServices(config: Config = cliConfig()): Promise<Services> {
   const { createServices } = await import('../services.ts');
+  const { assertSchemaReachable } = await import('../../mirror/database.ts');
   const { createLogger } = await import('../../lib/logger.ts');
   const services = createServices(config, { name: 'cli', poolSize: 4, logger: createLogger({ level: 'silent' }) });
   try {
-    await services.pool.query('SELECT 1 FROM linked_accounts LIMIT 0');
+    await assertSchemaReachable(services.pool);
   } catch (error) {
     await services.close();
     const p = postgresProblem(error, config.DATABASE_URL);

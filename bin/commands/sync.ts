@@ -2,7 +2,7 @@
 // follow it with a bar per stream, and end with a table of what it wrote.
 import { resources, resourceDef } from '../../lib/resources.ts';
 import type { AccountSyncSummary } from '../../api/sync-control.ts';
-import type { Services } from '../services.ts';
+import { databaseNow } from '../../mirror/database.ts';
 import { finalTotals, followPass, totalsTable } from './sync-progress.ts';
 import { cliConfig, cliServices, connectTemporal, exitCode, required, resolveAccount, UsageError, type Command, type Values } from './shared.ts';
 
@@ -55,7 +55,7 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
     if (account.status !== 'linked') throw new UsageError(`account ${accountId} is ${account.status}; link it again before syncing.`);
     const temporal = await connectTemporal(config);
     try {
-      const dbNow = await databaseNow(services);
+      const dbNow = await databaseNow(services.pool);
       const handle = await temporal.sync.start({ accountId, mode, resource, scope, concurrency: config.SYNC_STREAM_CONCURRENCY });
       const description = await handle.describe();
       const joined = description.startTime.getTime() < dbNow.getTime() - 1000;
@@ -87,9 +87,4 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
   } finally {
     await services.close();
   }
-}
-
-async function databaseNow(services: Services): Promise<Date> {
-  const { rows } = await services.pool.query<{ now: Date }>('SELECT now() AS now');
-  return rows[0]!.now;
 }

@@ -1,5 +1,7 @@
 // `mirror unlink`: an account stops syncing (its schedules and running passes go) and its link sessions
 // end; data stays unless --purge.
+import { accountSyncWorkflowId, changesWorkflowId } from '../../lib/workflow-ids.ts';
+import { purgeAccountRecords } from '../../mirror/database.ts';
 import { cliConfig, cliServices, connectTemporal, required, resolveAccount, type Command } from './shared.ts';
 
 export const unlinkCommand: Command = {
@@ -16,7 +18,7 @@ export const unlinkCommand: Command = {
       const temporal = await connectTemporal(config);
       try {
         await temporal.sync.deleteSchedules(accountId);
-        for (const id of [`account-sync:${accountId}`, `account-changes:${accountId}`]) {
+        for (const id of [accountSyncWorkflowId(accountId), changesWorkflowId(accountId)]) {
           await temporal.sync.client.workflow.getHandle(id).cancel().catch(() => undefined);
         }
       } finally {
@@ -24,7 +26,7 @@ export const unlinkCommand: Command = {
       }
       const { sessionsEnded } = await services.accounts.unlink(accountId);
       let purged = 0;
-      if (v.purge) purged = (await services.pool.query('DELETE FROM records WHERE account_id = $1', [accountId])).rowCount ?? 0;
+      if (v.purge) purged = await purgeAccountRecords(services.pool, accountId);
       console.log(`Unlinked ${accountId}: schedules deleted, passes cancelled, ${sessionsEnded} link sessions ended${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`);
     } finally {
       await services.close();

@@ -4,6 +4,7 @@ import { createEventActivities } from '../../activities/events.ts';
 import { deleteWebhook } from '../../connectors/operations.ts';
 import { UpstreamNotFoundError } from '../../lib/errors.ts';
 import { deliveriesOverview, webhookRegistrations } from '../../mirror/metrics-overview.ts';
+import { deleteWebhookRegistration, webhookRegistrationsOf } from '../../mirror/webhook-registrations.ts';
 import { publicBaseUrl, type Services } from '../services.ts';
 import { cliConfig, cliServices, clip, required, resolveAccount, table, UsageError, type Command } from './shared.ts';
 
@@ -80,7 +81,7 @@ async function list(services: Services, v: Record<string, unknown>): Promise<num
 
 /** Deletes every registration of the account, upstream first (one already gone there is fine). */
 async function unregister(services: Services, accountId: string): Promise<number> {
-  const rows = await services.prisma.webhookRegistration.findMany({ where: { accountId } });
+  const rows = await webhookRegistrationsOf(services.prisma, accountId);
   const account = await services.accounts.get(accountId);
   const token = await services.accounts.token(accountId);
   for (const r of rows) {
@@ -91,7 +92,7 @@ async function unregister(services: Services, accountId: string): Promise<number
         if (!(error instanceof UpstreamNotFoundError)) throw error;
       }
     }
-    await services.prisma.webhookRegistration.delete({ where: { id: r.id } });
+    await deleteWebhookRegistration(services.prisma, r.id);
   }
   return rows.length;
 }

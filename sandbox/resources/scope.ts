@@ -6,7 +6,6 @@ import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
 import type { ResourceName, TopLevelResource } from '../data/catalog.ts';
 import type { Ref, Scope } from '../data/dataset.ts';
-import type { PathContext } from '../data/raw-source.ts';
 import { NotSupportedError } from '../http/errors.ts';
 import { headerValue } from '../http/validate.ts';
 import type { ResourceSupport } from '../source-systems/profiles.ts';
@@ -39,6 +38,9 @@ export function scopesFor(ctx: SandboxContext, account: LinkedAccount, request: 
   if (!raw) throw new BadRequestError(`Project-Id header is required for ${resource} in ${account.profile.name}`);
   if (raw === '*') {
     if (!allowAll) throw new BadRequestError('Project-Id * is only accepted by list endpoints');
+    if (support.crossProject === false) {
+      throw new BadRequestError(`Project-Id * is not accepted for ${resource} by ${account.profile.name}: list each project with its own Project-Id`);
+    }
     const projects = ctx.dataset.all(account, 'projects', base);
     return projects.map((p) => {
       const ref = ctx.dataset.find(account, 'projects', base, String(p.id))!;
@@ -48,12 +50,5 @@ export function scopesFor(ctx: SandboxContext, account: LinkedAccount, request: 
   return [{ ...base, project: findProject(ctx, account, request, raw) }];
 }
 
-/** The native path context of a scope, for `source_data.path`. */
-export function pathContext(account: LinkedAccount, scope: Scope, parentResource?: ResourceName): PathContext {
-  const company = account.companies[scope.company];
-  return {
-    ...(company ? { companySourceId: company.source_id } : {}),
-    ...(scope.project ? { projectSourceId: String(scope.project.fields.source_id) } : {}),
-    ...(scope.parent && parentResource ? { parentSourceId: String(scope.parent.fields.source_id), parentResource } : {}),
-  };
-}
+// In a file of its own, which webhooks/changes.ts imports without this module's context.
+export { pathContext } from './path-context.ts';

@@ -2,19 +2,25 @@
 // admin API, the unified write endpoints and churn mode alike, so all three behave the same.
 import { asText } from '../data/as-text.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
-import type { SandboxContext } from '../context.ts';
 import { webhookTypeOf, type ResourceName } from '../data/catalog.ts';
-import type { Scope } from '../data/dataset.ts';
+import type { Dataset, Scope } from '../data/dataset.ts';
 import type { Fields } from '../data/generators.ts';
 import { nativePath, rawObject } from '../data/raw-source.ts';
-import { pathContext } from '../resources/scope.ts';
+import { pathContext } from '../resources/path-context.ts';
+import type { WebhookRegistry } from './registry.ts';
+
+/** What a change needs of the sandbox (a SandboxContext has it; named here so this module needs no context.ts). */
+export interface ChangeContext {
+  dataset: Dataset;
+  webhooks: WebhookRegistry;
+}
 
 export type Change = { op: 'create'; object: Fields } | { op: 'update'; id: string; patch: Fields } | { op: 'delete'; id: string };
 
 const eventOf = { create: 'CREATE', update: 'UPDATE', delete: 'DELETE' } as const;
 
 /** Returns the created, updated or deleted record; null when the target does not exist. */
-export function applyChange(ctx: SandboxContext, account: LinkedAccount, resource: ResourceName, scope: Scope, change: Change, parentResource?: ResourceName): Fields | null {
+export function applyChange(ctx: ChangeContext, account: LinkedAccount, resource: ResourceName, scope: Scope, change: Change, parentResource?: ResourceName): Fields | null {
   const d = ctx.dataset;
   const fields =
     change.op === 'create'
@@ -26,7 +32,7 @@ export function applyChange(ctx: SandboxContext, account: LinkedAccount, resourc
   return fields;
 }
 
-export function announce(ctx: SandboxContext, account: LinkedAccount, resource: ResourceName, scope: Scope, event: 'CREATE' | 'UPDATE' | 'DELETE', fields: Fields, parentResource?: ResourceName): void {
+export function announce(ctx: ChangeContext, account: LinkedAccount, resource: ResourceName, scope: Scope, event: 'CREATE' | 'UPDATE' | 'DELETE', fields: Fields, parentResource?: ResourceName): void {
   const type = webhookTypeOf(resource);
   const profile = account.profile;
   if (!profile.webhookTypes.includes(type)) return;

@@ -4,11 +4,17 @@ import { asText } from '../data/as-text.ts';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
-import type { SandboxContext } from '../context.ts';
+import type { Logger } from '../../lib/logger.ts';
 import { isTopLevel, type TopLevelResource } from '../data/catalog.ts';
 import type { Scope } from '../data/dataset.ts';
 import { Rng } from '../data/random.ts';
-import { applyChange } from './changes.ts';
+import { applyChange, type ChangeContext } from './changes.ts';
+
+/** What churn needs of the sandbox (context.ts builds the runner, so this module does not import it). */
+export interface ChurnContext extends ChangeContext {
+  options: { seed: number };
+  logger: Logger | undefined;
+}
 
 export const churnSchema = z.object({
   account_token: z.string().min(1),
@@ -32,7 +38,7 @@ export class ChurnRunner {
   private readonly runs = new Map<string, Churn>();
   private n = 0;
 
-  start(ctx: SandboxContext, account: LinkedAccount, req: ChurnRequest): { id: string; resources: string[] } {
+  start(ctx: ChurnContext, account: LinkedAccount, req: ChurnRequest): { id: string; resources: string[] } {
     const resources = (req.resources ?? Object.keys(account.profile.resources)).filter((r): r is TopLevelResource => isTopLevel(r) && account.profile.resources[r] !== undefined);
     const rng = new Rng(`churn|${ctx.options.seed}|${account.key}|${++this.n}`);
     const id = randomUUID();
@@ -56,7 +62,7 @@ export class ChurnRunner {
     return { id, resources };
   }
 
-  private step(ctx: SandboxContext, account: LinkedAccount, rng: Rng, resources: TopLevelResource[], mix: ChurnRequest['mix']): void {
+  private step(ctx: ChurnContext, account: LinkedAccount, rng: Rng, resources: TopLevelResource[], mix: ChurnRequest['mix']): void {
     const d = ctx.dataset;
     const resource = rng.pick(resources);
     const base: Scope = { company: 0, project: null, parent: null };

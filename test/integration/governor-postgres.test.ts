@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import pgClient, { type Pool } from 'pg';
 import type { GovernorKeys } from '../../connectors/governor.ts';
 import { PostgresRateGovernor, type PostgresRateGovernorOptions } from '../../connectors/governor/postgres-governor.ts';
+import { PostgresRateBudgets } from '../../mirror/rate-budgets.ts';
 import type { RateLimitReport } from '../../connectors/rate-limit-headers.ts';
 import { createPool } from '../../mirror/pool.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
@@ -94,7 +95,7 @@ async function drive(options: {
 const testPacing = { utilization: 0.9 };
 
 function governors(options: PostgresRateGovernorOptions): PostgresRateGovernor[] {
-  return pools.map((pool) => new PostgresRateGovernor(pool, { profiles, ...testPacing, ...options }));
+  return pools.map((pool) => new PostgresRateGovernor(new PostgresRateBudgets(pool), { profiles, ...testPacing, ...options }));
 }
 
 describe('PostgresRateGovernor shared by two processes', () => {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { renderFamilies } from '../../../mirror/metrics.ts';
-import { createProcessMetrics } from '../../../mirror/metrics-registry.ts';
+import { createProcessMetrics } from '../../../lib/process-metrics.ts';
 
 describe('metrics text format', () => {
   it('renders HELP, TYPE and samples with escaped label values', () => {

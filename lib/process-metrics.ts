@@ -1,14 +1,22 @@
 // Metrics that live in one process: the upstream requests it made (rate and 429s per source system),
 // its API latency, and Node's own figures. Each process exports its registry: the API at /metrics,
 // a worker at `mirror worker --metrics-port`. What Postgres holds for the whole cluster is added by
-// mirror/metrics.ts at scrape time.
+// mirror/metrics.ts at scrape time. Here in lib/: connectors/ and api/ feed it, mirror/ only renders
+// beside it, and none of them has to import another for it.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { UpstreamObservation } from '../connectors/upstream-client.ts';
+
+/** What the registry counts of one upstream attempt (connectors/upstream-client.ts's observation has more). */
+export interface UpstreamAttempt {
+  sourceSystem: string | undefined;
+  /** The upstream's HTTP status; undefined when no answer came (timeout, reset, refused). */
+  status: number | undefined;
+  durationMs: number;
+}
 
 export interface ProcessMetrics {
   registry: Registry;
   /** Counts one upstream attempt (an UpstreamClient observer). */
-  observeUpstream(o: UpstreamObservation): void;
+  observeUpstream(o: UpstreamAttempt): void;
   /** Times one API request, labelled by its route pattern (never its URL: ids would explode the series). */
   observeApi(r: { method: string; route: string | undefined; status: number; seconds: number }): void;
 }

@@ -1,0 +1,67 @@
+// What the shared governor (postgres-governor.ts) needs from the table its processes share: budgets
+// and concurrency leases, each operation one statement on the database's clock. The Postgres store is
+// mirror/rate-budgets.ts; bin/ passes it in (connectors/ never imports mirror/'s code).
+
+/** A budget's row after a try to reserve a slot in every budget of a request (times from now, in ms). */
+export interface ReservedBudget {
+  key: string;
+  windowMs: number;
+  /** Whether the slot was taken (in every budget of the request, or in none). */
+  reserved: boolean;
+  /** Until the request's slot. */
+  waitMs: number;
+  /** Until this budget's next free slot. */
+  nextInMs: number;
+  /** Until the tightest known bound on the window's reset; null when none is known. */
+  resetsInMs: number | null;
+}
+
+/** A budget's first guesses, for a row that does not exist yet. */
+export interface BudgetSeed {
+  key: string;
+  total: number | null;
+  windowMs: number;
+  spacingMs: number;
+}
+
+/** What responses reported for a budget, and the pace that follows (times from now, in ms). */
+export interface BudgetReport {
+  key: string;
+  total: number | null;
+  remaining: number | null;
+  resetsInMs: number | null;
+  spacingMs: number;
+  blockedInMs: number | null;
+  windowMs: number;
+}
+
+export interface LeaseTry {
+  key: string;
+  holder: string;
+  /** A taken lease lasts this long unless renewed. */
+  leaseMs: number;
+  /** The cap: slots 0 to limit - 1. */
+  limit: number;
+  /** A claim stands this long unrefreshed. */
+  claimMs: number;
+}
+
+export interface RateBudgetStore {
+  /**
+   * Reserves the next slot in every one of `keys` (rows locked in key order), unless it is further
+   * than `horizonMs` away or a row is missing (then fewer rows come back).
+   */
+  reserve(keys: readonly string[], horizonMs: number): Promise<ReservedBudget[]>;
+  /** Creates the rows that do not exist yet. */
+  ensureBudgets(seeds: readonly BudgetSeed[]): Promise<void>;
+  /** Writes reported paces; a block only ever extends. */
+  report(reports: readonly BudgetReport[]): Promise<void>;
+  /** Creates the lease slots 0 to limit - 1 of a cap where missing. */
+  ensureLeases(key: string, limit: number): Promise<void>;
+  /** One try for a lease: a slot taken, else one claimed (so its holder hands it over on release). */
+  takeLease(attempt: LeaseTry): Promise<{ slot: number; taken: boolean }[]>;
+  /** Hands the slot to its claimant for `claimMs`, or frees it. */
+  releaseLease(lease: { key: string; slot: number; holder: string; claimMs: number }): Promise<void>;
+  /** Extends the leases of these holders by `leaseMs` from now. */
+  renewLeases(holders: readonly string[], leaseMs: number): Promise<void>;
+}

@@ -1,0 +1,47 @@
+// Every Temporal workflow and schedule id the mirror makes, in one place: workflows, the API, the
+// CLI and the status page build them here (pure functions: safe inside workflow code). Running
+// workflows are found by these strings, so a change here strands them: the strings stay as they are.
+
+/** The account's own sync pass, or one targeted at a resource (and a scope of it). */
+export function accountSyncWorkflowId(accountId: string, target: { resource?: string | undefined; scope?: string | undefined } = {}): string {
+  const suffix = target.resource ? `:${target.resource}${target.scope ? `:${target.scope}` : ''}` : '';
+  return `account-sync:${accountId}${suffix}`;
+}
+
+/** One stream's pass (a child of the account's pass). */
+export function streamWorkflowId(accountId: string, resource: string, scope: string): string {
+  return `stream:${accountId}:${resource}:${scope || '-'}`;
+}
+
+/** The children of one parent list (line items of every invoice, ...), synced in batches. */
+export function childrenWorkflowId(accountId: string, resource: string, parentScope: string): string {
+  return `children:${accountId}:${resource}:${parentScope || '-'}`;
+}
+
+/** The account's change workflow, which applies the inbox of upstream webhook events. */
+export function changesWorkflowId(accountId: string): string {
+  return `account-changes:${accountId}`;
+}
+
+/** The delivery workflow of one of the mirror's own webhook subscriptions. */
+export function subscriptionWorkflowId(subscriptionId: string): string {
+  return `subscription:${subscriptionId}`;
+}
+
+/** The workflow that runs one stored async request. */
+export function asyncRequestWorkflowId(requestId: string): string {
+  return `async-request:${requestId}`;
+}
+
+/** The account's two schedules: full passes and incremental passes. */
+export function scheduleIds(accountId: string): { full: string; incremental: string } {
+  return { full: `account-full:${accountId}`, incremental: `account-incremental:${accountId}` };
+}
+
+/** The workflow a schedule starts at each of its times. */
+export function scheduledRunWorkflowId(scheduleId: string): string {
+  return `${scheduleId}:run`;
+}
+
+/** The account a pass's workflow (its own, targeted or scheduled) belongs to, if it is one. */
+export const passWorkflowAccount = /^(?:account-sync|account-full|account-incremental):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/i;
