@@ -115,7 +115,9 @@ class LazyChildLogger {
   }
 }
 
-export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
+export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
+  // Every upstream call the API makes has an application waiting on it: interactive (issue 23).
+  const deps: ApiDeps = input.upstream ? { ...input, upstream: { ...input.upstream, client: input.upstream.client.withPriority('interactive') } } : input;
   const prefix = deps.headerPrefix ?? 'Svc';
   const app: FastifyInstance = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
     loggerInstance: deps.logger,
@@ -135,11 +137,12 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   registerErrorHandling(app);
   registerOpenApi(app);
   // Forwards send the account's stored token for requests the worker runs as the account, and check a
-  // link session's scopes: the credential sources travel with the upstream target.
-  const forwardTarget: UpstreamTarget | undefined = deps.upstream && { ...deps.upstream.target, credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }) };
+  // link session's scopes: the credential sources travel with the upstream target, and so does the one
+  // upstream client that sends them (its governor counts them against the account's budget).
+  const forwardTarget: UpstreamTarget | undefined = deps.upstream && { ...deps.upstream.target, client: deps.upstream.client, credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }) };
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
-  registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator });
+  registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator, upstream: deps.upstream?.client });
   app.get('/healthz', async () => ({ ok: true }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });

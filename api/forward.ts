@@ -3,16 +3,23 @@
 // takes for it, and bodies stream both ways without being buffered whole. The upstream URL is built
 // only from the path the forwarder's path rule (lib/upstream-surface.ts) rebuilt from the request's
 // validated segments, for what the caller's credential may reach; never from the raw request URL.
+// This file is the HTTP-facing half (reading the Fastify request, relaying the answer); the sending is
+// the upstream client's stream mode (connectors/upstream-client.ts), through the governor.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { request as undiciRequest, type Dispatcher } from 'undici';
-import { BadRequestError, ForbiddenError, MirrorError, NotFoundError, UpstreamError } from '../lib/errors.ts';
+import { GovernorWaitTooLongError } from '../connectors/governor.ts';
+import { upstreamUrl, type UpstreamClient, type UpstreamStream, type UpstreamStreamCall } from '../connectors/upstream-client.ts';
+import { BadRequestError, ForbiddenError, MirrorError, NotFoundError } from '../lib/errors.ts';
 import { parseTarget, upstreamPath, type UpstreamCredential, type UpstreamPathRefusal } from '../lib/upstream-surface.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
+import { findLinkSession } from '../mirror/link-sessions.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 import { internalHeader } from './auth.ts';
 import { sessionSecretHash } from './sessions.ts';
+
+// The URL rule lives with the client that sends; re-exported for the forwarder's callers and tests.
+export { upstreamUrl };
 
 export interface UpstreamTarget {
   baseUrl: string;
@@ -20,8 +27,11 @@ export interface UpstreamTarget {
   clientSecret: string;
   apiVersion: string;
   headerPrefix: string;
-  dispatcher?: Dispatcher;
-  timeoutMs?: number;
+  /**
+   * The one upstream client, whose stream mode sends what is forwarded (its governor, deadline and
+   * error mapping). Without it nothing is forwarded.
+   */
+  client?: UpstreamClient;
   /**
    * What a forward needs beyond the request's own headers (see forwardCredentials): without it, a
    * request the worker runs as its account and a link session's request are refused, never sent
@@ -43,7 +53,7 @@ export function forwardCredentials(deps: { accounts: AccountStore; prisma: Prism
     accountToken: (accountId) => deps.accounts.token(accountId),
     async sessionScopes(accountId, secret) {
       if (!deps.sessionKey) return undefined;
-      const row = await deps.prisma.linkSession.findUnique({ where: { secretHash: sessionSecretHash(deps.sessionKey, secret) } });
+      const row = await findLinkSession(deps.prisma, sessionSecretHash(deps.sessionKey, secret));
       return row && row.accountId === accountId ? row.scopes : undefined;
     },
   };
@@ -94,9 +104,10 @@ export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTa
 export interface ForwardOptions {
   /**
    * The account the request authenticated as (what `auth.account` answered); absent only for a call
-   * authenticated by client credentials alone, which then reaches only the link-token calls.
+   * authenticated by client credentials alone, which then reaches only the link-token calls. Its
+   * source system names the budget the call spends beside the account's.
    */
-  account?: { id: string };
+  account?: { id: string; sourceSystem?: string };
   method?: string;
   /** The target to forward instead of the request's own (it passes the same path rule). */
   path?: string;
@@ -162,18 +173,6 @@ async function callerOf(request: FastifyRequest, target: UpstreamTarget, account
   return { credential: { kind: 'account' }, auth: async () => ({ kind: 'account', accountToken: token }) };
 }
 
-/** The upstream URL of a rebuilt path; it must stay on the configured upstream's origin and base path. */
-export function upstreamUrl(baseUrl: string, path: string): string {
-  const base = baseUrl.replace(/\/+$/, '');
-  const url = `${base}${path}`;
-  const parsed = new URL(url);
-  const expected = new URL(`${base}/`);
-  if (parsed.origin !== expected.origin || !`${parsed.pathname}/`.startsWith(expected.pathname)) {
-    throw new MirrorError(`The forwarded path left the upstream's base URL (${parsed.origin}).`);
-  }
-  return url;
-}
-
 async function checked(request: FastifyRequest, target: UpstreamTarget, options: ForwardOptions): Promise<{ caller: Awaited<ReturnType<typeof callerOf>>; path: string }> {
   const caller = await callerOf(request, target, options.account);
   const rule = upstreamPath({ method: (options.method ?? request.method).toUpperCase(), rawUrl: options.path ?? request.url, credential: caller.credential });
@@ -193,9 +192,10 @@ export async function assertForwardable(request: FastifyRequest, target: Upstrea
 export async function forward(request: FastifyRequest, reply: FastifyReply, target: UpstreamTarget, options: ForwardOptions = {}): Promise<FastifyReply> {
   const method = (options.method ?? request.method).toUpperCase();
   const { caller, path } = await checked(request, target, options);
-  const url = upstreamUrl(target.baseUrl, path);
+  upstreamUrl(target.baseUrl, path);
+  if (!target.client) throw new MirrorError('The forwarder has no upstream client: nothing can be forwarded.');
   const headers = forwardHeaders(request.headers, target, await caller.auth());
-  let body: Dispatcher.DispatchOptions['body'];
+  let body: UpstreamStreamCall['body'];
   if (options.json !== undefined) {
     body = JSON.stringify(options.json);
     headers['content-type'] = 'application/json';
@@ -214,37 +214,38 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
       delete headers['content-length'];
     }
   }
-  let res: Dispatcher.ResponseData;
+  const account = options.account;
+  let res: UpstreamStream;
   try {
-    res = await undiciRequest(url, {
+    res = await target.client.stream({
       method,
+      path,
       headers,
-      body,
-      dispatcher: target.dispatcher,
-      headersTimeout: target.timeoutMs ?? 60_000,
-      bodyTimeout: target.timeoutMs ?? 60_000,
+      ...(body !== undefined ? { body } : {}),
+      ...(account ? { budget: { account: account.id, ...(account.sourceSystem ? { sourceSystem: account.sourceSystem } : {}) } } : {}),
+      priority: 'interactive',
     });
   } catch (error) {
-    throw new UpstreamError(`The upstream could not be reached (${(error as Error).message}).`, undefined, { cause: error });
+    // Refused by the governor (the account's window is spent for longer than a call is held): the
+    // caller gets the 429 the upstream would have given, with its rate-limit headers as known.
+    if (error instanceof GovernorWaitTooLongError) {
+      if (body instanceof Readable) body.resume();
+      for (const w of error.windows) {
+        const name = w.name === 'service' ? target.headerPrefix : w.name;
+        if (w.total !== undefined) void reply.header(`${name}-RateLimit-Total`, String(w.total));
+        if (w.remaining !== undefined) void reply.header(`${name}-RateLimit-Remaining`, String(Math.max(0, w.remaining)));
+        if (w.resetsAt !== undefined) void reply.header(`${name}-RateLimit-ResetsAtTimestamp`, String(Math.ceil(w.resetsAt / 1000)));
+      }
+    }
+    throw error;
   }
   const prefix = `${target.headerPrefix.toLowerCase()}-`;
   for (const [name, value] of Object.entries(res.headers)) {
     if (value === undefined) continue;
     if (passResponse.has(name) || (name.startsWith(prefix) && name !== `${prefix}debug-id`) || name.includes('-ratelimit-')) void reply.header(name, value);
   }
-  if (!options.capture) return reply.status(res.statusCode).send(res.body);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    const b = chunk as Buffer;
-    size += b.length;
-    if (size > options.capture.maxBytes) {
-      res.body.destroy();
-      throw new UpstreamError(`The upstream's answer to ${method} ${path.split('?')[0]} exceeds ${options.capture.maxBytes} bytes.`);
-    }
-    chunks.push(b);
-  }
-  const answer = Buffer.concat(chunks);
-  await options.capture.onAnswer(res.statusCode, answer);
-  return reply.status(res.statusCode).send(answer);
+  if (!options.capture) return reply.status(res.status).send(res.body);
+  const answer = await res.readAll(options.capture.maxBytes);
+  await options.capture.onAnswer(res.status, answer);
+  return reply.status(res.status).send(answer);
 }

@@ -9,6 +9,7 @@ import { createLogger, type Logger } from '../lib/logger.ts';
 import { AccountStore } from '../mirror/accounts.ts';
 import { createPool, type Pool } from '../mirror/pool.ts';
 import { createPrisma, type PrismaClient } from '../mirror/prisma.ts';
+import { PostgresRateBudgets } from '../mirror/rate-budgets.ts';
 
 export interface Services {
   config: Config;
@@ -17,6 +18,8 @@ export interface Services {
   prisma: PrismaClient;
   accounts: AccountStore;
   upstream: UpstreamClient;
+  /** The upstream client's governor: what this process's requests of each class waited (status, tests). */
+  governor: PostgresRateGovernor;
   keys: { encryptionKey: Buffer; signingKey: Buffer };
   close(): Promise<void>;
 }
@@ -33,7 +36,14 @@ export function createServices(config: Config, options: { logger?: Logger; name?
   // Accounts belong to the mirror client that linked them; the configured one owns those linked before owners were recorded.
   const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey }, { defaultClientId: config.MIRROR_CLIENT_ID });
   // Every worker and API process shares the upstream's budgets through Postgres.
-  const governor = new PostgresRateGovernor(pool, { headerPrefix: config.UPSTREAM_HEADER_PREFIX, logger, assumeLimits: config.UPSTREAM_ASSUME_LIMITS });
+  const governor = new PostgresRateGovernor(new PostgresRateBudgets(pool), {
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    logger,
+    assumeLimits: config.UPSTREAM_ASSUME_LIMITS,
+    // Background work (the sync) keeps to its share of each window; forwarded calls go first.
+    syncShare: config.MIRROR_SYNC_BUDGET_SHARE,
+    interactiveMaxWaitMs: config.MIRROR_INTERACTIVE_MAX_WAIT_MS,
+  });
   const upstream = new UpstreamClient({
     baseUrl: config.UPSTREAM_BASE_URL,
     clientId: config.UPSTREAM_CLIENT_ID,
@@ -53,6 +63,7 @@ export function createServices(config: Config, options: { logger?: Logger; name?
     prisma,
     accounts,
     upstream,
+    governor,
     keys,
     async close() {
       await governor.close().catch(() => undefined);
@@ -66,7 +77,7 @@ export function publicBaseUrl(config: Config): string {
   return config.PUBLIC_BASE_URL ?? `http://${config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST}:${config.API_PORT}`;
 }
 
-/** Where forwarded requests go, with the upstream's credentials. */
+/** Where forwarded requests go, with the upstream's credentials (sent by the one upstream client, which buildApp adds). */
 export function upstreamTarget(config: Config): UpstreamTarget {
   return {
     baseUrl: config.UPSTREAM_BASE_URL,
@@ -74,6 +85,5 @@ export function upstreamTarget(config: Config): UpstreamTarget {
     clientSecret: config.UPSTREAM_CLIENT_SECRET,
     apiVersion: config.UPSTREAM_API_VERSION,
     headerPrefix: config.UPSTREAM_HEADER_PREFIX,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
   };
 }

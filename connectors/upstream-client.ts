@@ -1,15 +1,18 @@
 // The HTTP client for the upstream contract: its headers, timeouts, connection reuse, the retry
 // policy, rate-limit reporting to the governor, and error mapping. Every call the mirror makes to the
-// upstream goes through `request`. It takes no more of an answer than it can use: a body over the
-// cap (as received, or once inflated) is not read further, and every attempt has a deadline.
+// upstream goes through it: `request` for the mirror's own calls (parsed, validated), `stream` for what
+// the mirror forwards (bodies streamed both ways, the answer relayed as it came). It takes no more of
+// an answer than it can use: a body over the cap (as received, or once inflated) is not read further,
+// and every attempt has a deadline.
 import { createHash, randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
 import { z } from 'zod';
-import { MalformedResponseError, UpstreamError } from '../lib/errors.ts';
+import { MalformedResponseError, MirrorError, UpstreamError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
-import { unlimitedGovernor, type Governor, type GovernorKeys } from './governor.ts';
+import { unlimitedGovernor, type ClassUsage, type Governor, type GovernorKeys, type Priority } from './governor.ts';
 import { readRateLimits, resetAtOf, type RateLimitReport } from './rate-limit-headers.ts';
 import { errorForResponse } from './response-errors.ts';
 import { retryDecision } from './retry-policy.ts';
@@ -48,6 +51,8 @@ export interface UpstreamObservation {
   status: number | undefined;
   durationMs: number;
   attempt: number;
+  /** The request's class in the governor (see {@link Priority}). */
+  priority: Priority;
 }
 
 export type UpstreamObserver = (observation: UpstreamObservation) => void;
@@ -63,7 +68,9 @@ export interface UpstreamCall {
   headers?: Record<string, string>;
   body?: unknown;
   /** Governor keys beyond the client: which account and source system this spends. */
-  budget?: Omit<GovernorKeys, 'client'>;
+  budget?: Omit<GovernorKeys, 'client' | 'priority'>;
+  /** Who waits for the answer (see {@link Priority}); the mirror's own calls are background unless said. */
+  priority?: Priority;
   /** What the call is about, for error messages ("projects page 3"). */
   what?: string;
   signal?: AbortSignal;
@@ -135,6 +142,51 @@ export interface UpstreamResponse<T = unknown> {
   unchanged?: undefined;
 }
 
+/**
+ * A call forwarded as it came (see `UpstreamClient.stream`): the headers are sent as given (the
+ * forwarder chose the credential), the body streams, and the answer comes back unread.
+ */
+export interface UpstreamStreamCall {
+  method: string;
+  /**
+   * Path relative to the base URL, with its query string (the forwarder's path rule rebuilt it); the
+   * URL it makes must stay on the base URL's origin and path, else nothing is sent.
+   */
+  path?: string;
+  /**
+   * An absolute URL on another origin, checked by the caller (a file in the upstream's storage). Sent
+   * with the given headers only; its budget is the storage's (`budget.origin`).
+   */
+  url?: string;
+  /** Every request header, as sent: stream mode adds none (no client credentials either). */
+  headers: Record<string, string>;
+  /** A stream is sent once (never retried: it cannot be replayed); a buffer or string may be resent. */
+  body?: Readable | Buffer | string;
+  budget?: Omit<GovernorKeys, 'client' | 'priority'>;
+  /** Default `interactive`: a forwarded call has someone waiting on the other end. */
+  priority?: Priority;
+  what?: string;
+  signal?: AbortSignal;
+  /** Idle timeout between two chunks of the body (default the client's `timeoutMs`): large files may pause longer. */
+  bodyTimeoutMs?: number;
+}
+
+/** A forwarded call's answer: its body is a stream the caller relays, reads or discards. */
+export interface UpstreamStream {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  rateLimits: RateLimitReport;
+  /**
+   * The body as it comes (still content-encoded). The governor's slot and the deadline are held
+   * until it ends or is destroyed: relay it, read it, or `discard()` it.
+   */
+  body: Readable;
+  /** Reads and drops the body (frees the connection and the governor's slot). */
+  discard(): Promise<void>;
+  /** Reads the whole body, up to `maxBytes` (over it: the body is destroyed and this throws). */
+  readAll(maxBytes: number): Promise<Buffer>;
+}
+
 const idempotentMethods = new Set(['GET', 'PUT', 'DELETE']);
 
 /** Defaults of the body cap and the deadline: far above the largest real page (about 4 MB with source data) and its time. */
@@ -156,6 +208,21 @@ export class UpstreamBodyTooLargeError extends UpstreamError {
 export class UpstreamTimeoutError extends UpstreamError {
   override readonly statusCode = 504;
   override readonly code = 'upstream_timeout';
+}
+
+/**
+ * The URL of a path relative to a base URL; it must stay on the base URL's origin and path (a path
+ * that left it is refused, never sent).
+ */
+export function upstreamUrl(baseUrl: string, path: string): string {
+  const base = baseUrl.replace(/\/+$/, '');
+  const url = `${base}${path}`;
+  const parsed = new URL(url);
+  const expected = new URL(`${base}/`);
+  if (parsed.origin !== expected.origin || !`${parsed.pathname}/`.startsWith(expected.pathname)) {
+    throw new MirrorError(`The forwarded path left the upstream's base URL (${parsed.origin}).`);
+  }
+  return url;
 }
 
 export class UpstreamClient {
@@ -192,6 +259,22 @@ export class UpstreamClient {
     }
   }
 
+  /**
+   * This client, sending every `request` with this priority unless the call names one: the API's own
+   * calls (a link exchange, a write's read-back, a project lookup) have an application waiting.
+   */
+  withPriority(priority: Priority): UpstreamClient {
+    const view = Object.create(this) as UpstreamClient;
+    const request = this.request.bind(this) as (call: UpstreamCall, schema?: z.ZodType) => Promise<unknown>;
+    view.request = ((call: UpstreamCall, schema?: z.ZodType) => request({ priority, ...call }, schema)) as UpstreamClient['request'];
+    return view;
+  }
+
+  /** What this process's governor let through and made wait, per class (when it keeps count). */
+  usage(): Record<Priority, ClassUsage> | undefined {
+    return this.governor.usage?.();
+  }
+
   /** The client id, used as the governor's client key. */
   get clientId(): string {
     return this.options.clientId;
@@ -223,7 +306,7 @@ export class UpstreamClient {
   request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer>;
   async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer> {
     const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
-    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget };
+    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget, ...(call.priority ? { priority: call.priority } : {}) };
     const maxBody = this.options.maxBodyBytes ?? defaultMaxBodyBytes;
     const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
     for (let attempt = 1; ; attempt++) {
@@ -296,7 +379,7 @@ export class UpstreamClient {
         call.signal?.removeEventListener('abort', cancel);
         release();
         if (this.observers.size > 0) {
-          this.notify({ method: call.method, path: call.path.split('?')[0] ?? call.path, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt });
+          this.notify({ method: call.method, path: call.path.split('?')[0] ?? call.path, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt, priority: keys.priority ?? 'background' });
         }
       }
       const malformed = failure instanceof MalformedResponseError;
@@ -312,6 +395,114 @@ export class UpstreamClient {
       await sleep(decision.delayMs, undefined, { signal: call.signal });
     }
   }
+
+  /**
+   * Sends one forwarded call and hands back its answer unread: through the same governor (a slot
+   * before, the answer's rate-limit headers after), deadline and error mapping as `request`. An
+   * answer of any status is the caller's to relay; only a failure to get one throws. Retried only
+   * when no answer came and the request can be sent again (an idempotent method, a body that is not
+   * a stream).
+   */
+  async stream(call: UpstreamStreamCall): Promise<UpstreamStream> {
+    const method = call.method.toUpperCase();
+    const url = call.url ?? upstreamUrl(this.baseUrl, call.path ?? '/');
+    const pathOnly = call.url ? new URL(call.url).pathname : (call.path ?? '/').split('?')[0]!;
+    const what = call.what ?? `${method} ${pathOnly}`;
+    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget, priority: call.priority ?? 'interactive' };
+    const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
+    const idleMs = this.options.timeoutMs ?? 30_000;
+    const replayable = call.body === undefined || typeof call.body === 'string' || Buffer.isBuffer(call.body);
+    for (let attempt = 1; ; attempt++) {
+      const release = await this.governor.acquire(keys, call.signal);
+      const started = performance.now();
+      const sentAt = Date.now();
+      const attemptSignal = new AbortController();
+      let timedOut = false;
+      let status: number | undefined;
+      let done = false;
+      let body: Readable | undefined;
+      const cancel = (): void => attemptSignal.abort(call.signal?.reason);
+      // Everything the attempt holds, let go once: the governor's slot, the deadline, the listener.
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(deadline);
+        call.signal?.removeEventListener('abort', cancel);
+        release();
+      };
+      const deadline = setTimeout(() => {
+        timedOut = true;
+        const error = new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status);
+        if (body) body.destroy(error);
+        else attemptSignal.abort(error);
+      }, totalMs);
+      if (call.signal?.aborted) cancel();
+      else call.signal?.addEventListener('abort', cancel, { once: true });
+      let failure: unknown;
+      try {
+        const res = await undiciRequest(url, {
+          method: method as UpstreamCall['method'],
+          headers: call.headers,
+          body: call.body,
+          dispatcher: this.dispatcher,
+          headersTimeout: idleMs,
+          bodyTimeout: call.bodyTimeoutMs ?? idleMs,
+          signal: attemptSignal.signal,
+        });
+        status = res.statusCode;
+        const rateLimits = readRateLimits(res.headers, this.headerPrefix);
+        this.governor.report(keys, rateLimits, status, sentAt);
+        if (this.observers.size > 0) {
+          this.notify({ method: method as UpstreamCall['method'], path: pathOnly, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt, priority: 'interactive' });
+        }
+        body = res.body;
+        const stream = res.body;
+        stream.once('close', finish);
+        if (stream.destroyed) finish();
+        return {
+          status,
+          headers: res.headers,
+          rateLimits,
+          body: stream,
+          discard: async () => {
+            await stream.dump().catch(() => undefined);
+            finish();
+          },
+          readAll: (maxBytes) => readAllCapped(stream, maxBytes, what, status!),
+        };
+      } catch (error) {
+        failure = timedOut ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, { cause: error }) : error;
+        finish();
+        if (this.observers.size > 0) {
+          this.notify({ method: method as UpstreamCall['method'], path: pathOnly, sourceSystem: call.budget?.sourceSystem, status: undefined, durationMs: performance.now() - started, attempt, priority: 'interactive' });
+        }
+      }
+      // A body stream is spent by the first attempt, and a method that is not idempotent may have been
+      // applied although no answer came: neither is sent again.
+      const resendable = replayable && (idempotentMethods.has(method) || method === 'HEAD');
+      const decision = retryDecision({ attempt, idempotent: resendable, maxAttempts: this.options.maxAttempts });
+      if (!resendable || !decision.retry || call.signal?.aborted) throw asUpstreamError(failure, what);
+      this.options.logger?.debug({ what, attempt, delayMs: decision.delayMs, err: String(failure) }, 'retrying forwarded upstream call');
+      await sleep(decision.delayMs, undefined, { signal: call.signal });
+    }
+  }
+
+}
+
+/** A streamed body read whole, up to `max` bytes (as received): past it the body is destroyed and this throws. */
+async function readAllCapped(body: Readable, max: number, what: string, status: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const b = chunk as Buffer;
+    size += b.length;
+    if (size > max) {
+      body.destroy();
+      throw new UpstreamBodyTooLargeError(`The upstream's answer to ${what} exceeds ${max} bytes.`, status);
+    }
+    chunks.push(b);
+  }
+  return Buffer.concat(chunks, size);
 }
 
 /** A body's JSON (undefined for an empty body); a cut-off or garbled one throws (retryable). */

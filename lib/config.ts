@@ -56,6 +56,17 @@ export const configSchema = z.object({
    * (where the sandbox serves its files).
    */
   UPSTREAM_STORAGE_URL: baseUrlList.optional(),
+  /**
+   * Most of each upstream rate budget the mirror's background work (sync pages, event fetches, async
+   * polls, webhook registration) may spend in a window, in (0, 1]; the rest is kept for the
+   * applications' forwarded calls, which may use all of it. 1 lets the sync take whole windows.
+   */
+  MIRROR_SYNC_BUDGET_SHARE: z.coerce.number().gt(0, 'must be above 0').max(1, 'must be at most 1').default(0.8),
+  /**
+   * A forwarded call whose send slot in the account's budget is further away than this is answered
+   * at once with a 429 and the upstream's rate-limit headers (as the mirror knows them), not held.
+   */
+  MIRROR_INTERACTIVE_MAX_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
 
   MIRROR_CLIENT_ID: z.string().length(36, 'must be a 36-character id clients of the mirror present'),
   MIRROR_CLIENT_SECRET: z.string().length(40, 'must be a 40-character secret clients of the mirror present'),

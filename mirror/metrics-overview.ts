@@ -178,6 +178,11 @@ export async function passTotals(pool: Pool, accountId: string, since: Date): Pr
 export interface BudgetRow {
   key: string;
   kind: 'service' | 'source-system';
+  /**
+   * `all`: the budget every request spends; `sync`: its background lane (issue 23), the schedule that
+   * keeps background work to MIRROR_SYNC_BUDGET_SHARE of each window (its counts are the budget's).
+   */
+  lane: 'all' | 'sync';
   accountId: string | null;
   sourceSystem: string | null;
   total: number | null;
@@ -209,13 +214,16 @@ export async function rateBudgets(pool: Pool, limit = 100): Promise<BudgetRow[]>
     [limit],
   );
   return rows.map((r) => {
-    // Keys: `source:<account>:<slug>` for a source system's window, `<prefix>:<client>:<account>` for the service's.
-    const parts = r.key.split(':');
+    // Keys: `source:<account>:<slug>` for a source system's window, `<prefix>:<client>:<account>` for the service's;
+    // `|background` after either names its sync lane.
+    const lane = r.key.endsWith('|background') ? 'sync' : 'all';
+    const parts = r.key.replace(/\|background$/, '').split(':');
     const source = parts[0] === 'source';
     const resetsIn = r.resets_in === null ? null : Math.max(0, Math.round(r.resets_in * 10) / 10);
     return {
       key: r.key,
       kind: source ? 'source-system' : 'service',
+      lane,
       accountId: (source ? parts[1] : parts[2]) || null,
       sourceSystem: source ? (parts[2] ?? null) : null,
       total: r.total,

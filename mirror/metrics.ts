@@ -72,10 +72,12 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
   ]);
 
   const budgetLabels = (key: string) => {
-    const parts = key.split(':');
+    // `|background` names a budget's sync lane (issue 23): the schedule that keeps background work to its share.
+    const lane = key.endsWith('|background') ? 'sync' : 'all';
+    const parts = key.replace(/\|background$/, '').split(':');
     return parts[0] === 'source'
-      ? { kind: 'source_system', account: parts[1] ?? '', source_system: parts[2] ?? '' }
-      : { kind: 'service', account: parts[2] ?? '', source_system: '' };
+      ? { kind: 'source_system', account: parts[1] ?? '', source_system: parts[2] ?? '', lane }
+      : { kind: 'service', account: parts[2] ?? '', source_system: '', lane };
   };
   const lat = latency.rows[0] ?? {};
   const families: Family[] = [

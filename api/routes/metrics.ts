@@ -4,8 +4,9 @@
 // client credentials or OPERATOR_TOKEN (Prometheus: `authorization: { credentials: <token> }`).
 import type { FastifyInstance } from 'fastify';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
+import { registerUpstreamClassMetrics } from '../../connectors/upstream-metrics.ts';
 import { databaseMetrics, renderFamilies } from '../../mirror/metrics.ts';
-import { createProcessMetrics, type ProcessMetrics } from '../../mirror/metrics-registry.ts';
+import { createProcessMetrics, type ProcessMetrics } from '../../lib/process-metrics.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { Authenticator } from '../auth.ts';
 import { operatorGuard } from '../status-page/auth.ts';
@@ -25,7 +26,11 @@ export interface MetricsRouteDeps {
 export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): ProcessMetrics {
   const metrics = deps.metrics ?? createProcessMetrics({ process: 'api' });
   const stopObserving = deps.upstream?.observe((o) => metrics.observeUpstream(o));
-  app.addHook('onClose', async () => stopObserving?.());
+  const stopByClass = deps.upstream && registerUpstreamClassMetrics(metrics.registry, deps.upstream);
+  app.addHook('onClose', async () => {
+    stopObserving?.();
+    stopByClass?.();
+  });
   app.addHook('onResponse', (request, reply, done) => {
     metrics.observeApi({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
     done();

@@ -15,7 +15,7 @@ import { assertForwardable, forward, type UpstreamTarget } from '../forward.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { ProjectIds } from '../project-ids.ts';
 import { header, type Authenticator } from '../auth.ts';
-import { filtersSql, parseFilters } from '../filters.ts';
+import { parseFilters } from '../filters.ts';
 import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
 import { linkExpiry, rewriteStorageUrls } from '../storage-proxy.ts';
 
@@ -144,7 +144,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
       includeSourceData: sd.include,
       includeDeleted: q.include_deleted === 'true',
       modifiedAfter: q.modified_after ? new Date(q.modified_after) : undefined,
-      filterSql: filters.length > 0 ? (offset) => filtersSql(filters, offset) : undefined,
+      filters,
     });
     const link = links(request, account.id, def.name);
     const rows = result.rows.map((r, i) => link(needsReshaping(sd) ? reshape(r, sd) : r, result.rowScopes[i]!));
@@ -240,7 +240,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
         page: q.page,
         perPage: q.per_page,
         includeSourceData: sd.include,
-        filterSql: (offset) => ({ sql: `data->>'${field}' = $${offset}`, params: [folderId] }),
+        filters: [{ field, operator: '=', value: folderId }],
       });
       const link = links(request, account.id, sub);
       const rows = result.rows.map((r, i) => link(needsReshaping(sd) ? reshape(r, sd) : r, result.rowScopes[i]!));

@@ -2,6 +2,7 @@
 // accounts, streams syncing now, freshness, rate budgets, recent errors, inbox and outbound-delivery
 // backlog, with links into the Temporal UI. Behind the mirror's client credentials or OPERATOR_TOKEN.
 import type { FastifyInstance } from 'fastify';
+import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { Authenticator } from '../auth.ts';
 import type { SyncControl } from '../sync-control.ts';
@@ -14,11 +15,14 @@ export interface StatusRouteDeps {
   auth: Authenticator;
   sync?: SyncControl;
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
+  /** This process's upstream client: its requests by class (sync, application) are shown. */
+  upstream?: UpstreamClient;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
-  const overview = () => buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl });
+  const upstreamUsage = deps.upstream && (() => deps.upstream!.usage());
+  const overview = () => buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl, ...(upstreamUsage ? { upstreamUsage } : {}) });
 
   app.get<{ Querystring: { fragment?: string } }>('/status', { preHandler }, async (request, reply) => {
     const o = await overview();

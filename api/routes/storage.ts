@@ -5,17 +5,18 @@
 // download and preview is recorded. Only URLs under the upstream's storage URL are ever fetched
 // (checkStorageUrl): a record holding any other (a write, an upstream answer) is read again from the
 // upstream, and refused with a 502 if the upstream still names another address. Redirects are
-// answered as errors, never followed.
+// answered as errors, never followed. The bytes come through the upstream client's stream mode: its
+// governor counts them (the storage's own budget), its deadline and error mapping apply.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
 import { getObject } from '../../connectors/operations.ts';
-import type { UpstreamClient } from '../../connectors/upstream-client.ts';
+import type { UpstreamClient, UpstreamStream } from '../../connectors/upstream-client.ts';
 import { ForbiddenError, NotFoundError, UpstreamError } from '../../lib/errors.ts';
 import { listPath, parseScope, resourceDef } from '../../lib/resources.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { refreshUrlFields } from '../../mirror/records-store.ts';
+import { recordStorageAccess, storedRecordData } from '../../mirror/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
 
 export interface StorageRouteDeps {
@@ -40,12 +41,6 @@ type Target = { kind: 'none' } | { kind: 'refused'; reason: string } | { kind: '
 
 export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDeps): void {
   const locations = storageLocations(deps.storageUrls);
-  // The storage proxy's own dispatcher: no interceptor (redirects included) that a global dispatcher
-  // might carry, and its sockets end with the app.
-  const dispatcher = new Agent({ connect: { timeout: 30_000 } });
-  app.addHook('onClose', async () => {
-    await dispatcher.close();
-  });
 
   function target(value: unknown): Target {
     if (value === undefined || value === null || value === '') return { kind: 'none' };
@@ -54,12 +49,9 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
   }
 
   async function storedRecord(l: StorageLink): Promise<Record<string, unknown>> {
-    const { rows } = await deps.pool.query<{ data: Record<string, unknown> }>(
-      `SELECT data FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4 AND deleted_at IS NULL`,
-      [l.accountId, l.resource, l.scope, l.id],
-    );
-    if (!rows[0]) throw new NotFoundError('The file of this link is no longer in the mirror.');
-    return rows[0].data;
+    const data = await storedRecordData(deps.pool, { accountId: l.accountId, resource: l.resource, scope: l.scope, id: l.id });
+    if (!data) throw new NotFoundError('The file of this link is no longer in the mirror.');
+    return data;
   }
 
   /** Reads the record again from the upstream (fresh storage URLs) and keeps it. */
@@ -80,8 +72,12 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
     return res.body;
   }
 
-  /** Fetches a checked storage URL; the body streams (never buffered), redirects are not followed. */
-  async function fetchFile(t: Target, request: FastifyRequest): Promise<Dispatcher.ResponseData | undefined> {
+  /**
+   * Fetches a checked storage URL; the body streams (never buffered), redirects are not followed (the
+   * client's dispatcher has no redirect interceptor). Only the conditional headers are sent, never a
+   * credential.
+   */
+  async function fetchFile(t: Target, request: FastifyRequest, l: StorageLink): Promise<UpstreamStream | undefined> {
     if (t.kind !== 'ok') return undefined;
     const headers: Record<string, string> = {};
     for (const h of ['range', 'if-none-match', 'if-range']) {
@@ -89,7 +85,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       if (typeof v === 'string') headers[h] = v;
     }
     try {
-      return await undiciRequest(t.url, { method: 'GET', headers, dispatcher, headersTimeout: 60_000, bodyTimeout: 300_000 });
+      return await deps.upstream.stream({ method: 'GET', url: t.url, headers, budget: { account: l.accountId, origin: 'storage' }, priority: 'interactive', bodyTimeoutMs: 300_000, what: 'a stored file' });
     } catch (error) {
       // A 5xx: the message reaches the logs only.
       throw new UpstreamError(`The upstream's storage could not be reached (${(error as Error).message}).`, undefined, { cause: error });
@@ -110,31 +106,28 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       const check = verifyLink(deps.key, { ...request.params, account: q.account, scope: q.scope, expiresAt: q.expires_at, signature: q.signature });
       if (!check.ok) throw new ForbiddenError(check.reason);
       const link = check.link;
-      const record = async (status: number) => {
-        await deps.prisma.storageAccess.create({
-          data: {
-            accountId: link.accountId,
-            resource: link.resource,
-            scope: link.scope,
-            recordId: link.id,
-            field: link.field,
-            status,
-            range: typeof request.headers.range === 'string' ? request.headers.range.slice(0, 100) : null,
-            ip: request.ip,
-            userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 300) : null,
-          },
+      const record = (status: number) =>
+        recordStorageAccess(deps.prisma, {
+          accountId: link.accountId,
+          resource: link.resource,
+          scope: link.scope,
+          recordId: link.id,
+          field: link.field,
+          status,
+          range: typeof request.headers.range === 'string' ? request.headers.range.slice(0, 100) : null,
+          ip: request.ip,
+          userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 300) : null,
         });
-      };
       let data = await storedRecord(link);
       let t = target(data[link.field]);
-      let res = await fetchFile(t, request);
+      let res = await fetchFile(t, request, link);
       // No usable URL, one outside the upstream's storage, or one the storage says has expired: the
       // upstream issues a fresh one.
-      if (!res || [401, 403, 404, 410].includes(res.statusCode)) {
-        await res?.body.dump();
+      if (!res || [401, 403, 404, 410].includes(res.status)) {
+        await res?.discard();
         data = await refreshed(link);
         t = target(data[link.field]);
-        res = await fetchFile(t, request);
+        res = await fetchFile(t, request, link);
       }
       if (t.kind === 'refused') {
         request.log.warn({ resource: link.resource, id: link.id, field: link.field, reason: t.reason }, 'storage proxy: the upstream gave a URL outside its storage; not fetched');
@@ -146,17 +139,17 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
         );
       }
       if (!res) throw new NotFoundError(`This ${resourceDef(link.resource)?.name ?? 'record'} has no ${link.field}.`);
-      if (res.statusCode >= 300 && res.statusCode < 400 && res.statusCode !== 304) {
+      if (res.status >= 300 && res.status < 400 && res.status !== 304) {
         // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
-        await res.body.dump();
-        request.log.warn({ resource: link.resource, id: link.id, field: link.field, status: res.statusCode }, 'storage proxy: the upstream storage answered a redirect; not followed');
+        await res.discard();
+        request.log.warn({ resource: link.resource, id: link.id, field: link.field, status: res.status }, 'storage proxy: the upstream storage answered a redirect; not followed');
         await record(502);
-        return badGateway(reply, 'storage_redirect_refused', `The upstream's storage answered a redirect (${res.statusCode}) for this file; the mirror does not follow redirects and did not fetch it.`);
+        return badGateway(reply, 'storage_redirect_refused', `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`);
       }
-      if (res.statusCode >= 400 && res.statusCode !== 416) {
-        await res.body.dump();
-        await record(res.statusCode);
-        throw new UpstreamError(`The upstream's storage answered ${res.statusCode} for this file.`, res.statusCode >= 500 ? 502 : res.statusCode);
+      if (res.status >= 400 && res.status !== 416) {
+        await res.discard();
+        await record(res.status);
+        throw new UpstreamError(`The upstream's storage answered ${res.status} for this file.`, res.status >= 500 ? 502 : res.status);
       }
       for (const name of relayed) {
         const v = res.headers[name];
@@ -164,8 +157,15 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       }
       const filename = typeof data.filename === 'string' ? data.filename : typeof data.name === 'string' ? data.name : link.id;
       void reply.header('content-disposition', contentDisposition(link.field, filename));
-      await record(res.statusCode);
-      return reply.status(res.statusCode).send(res.statusCode === 304 ? undefined : res.body);
+      await record(res.status).catch(async (error: unknown) => {
+        await res.discard();
+        throw error;
+      });
+      if (res.status === 304) {
+        await res.discard();
+        return reply.status(304).send();
+      }
+      return reply.status(res.status).send(res.body);
     },
   );
 }

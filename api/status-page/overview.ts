@@ -14,7 +14,9 @@ import {
   type RecentError,
   type StreamProgressRow,
 } from '../../mirror/metrics-overview.ts';
+import { accountSyncWorkflowId, streamWorkflowId } from '../../lib/workflow-ids.ts';
 import type { Pool } from '../../mirror/pool.ts';
+import type { ClassUsage, Priority } from '../../connectors/governor.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { runningPasses, temporalLinks, type RunningPass } from './temporal.ts';
 
@@ -35,6 +37,11 @@ export interface StatusOverview {
   accounts: AccountStatus[];
   active: ActiveStream[];
   budgets: BudgetRow[];
+  /**
+   * What this process's governor let through, refused and made wait, by class: `application` (the
+   * forwarded calls, which an API process makes) and `sync` (background work, in workers).
+   */
+  upstreamClasses: { class: 'sync' | 'application'; granted: number; refused: number; waitedForConcurrencySeconds: number; waitedForRateSeconds: number }[];
   errors: RecentError[];
   inbox: InboxOverview[];
   deliveries: DeliveryOverview[];
@@ -44,12 +51,10 @@ export interface OverviewDeps {
   pool: Pool;
   sync?: SyncControl;
   temporalUiUrl?: string;
+  /** This process's upstream requests by class (the upstream client's `usage`). */
+  upstreamUsage?: () => Record<Priority, ClassUsage> | undefined;
 }
 
-/** Mirrors workflows/shared.ts streamWorkflowId (named here: the API never imports workflow code). */
-export function streamWorkflowId(accountId: string, resource: string, scope: string): string {
-  return `stream:${accountId}:${resource}:${scope || '-'}`;
-}
 
 export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview> {
   const namespace = deps.sync?.client.options.namespace ?? null;
@@ -93,7 +98,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
         ...a,
         pass: p ? { ...p, link: links.workflow(p.workflowId, p.runId) } : null,
         links: {
-          sync: links.workflow(`account-sync:${a.id}`),
+          sync: links.workflow(accountSyncWorkflowId(a.id)),
           fullSchedule: schedules ? links.schedule(schedules.full) : undefined,
           incrementalSchedule: schedules ? links.schedule(schedules.incremental) : undefined,
         },
@@ -101,8 +106,20 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     }),
     active: active.map((s) => ({ ...s, link: links.workflow(streamWorkflowId(s.accountId, s.resource, s.scope)) })),
     budgets,
+    upstreamClasses: classesOf(deps.upstreamUsage?.()),
     errors,
     inbox,
     deliveries,
   };
+}
+
+function classesOf(usage: Record<Priority, ClassUsage> | undefined): StatusOverview['upstreamClasses'] {
+  if (!usage) return [];
+  return (['interactive', 'background'] as const).map((p) => ({
+    class: p === 'interactive' ? 'application' : 'sync',
+    granted: usage[p].granted,
+    refused: usage[p].refused,
+    waitedForConcurrencySeconds: Math.round(usage[p].waitedForConcurrencyMs) / 1000,
+    waitedForRateSeconds: Math.round(usage[p].waitedForRateMs) / 1000,
+  }));
 }

@@ -93,13 +93,16 @@ ${streamRows.length ? `<table><thead><tr><th>account</th><th>resource</th><th>sc
 
   // Rate budgets.
   const budgetRows = o.budgets.map(
-    (b) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}</td>
+    (b) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}${b.lane === 'sync' ? ' · <span class="small">sync share lane</span>' : ''}</td>
 <td class="progress-cell">${b.usedRatio === null ? '<span class="muted">no limit reported</span>' : `${bar(b.usedRatio * 100, 100, 'budget used')}<div class="small">${Math.round(b.usedRatio * 100)} % used</div>`}</td>
 <td class="num">${num(b.remaining)} / ${num(b.total)}</td><td>${b.resetsInSeconds && b.resetsInSeconds > 0 ? `in ${age(b.resetsInSeconds)}` : '–'}</td>
 <td class="${b.blockedForSeconds ? 'bad' : ''}">${b.blockedForSeconds ? `blocked ${age(b.blockedForSeconds)}` : ''}</td></tr>`,
   );
   parts.push(`<section id="budgets"><h2>Rate-limit budgets</h2>
-${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}</section>`);
+${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}
+${o.upstreamClasses.length ? `<table id="budget-classes"><thead><tr><th>class (this process)</th><th class="num">sent</th><th class="num">refused (429 at once)</th><th class="num">waited for a concurrency slot</th><th class="num">waited for the rate (pace, spent window, sync share)</th></tr></thead><tbody>${o.upstreamClasses
+    .map((c) => `<tr><td>${c.class}</td><td class="num">${num(c.granted)}</td><td class="num">${num(c.refused)}</td><td class="num">${age(c.waitedForConcurrencySeconds)}</td><td class="num">${age(c.waitedForRateSeconds)}</td></tr>`)
+    .join('\n')}</tbody></table>` : ''}</section>`);
 
   // Inbox and outbound deliveries.
   const inboxRows = o.inbox.map(

@@ -38,6 +38,8 @@ export interface MirrorEnvOptions {
   assumeLimits: boolean;
   /** Start the read API as a process too (webhooks need it: the sandbox delivers to it). */
   api?: boolean;
+  /** Settings of every mirror process of this setup beside the bench's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */
+  env?: Record<string, string>;
 }
 
 export interface Linked {
@@ -127,6 +129,7 @@ export class MirrorEnv {
       MIRROR_SIGNING_KEY: this.signingKey,
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
       API_HOST: '127.0.0.1',
+      ...this.options.env,
     };
     if (this.apiPort) {
       env.API_PORT = String(this.apiPort);

@@ -2,7 +2,7 @@
 // 429s it made, which only this process sees).
 import { createServer, type Server } from 'node:http';
 import { safeEqual, sha256Hex } from '../../lib/crypto.ts';
-import { createProcessMetrics } from '../../mirror/metrics-registry.ts';
+import { createProcessMetrics } from '../../lib/process-metrics.ts';
 import { untilSignal } from '../signals.ts';
 import { cliConfig, UsageError, type Command } from './shared.ts';
 
@@ -25,6 +25,9 @@ export const workerCommand: Command = {
     if (port !== undefined) {
       const metrics = createProcessMetrics({ process: 'worker' });
       services.upstream.observe((o) => metrics.observeUpstream(o));
+      // The sync's requests and what the governor made them wait, by class (issue 23).
+      const { registerUpstreamClassMetrics } = await import('../../connectors/upstream-metrics.ts');
+      registerUpstreamClassMetrics(metrics.registry, services.upstream);
       server = createServer((req, res) => {
         const token = config.OPERATOR_TOKEN;
         const presented = (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');

@@ -38,6 +38,22 @@ export interface RateGovernorOptions {
   resetSlackMs?: number;
   /** A send slot is reserved at most this long before its time (default 1000 ms); see `Reservation`. */
   reserveHorizonMs?: number;
+  /**
+   * Most of each budget background requests may spend (MIRROR_SYNC_BUDGET_SHARE), in (0, 1]. Below 1
+   * they also take a slot in the budget's background lane, paced `1 / share` times slower, so the
+   * rest of each window stays free for interactive requests. Default 1 (no lane).
+   */
+  syncShare?: number;
+  /**
+   * An interactive request whose slot is further than this is refused at once (a 429 with what the
+   * governor knows of the windows) instead of held (MIRROR_INTERACTIVE_MAX_WAIT_MS). Default 2000 ms.
+   */
+  interactiveMaxWaitMs?: number;
+  /**
+   * With a lane (share below 1), how far ahead a background request takes its slot (default 0 ms):
+   * background slots taken before their time would make an interactive request wait behind them.
+   */
+  backgroundHorizonMs?: number;
   clock?: Clock;
   logger?: Logger;
 }
@@ -53,6 +69,9 @@ export interface ResolvedOptions {
   pacing: PacingOptions;
   assumeLimits: boolean;
   reserveHorizonMs: number;
+  syncShare: number;
+  interactiveMaxWaitMs: number;
+  backgroundHorizonMs: number;
 }
 
 export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
@@ -61,6 +80,8 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     resetSlackMs: options.resetSlackMs ?? defaultPacing.resetSlackMs,
   };
   if (!(pacing.utilization > 0 && pacing.utilization <= 1)) throw new RangeError('utilization must be in (0, 1]');
+  const syncShare = options.syncShare ?? 1;
+  if (!(syncShare > 0 && syncShare <= 1)) throw new RangeError('syncShare must be in (0, 1]');
   return {
     prefix: (options.headerPrefix ?? 'Svc').toLowerCase(),
     serviceTotal: options.assumeLimits === false ? undefined : (options.serviceLimit?.total ?? 150),
@@ -72,6 +93,9 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     profiles: options.profiles ?? knownProfile,
     pacing,
     reserveHorizonMs: Math.max(0, options.reserveHorizonMs ?? 1_000),
+    syncShare,
+    interactiveMaxWaitMs: Math.max(0, options.interactiveMaxWaitMs ?? 2_000),
+    backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? 0),
   };
 }
 
@@ -81,6 +105,16 @@ export interface BudgetSpec {
   kind: 'service' | 'source-system';
   /** What is known before any response: the first guess. */
   initial: WindowFacts;
+  /**
+   * A budget's background lane (see `syncShare`): a schedule of its own, paced `spacingScale` times
+   * slower than the budget it belongs to (`of`), which background requests also take a slot in.
+   */
+  lane?: { of: string; spacingScale: number };
+}
+
+/** The background lane of a budget, for a sync share below 1. */
+export function laneOf(spec: BudgetSpec, share: number): BudgetSpec {
+  return { key: `${spec.key}|background`, kind: spec.kind, initial: spec.initial, lane: { of: spec.key, spacingScale: 1 / share } };
 }
 
 export interface CapSpec {
@@ -97,6 +131,11 @@ export interface Plan {
 
 export function planFor(keys: GovernorKeys, o: ResolvedOptions): Plan {
   const account = keys.account ?? '';
+  if (keys.origin === 'storage') {
+    // The storage is another host: its budget is whatever its answers report (none assumed), and an
+    // API concurrency slot is not held while a file streams.
+    return { service: { key: `${o.prefix}-storage:${keys.client}:${account}`, kind: 'service', initial: { windowMs: o.serviceWindowMs } }, caps: [] };
+  }
   const service: BudgetSpec = {
     key: `${o.prefix}:${keys.client}:${account}`,
     kind: 'service',

@@ -17,12 +17,12 @@ export class MemoryRateGovernor extends RateGovernor {
     return s && { ...s };
   }
 
-  protected reserve(budgets: readonly BudgetSpec[]): Promise<Reservation> {
+  protected reserve(budgets: readonly BudgetSpec[], horizonMs: number): Promise<Reservation> {
     const now = this.clock.now();
     const current = budgets.map((b) => this.scheduleOf(b));
     const { at, schedules } = reserveSlot(current, now);
     const nextInMs = new Map<string, number>();
-    if (at - now > this.options.reserveHorizonMs) {
+    if (at - now > horizonMs) {
       for (const [i, b] of budgets.entries()) nextInMs.set(b.key, current[i]!.nextAt - now);
       return Promise.resolve({ waitMs: at - now, nextInMs, reserved: false });
     }
@@ -43,7 +43,7 @@ export class MemoryRateGovernor extends RateGovernor {
   private scheduleOf(spec: BudgetSpec): Schedule {
     let s = this.schedules.get(spec.key);
     if (!s) {
-      s = { nextAt: Number.NEGATIVE_INFINITY, spacingMs: baseSpacing(spec.initial, this.options.pacing) };
+      s = { nextAt: Number.NEGATIVE_INFINITY, spacingMs: baseSpacing(spec.initial, this.options.pacing) * (spec.lane?.spacingScale ?? 1) };
       this.schedules.set(spec.key, s);
     }
     return s;

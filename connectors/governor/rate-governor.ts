@@ -1,13 +1,16 @@
 // What the in-memory and the Postgres governors share: concurrency caps in this process, the order of
 // acquiring (caps first, then one send slot in every budget the request spends), what each response's
 // headers do to the pace, and the bookkeeping of our own requests the upstream has not counted yet.
-// Subclasses decide where the schedules live.
+// Two classes of request (issue 23): interactive ones (an application waits) go first, may spend a
+// whole window and are refused rather than held long; background ones also take a slot in each
+// budget's background lane, which keeps them to the sync share of every window. Subclasses decide
+// where the schedules live.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.ts';
-import type { Governor, GovernorKeys } from '../governor.ts';
+import { GovernorWaitTooLongError, type ClassUsage, type Governor, type GovernorKeys, type KnownWindow, type Priority } from '../governor.ts';
 import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
-import { planFor, resolveOptions, sourceSystemWindow, type BudgetSpec, type CapSpec, type Clock, type RateGovernorOptions, type ResolvedOptions } from './budgets.ts';
-import { blockAfterRejection, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { laneOf, planFor, resolveOptions, sourceSystemWindow, type BudgetSpec, type CapSpec, type Clock, type RateGovernorOptions, type ResolvedOptions } from './budgets.ts';
+import { baseSpacing, blockAfterRejection, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
 import { Semaphore } from './semaphore.ts';
 
 export const systemClock: Clock = {
@@ -42,6 +45,8 @@ export interface Reservation {
 /** Releases a cross-process concurrency slot; resolves once it is free for others. */
 export type SharedRelease = () => Promise<void>;
 
+const noUsage = (): ClassUsage => ({ granted: 0, refused: 0, waitedForConcurrencyMs: 0, waitedForRateMs: 0 });
+
 export abstract class RateGovernor implements Governor {
   protected readonly options: ResolvedOptions;
   protected readonly clock: Clock;
@@ -49,6 +54,7 @@ export abstract class RateGovernor implements Governor {
   private readonly views = new Map<string, BudgetView>();
   private readonly semaphores = new Map<string, Semaphore>();
   private nextRequestId = 1;
+  private readonly usageByClass: Record<Priority, ClassUsage> = { interactive: noUsage(), background: noUsage() };
 
   constructor(options: RateGovernorOptions = {}) {
     this.options = resolveOptions(options);
@@ -56,8 +62,11 @@ export abstract class RateGovernor implements Governor {
     this.logger = options.logger;
   }
 
-  /** Reserves one slot in every budget at once (the later of their next slots). */
-  protected abstract reserve(budgets: readonly BudgetSpec[], signal?: AbortSignal): Promise<Reservation>;
+  /**
+   * Reserves one slot in every budget at once (the later of their next slots), unless that slot is
+   * more than `horizonMs` away.
+   */
+  protected abstract reserve(budgets: readonly BudgetSpec[], horizonMs: number, signal?: AbortSignal): Promise<Reservation>;
 
   /** Makes a new pace (from a response's headers, or a 429) the budget's. */
   protected abstract applyPace(view: BudgetView, pace: Pace, now: number): void;
@@ -70,6 +79,17 @@ export abstract class RateGovernor implements Governor {
   async acquire(keys: GovernorKeys, signal?: AbortSignal): Promise<() => void> {
     const plan = planFor(keys, this.options);
     const views = [plan.service, ...(plan.sourceSystem ? [plan.sourceSystem] : [])].map((spec) => this.view(spec));
+    const priority: Priority = keys.priority ?? 'background';
+    const interactive = priority === 'interactive';
+    const share = this.options.syncShare;
+    // Background requests also take a slot in the lane of each budget with a known limit (paced
+    // 1/share slower), and take it only just before its time, so an interactive request never waits
+    // behind a queue of them. A budget without a limit (an upstream that reports none) has no lane.
+    const laneViews = !interactive && share < 1 ? views.filter((v) => v.facts.total !== undefined) : [];
+    const lanes = laneViews.length > 0;
+    const specs = [...views.map((v) => v.spec), ...laneViews.map((v) => laneOf(v.spec, share))];
+    const horizon = interactive ? this.options.interactiveMaxWaitMs : lanes ? Math.min(this.options.backgroundHorizonMs, this.options.reserveHorizonMs) : this.options.reserveHorizonMs;
+    const usage = this.usageByClass[priority];
     const held: { semaphore: Semaphore; shared?: SharedRelease }[] = [];
     const releaseCaps = () => {
       for (const { semaphore, shared } of held.reverse()) {
@@ -83,20 +103,30 @@ export abstract class RateGovernor implements Governor {
       }
     };
     const id = this.nextRequestId++;
+    const started = this.clock.now();
     try {
       // Caps first: a send slot reserved and then held back by a full cap would be a slot wasted.
       for (const cap of plan.caps) {
         const semaphore = this.semaphore(cap);
-        await semaphore.acquire(signal);
+        await semaphore.acquire(signal, interactive);
         const entry: { semaphore: Semaphore; shared?: SharedRelease } = { semaphore };
         held.push(entry);
         const shared = await this.acquireShared(cap, signal);
         if (shared) entry.shared = shared;
       }
-      let reservation = await this.reserve(views.map((v) => v.spec), signal);
+      const capsDone = this.clock.now();
+      usage.waitedForConcurrencyMs += capsDone - started;
+      let reservation = await this.reserve(specs, horizon, signal);
+      if (interactive && !reservation.reserved) {
+        usage.refused++;
+        throw this.tooLong(views, reservation.waitMs);
+      }
       while (!reservation.reserved) {
-        await this.clock.sleep(Math.min(reservation.waitMs, this.options.reserveHorizonMs), signal);
-        reservation = await this.reserve(views.map((v) => v.spec), signal);
+        // Woken when the slot comes within the horizon (and at least every reserveHorizonMs, so a pace
+        // the headers change applies to waiting requests too).
+        const sleepMs = lanes ? Math.max(1, Math.min(reservation.waitMs - horizon, this.options.reserveHorizonMs)) : Math.min(reservation.waitMs, this.options.reserveHorizonMs);
+        await this.clock.sleep(sleepMs, signal);
+        reservation = await this.reserve(specs, horizon, signal);
       }
       const now = this.clock.now();
       for (const v of views) {
@@ -105,6 +135,8 @@ export abstract class RateGovernor implements Governor {
         if (nextIn !== undefined) v.nextAt = now + nextIn;
       }
       if (reservation.waitMs > 0) await this.clock.sleep(reservation.waitMs, signal);
+      usage.waitedForRateMs += this.clock.now() - capsDone;
+      usage.granted++;
     } catch (error) {
       for (const v of views) v.inFlight.delete(id);
       releaseCaps();
@@ -117,6 +149,27 @@ export abstract class RateGovernor implements Governor {
       for (const v of views) v.inFlight.delete(id);
       releaseCaps();
     };
+  }
+
+  /** What this process's requests of each class got so far (counters; they only grow). */
+  usage(): Record<Priority, ClassUsage> {
+    return { interactive: { ...this.usageByClass.interactive }, background: { ...this.usageByClass.background } };
+  }
+
+  /** The refusal of an interactive request, with the windows as this process knows them. */
+  private tooLong(views: readonly BudgetView[], waitMs: number): GovernorWaitTooLongError {
+    const windows: KnownWindow[] = views.map((v) => ({
+      name: v.spec.kind === 'service' ? 'service' : v.spec.key.slice(v.spec.key.lastIndexOf(':') + 1),
+      ...(v.facts.total !== undefined ? { total: v.facts.total } : {}),
+      ...(v.facts.remaining !== undefined ? { remaining: v.facts.remaining } : {}),
+      ...(v.facts.resetsAt !== undefined ? { resetsAt: v.facts.resetsAt } : {}),
+    }));
+    const seconds = Math.ceil(waitMs / 1000);
+    return new GovernorWaitTooLongError(
+      `The upstream's rate limit for this account leaves no request free for about ${seconds} s, longer than the mirror holds a call (MIRROR_INTERACTIVE_MAX_WAIT_MS, ${this.options.interactiveMaxWaitMs} ms): retry after that.`,
+      waitMs,
+      windows,
+    );
   }
 
   report(keys: GovernorKeys, report: RateLimitReport, status: number, sentAt?: number): void {
@@ -135,6 +188,14 @@ export abstract class RateGovernor implements Governor {
         pace = { ...pace, blockedUntil: Math.max(pace.blockedUntil ?? 0, blockAfterRejection(view.facts, now, this.options.pacing)) };
       }
       this.applyPace(view, pace, now);
+      const share = this.options.syncShare;
+      if (share < 1 && view.facts.total !== undefined) {
+        // The lane keeps the window's even pace, `1 / share` slower (the budget's own schedule slows
+        // it further when others spend the window), and takes the budget's blocks.
+        const lane = this.view(laneOf(view.spec, share));
+        lane.facts = view.facts;
+        this.applyPace(lane, { ...pace, spacingMs: baseSpacing(view.facts, this.options.pacing) / share }, now);
+      }
     }
   }
 

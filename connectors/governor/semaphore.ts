@@ -1,11 +1,13 @@
 // A first-in, first-out counting semaphore for one concurrency cap inside one process; a waiter can
-// be aborted and then leaves the queue without taking a permit.
+// be aborted and then leaves the queue without taking a permit. An urgent waiter (an interactive
+// request) goes ahead of every waiter that is not.
 
 interface Waiter {
   resolve(): void;
   reject(reason: unknown): void;
   signal?: AbortSignal;
   onAbort?: () => void;
+  urgent: boolean;
 }
 
 export class Semaphore {
@@ -24,14 +26,14 @@ export class Semaphore {
     return this.queue.length;
   }
 
-  acquire(signal?: AbortSignal): Promise<void> {
+  acquire(signal?: AbortSignal, urgent = false): Promise<void> {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
-    if (this.active < this.limit && this.queue.length === 0) {
+    if (this.active < this.limit && (this.queue.length === 0 || (urgent && !this.queue[0]!.urgent))) {
       this.active++;
       return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { resolve, reject };
+      const waiter: Waiter = { resolve, reject, urgent };
       if (signal) {
         waiter.signal = signal;
         waiter.onAbort = () => {
@@ -41,7 +43,11 @@ export class Semaphore {
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
-      this.queue.push(waiter);
+      if (!urgent) this.queue.push(waiter);
+      else {
+        const at = this.queue.findIndex((w) => !w.urgent);
+        this.queue.splice(at < 0 ? this.queue.length : at, 0, waiter);
+      }
     });
   }
 

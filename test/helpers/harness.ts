@@ -35,7 +35,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(options: { sandbox?: Partial<SandboxOptions> } = {}): Promise<Harness> {
+export async function startHarness(options: { sandbox?: Partial<SandboxOptions>; /** Settings beside the harness's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */ config?: Record<string, string> } = {}): Promise<Harness> {
   const db = await createTestDatabase();
   const upstreamId = randomUUID();
   const upstreamSecret = randomSecret(40);
@@ -65,6 +65,7 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions> 
     UPSTREAM_ASSUME_LIMITS: options.sandbox?.rateLimits ? 'true' : 'false',
     // Tests' subscribers listen on loopback: allowed here, as an operator would allow an internal receiver.
     MIRROR_CALLBACK_ALLOW: '127.0.0.1',
+    ...options.config,
   });
   const logger = createLogger({ level: config.LOG_LEVEL });
   const services = createServices(config, { logger, poolSize: workerPoolSize(config) });

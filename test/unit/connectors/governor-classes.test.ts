@@ -1,0 +1,167 @@
+// The governor's two classes of request (issue 23): background work (the sync) spends at most its
+// share of each window; interactive requests (an application's forwarded calls) go first, may use the
+// rest, wait at most about one spacing for their slot, and are refused at once (with what the governor
+// knows of the windows) rather than held longer than the bound. On a manual clock, against a fixed
+// window that resets at the time it reports.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { GovernorKeys } from '../../../connectors/governor.ts';
+import { MemoryRateGovernor } from '../../../connectors/governor/memory-governor.ts';
+import { FixedWindow, ManualClock, settle, testProfiles } from './governor-fakes.ts';
+
+const profiles = testProfiles({});
+const background: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'background' };
+const interactive: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'interactive' };
+
+interface Run {
+  /** Accepted requests per upstream window (by reset), per class, steady state only. */
+  sync: number[];
+  app: number[];
+  rejected: number;
+  /** How long each interactive request waited for its slot (ms). */
+  appWaits: number[];
+  refused: number;
+}
+
+/**
+ * `workers` background loops (acquire, 50 ms request, report) for `durationMs`, and, when `appEveryMs`,
+ * one interactive request every `appEveryMs`.
+ */
+async function run(o: { share: number; appEveryMs?: number; workers?: number; durationMs?: number; total?: number; windowMs?: number }): Promise<Run> {
+  const clock = new ManualClock();
+  const total = o.total ?? 20;
+  const windowMs = o.windowMs ?? 2_000;
+  const governor = new MemoryRateGovernor({ profiles, clock, serviceLimit: { total, windowMs }, syncShare: o.share });
+  const window = new FixedWindow(total, windowMs);
+  const end = clock.now() + (o.durationMs ?? 60_000);
+  const counts = new Map<number, { sync: number; app: number }>();
+  const result: Run = { sync: [], app: [], rejected: 0, appWaits: [], refused: 0 };
+  const send = async (keys: GovernorKeys, release: () => void) => {
+    const at = clock.now();
+    const hit = window.hit(at);
+    if (hit.status === 429) result.rejected++;
+    else {
+      const c = counts.get(hit.window.resetsAt!) ?? { sync: 0, app: 0 };
+      if (keys.priority === 'interactive') c.app++;
+      else c.sync++;
+      counts.set(hit.window.resetsAt!, c);
+    }
+    await clock.sleep(50);
+    governor.report(keys, { service: hit.window, sourceSystems: {} }, hit.status, at);
+    release();
+  };
+  const loop = async () => {
+    for (;;) {
+      const release = await governor.acquire(background);
+      if (clock.now() >= end) return release();
+      await send(background, release);
+    }
+  };
+  const app = async () => {
+    const pending: Promise<void>[] = [];
+    for (let t = clock.now() + 1_000; t < end; t += o.appEveryMs!) {
+      await clock.sleep(t - clock.now());
+      pending.push(
+        (async () => {
+          const asked = clock.now();
+          try {
+            const release = await governor.acquire(interactive);
+            result.appWaits.push(clock.now() - asked);
+            await send(interactive, release);
+          } catch {
+            result.refused++;
+          }
+        })(),
+      );
+    }
+    await Promise.all(pending);
+  };
+  const loops = [...Array.from({ length: o.workers ?? 4 }, loop), ...(o.appEveryMs ? [app()] : [])];
+  await clock.runUntil(end);
+  await clock.runUntil(end + 3_600_000);
+  await Promise.all(loops);
+  // Steady state: past the first two windows, not the last (cut short).
+  const steady = [...counts.entries()].sort((a, b) => a[0] - b[0]).slice(2, -1);
+  result.sync = steady.map(([, c]) => c.sync);
+  result.app = steady.map(([, c]) => c.app);
+  return result;
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;
+
+describe('governor classes: background share, interactive first', () => {
+  it('keeps background work to its share of each window (0.5: 0.5 +- 0.05 of it), with no 429', async () => {
+    const r = await run({ share: 0.5 });
+    assert.equal(r.rejected, 0);
+    const share = mean(r.sync) / 20;
+    assert.ok(share >= 0.45 && share <= 0.5, `background spent ${share.toFixed(3)} of each window: ${r.sync.join(' ')}`);
+  });
+
+  it('with share 1, background work takes whole windows as before', async () => {
+    const r = await run({ share: 1 });
+    assert.equal(r.rejected, 0);
+    assert.ok(mean(r.sync) >= 0.95 * 20, `per window: ${r.sync.join(' ')}`);
+  });
+
+  it('serves an application at 10% of the allowance beside a sync at the limit: no refusal, no 429, a wait of at most one spacing', async () => {
+    // 20 per 2 s: 10% is one request every second.
+    const r = await run({ share: 0.8, appEveryMs: 1_000 });
+    assert.equal(r.rejected, 0, 'no 429 from the upstream');
+    assert.equal(r.refused, 0, 'no application call refused');
+    const spacing = 2_000 / (20 * 0.98);
+    assert.ok(p99(r.appWaits) <= spacing + 1, `application waits p99 ${p99(r.appWaits)} ms > one spacing ${spacing.toFixed(1)} ms`);
+    const sync = mean(r.sync) / 20;
+    // The cap is 0.8 x 0.98 of a window (15.7 of 20); a slot the application takes just before the
+    // sync's next one delays it, and the lane banks no time, so a little of the share goes unused.
+    assert.ok(sync >= 0.72 && sync <= 0.8, `the sync spent ${sync.toFixed(3)} of each window: ${r.sync.join(' ')}`);
+    assert.ok(mean(r.app) >= 1.9, `the application got ${r.app.join(' ')} per window`);
+  });
+
+  it('refuses an interactive request at once when its slot is beyond the bound, with the windows as known', async () => {
+    const clock = new ManualClock();
+    const governor = new MemoryRateGovernor({ profiles, clock, serviceLimit: { total: 20, windowMs: 60_000 }, syncShare: 0.8, interactiveMaxWaitMs: 2_000 });
+    const release = await governor.acquire(interactive);
+    const resetsAt = clock.now() + 30_000;
+    governor.report(interactive, { service: { total: 20, remaining: 0, resetsAt }, sourceSystems: {} }, 429, clock.now());
+    release();
+    const before = clock.now();
+    const outcome = governor.acquire(interactive).then(
+      () => 'granted',
+      (error: unknown) => error,
+    );
+    await settle();
+    await clock.runUntil(before + 2_500);
+    const error = (await Promise.race([outcome, Promise.resolve('still waiting')])) as { code?: string; waitMs?: number; windows?: { name: string; total?: number; remaining?: number; resetsAt?: number }[] } | string;
+    assert.ok(typeof error === 'object', `expected a refusal, got: ${typeof error === 'string' ? error : 'an object'}`);
+    assert.equal(error.code, 'rate_limited');
+    assert.ok(error.waitMs! > 2_000);
+    assert.deepEqual(error.windows, [{ name: 'service', total: 20, remaining: 0, resetsAt }]);
+    // A background request is held instead (the sync waits for the window).
+    let granted = false;
+    void governor.acquire(background).then((r) => {
+      granted = true;
+      r();
+    });
+    await clock.runUntil(before + 10_000);
+    assert.equal(granted, false);
+    await clock.runUntil(resetsAt + 5_000);
+    assert.equal(granted, true);
+  });
+
+  it('lets an interactive request ahead of background ones waiting for the account concurrency cap', async () => {
+    const clock = new ManualClock();
+    const governor = new MemoryRateGovernor({ profiles, clock, assumeLimits: false, accountConcurrency: 1 });
+    const order: string[] = [];
+    const first = await governor.acquire(background);
+    const waiting = [
+      governor.acquire(background).then((r) => (order.push('background'), r())),
+      governor.acquire(background).then((r) => (order.push('background'), r())),
+      governor.acquire(interactive).then((r) => (order.push('interactive'), r())),
+    ];
+    await settle();
+    first();
+    await Promise.all(waiting);
+    assert.deepEqual(order, ['interactive', 'background', 'background']);
+  });
+});
