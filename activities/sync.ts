@@ -13,11 +13,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 import { AsyncRequestExpiredError, MirrorError, RepeatedPageError, UpstreamError, UpstreamNotFoundError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
-import { formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
+import { allProjectsScope, formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
+import { liveRecordIds } from '../mirror/known-ids.ts';
 import type { Pool } from '../mirror/pool.ts';
-import { finishPass, keepUnchangedPage, knownPages, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
-import { beginOrResumePass, committedPageIds, markStreamFailed, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
+import { crossProjectSupport, rememberCrossProject } from '../mirror/cross-project.ts';
+import { CrossProjectScopeError, crossProjectKey, finishPass, keepUnchangedPage, knownPages, retireRemovedProjects, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
+import { beginOrResumePass, committedPageIds, markStreamFailed, parentsToRefresh, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
 import { asActivity } from './failures.ts';
 import { PageHistory, storedFingerprint } from './page-history.ts';
 
@@ -47,6 +49,9 @@ export class PageBoundError extends UpstreamError {
  * Beyond them, pages are compared with those seen since the slice began, and the page bound holds.
  */
 const storedFingerprintsMax = 1000;
+
+/** Most parents a children plan names inline (about 40 bytes each in the workflow's history). */
+const inlineTotalMax = 20_000;
 
 /** Page histories of passes between two slices, so a slice need not read them again (see `historyOf`). */
 const historiesKept = 64;
@@ -109,6 +114,11 @@ export interface PlannedResource {
   name: string;
   /** Where it lives in this account's source system. */
   scope: ScopeKind;
+  /**
+   * Project-scoped resources: false where the source system is known not to list it across projects
+   * (`Project-Id: *`: its profile says so, or it refused before); otherwise the pass tries it.
+   */
+  crossProject?: boolean;
 }
 
 export interface SyncChildrenInput {
@@ -136,6 +146,52 @@ export interface ParentScopesInput {
   /** The parent resource whose live records give the child streams' scopes. */
   parentResource: string;
   parentScope: string;
+  /** Only parents whose children of this resource are due again (an incremental pass; see `parentsToRefresh`). */
+  changedFor?: string;
+  /** With `changedFor`: the pass asking (parents it already visited stay in the list). */
+  passKey?: string;
+}
+
+/** One small stream of a sweep: a project's list, or a parent's children. */
+export interface SweepItem {
+  resource: string;
+  scope: string;
+  path: string;
+  projectId?: string;
+}
+
+export interface SweepInput {
+  accountId: string;
+  passKey: string;
+  mode: PassMode;
+  items: SweepItem[];
+  /** Streams synced at once (default 4). */
+  concurrency?: number;
+}
+
+export interface SweepResult extends SliceCounts {
+  streams: number;
+  /** Streams that failed for good (the others went on). */
+  failed: { resource: string; scope: string; error: string }[];
+}
+
+/** The children streams of a parent resource in some parent scopes, as a pass plans them. */
+export interface ChildrenPlanInput {
+  accountId: string;
+  parentResource: string;
+  parentScopes: string[];
+  childResource: string;
+  /** Only parents whose children are due again (an incremental pass); else every live parent. */
+  changedOnly: boolean;
+  /** A scope with more parents than this is left to a workflow of its own (it only names it). */
+  inlineMax: number;
+}
+
+export interface ChildrenPlan {
+  /** Per parent scope, the parents whose children to list. */
+  inline: Record<string, string[]>;
+  /** Parent scopes with more than `inlineMax` such parents. */
+  big: string[];
 }
 
 const countKeys = ['pages', 'records', 'inserted', 'updated', 'unchanged', 'deleted'] as const;
@@ -201,7 +257,12 @@ export function createSyncActivities(deps: SyncDeps) {
             }
           }
         }
-        const planned = supported.map((name) => ({ name, scope: scopeKindIn(profile, name, resourceDef(name)!.scope) }));
+        const learned = await crossProjectSupport(pool, account.sourceSystem);
+        const planned: PlannedResource[] = supported.map((name) => {
+          const scope = scopeKindIn(profile, name, resourceDef(name)!.scope);
+          if (scope !== 'project') return { name, scope };
+          return { name, scope, crossProject: profile?.resources[name]?.crossProject ?? learned.get(name) ?? true };
+        });
         planned.sort((a, b) => scopeOrder[a.scope] - scopeOrder[b.scope]);
         return { sourceSystem: account.sourceSystem, resources: planned };
       });
@@ -209,21 +270,108 @@ export function createSyncActivities(deps: SyncDeps) {
 
     /** Ids of the live records of a parent stream: the scopes of its children (projects, invoices, ...). */
     async listParentIds(input: ParentScopesInput): Promise<string[]> {
+      if (input.changedFor !== undefined) {
+        const due = await asActivity(() => parentsToRefresh(pool, { accountId: input.accountId, parentResource: input.parentResource, parentScopes: [input.parentScope], childResource: input.changedFor!, ...(input.passKey ? { passKey: input.passKey } : {}) }));
+        return due.get(input.parentScope) ?? [];
+      }
+      return asActivity(() => liveRecordIds(pool, { accountId: input.accountId, resource: input.parentResource, scope: input.parentScope }));
+    },
+
+    /**
+     * The children streams of a parent resource across parent scopes: the parents of each small scope
+     * (swept by `sweepScopes`), and the big scopes (left to a children workflow of their own).
+     */
+    async planChildren(input: ChildrenPlanInput): Promise<ChildrenPlan> {
       return asActivity(async () => {
-        const { rows } = await pool.query<{ id: string }>(
-          `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY ordinal, id`,
-          [input.accountId, input.parentResource, input.parentScope],
-        );
-        return rows.map((r) => r.id);
+        const parents = await parentsToRefresh(pool, { ...input, every: !input.changedOnly });
+        const plan: ChildrenPlan = { inline: {}, big: [] };
+        // Ids travel through the workflow's history: past `inlineTotalMax` of them, scopes get their own workflow.
+        let inline = 0;
+        for (const [scope, ids] of parents) {
+          if (ids.length > input.inlineMax || inline + ids.length > inlineTotalMax) plan.big.push(scope);
+          else {
+            plan.inline[scope] = ids;
+            inline += ids.length;
+          }
+        }
+        return plan;
       });
+    },
+
+    /**
+     * Many small streams in one activity (a project's list each, or a parent's children), a few at a
+     * time, instead of a workflow each. Each stream's pass keeps its own checkpoint in Postgres, written
+     * with every page: a retried sweep (a killed worker, a lost heartbeat) finds the streams it finished
+     * done and asks the upstream nothing for them, and resumes the others at their last committed page.
+     * A stream that fails for good is reported and the others go on; transient trouble fails the sweep
+     * so that Temporal retries it.
+     */
+    async sweepScopes(input: SweepInput): Promise<SweepResult> {
+      const totals: SweepResult = { ...emptyCounts(), streams: 0, failed: [] };
+      const ctx = activityContext();
+      const limit = pLimit(input.concurrency ?? 4);
+      let done = 0;
+      const beat = setInterval(() => ctx?.heartbeat({ done }), 5_000);
+      try {
+        // Every stream ends (or fails) before the sweep does: a retry must not race a stream still running.
+        const settled = await Promise.allSettled(
+          input.items.map((item) =>
+            limit(async () => {
+              const spec: SyncSliceInput = { accountId: input.accountId, ...item, passKey: input.passKey, mode: input.mode };
+              const key = { accountId: input.accountId, resource: item.resource, scope: item.scope };
+              try {
+                for (;;) {
+                  const r = await syncSlice(spec, key);
+                  for (const k of countKeys) totals[k] += r[k];
+                  if (r.done) break;
+                }
+              } catch (error) {
+                const message = error instanceof Error ? error.message : String(error);
+                await markStreamFailed(pool, key, message).catch(() => undefined);
+                if (error instanceof MirrorError && !error.retryable) totals.failed.push({ resource: item.resource, scope: item.scope, error: message });
+                else throw error;
+              }
+              totals.streams++;
+              ctx?.heartbeat({ done: ++done });
+            }),
+          ),
+        );
+        const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failure) throw failure.reason;
+      } catch (error) {
+        return asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error))));
+      } finally {
+        clearInterval(beat);
+      }
+      return totals;
+    },
+
+    /**
+     * After a full pass whose projects' stream completed: the records of projects it no longer found
+     * are marked deleted (mirror/records-store.ts `retireRemovedProjects`). Returns how many.
+     */
+    async retireRemovedProjects(input: { accountId: string; passKey: string }): Promise<number> {
+      return asActivity(() => retireRemovedProjects(pool, input.accountId, input.passKey));
     },
 
     /** Fetches and writes up to `maxPages` pages of a stream's pass; finishes the pass at its end. */
     async syncSlice(input: SyncSliceInput): Promise<SyncSliceResult> {
       const key = { accountId: input.accountId, resource: input.resource, scope: input.scope };
       try {
-        return await syncSlice(input, key);
-      } catch (error) {
+        const result = await syncSlice(input, key);
+        if (result.done && input.scope === allProjectsScope) {
+          await rememberCrossProject(pool, (await accounts.get(input.accountId)).sourceSystem, input.resource, true);
+        }
+        return result;
+      } catch (caught) {
+        let error = caught;
+        const refusal = input.scope === allProjectsScope ? crossProjectRefusal(caught) : undefined;
+        if (refusal !== undefined) {
+          // Remembered: later passes list this resource project by project without asking again.
+          const system = (await accounts.get(input.accountId)).sourceSystem;
+          await rememberCrossProject(pool, system, input.resource, false, refusal).catch(() => undefined);
+          error = new CrossProjectScopeError(`${input.resource} of ${system} cannot be listed across projects (${refusal}); it is listed project by project instead`, { cause: caught });
+        }
         await markStreamFailed(pool, key, error instanceof Error ? error.message : String(error)).catch(() => undefined);
         return asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error))));
       }
@@ -316,7 +464,10 @@ export function createSyncActivities(deps: SyncDeps) {
     // them, until a record turns out to be there after all (mirror/records-store.ts).
     const fresh = checkpoint.startedEmpty ? { likely: true } : undefined;
     const maxPages = input.maxPages ?? defaultSlicePages;
-    const known = fullPass ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
+    // A list across projects: its pages are read in the worker (each record's project is its scope) and
+    // never kept unread (its records' scopes, not the stream's, say whether they changed since).
+    const cross = input.scope === allProjectsScope;
+    const known = fullPass && !cross ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
     const reusable = (page: number): KnownPage | undefined => {
       const k = known.get(page);
       return k && k.perPage === checkpoint.perPage ? k : undefined;
@@ -332,7 +483,7 @@ export function createSyncActivities(deps: SyncDeps) {
         filters,
         // Slow source systems answer through async requests, polled from the stream's workflow.
         preferAsync: asyncPreferred,
-        ...(fullPass ? { digest: fresh ? {} : { unless: reusable(page)?.digest } } : {}),
+        ...(fullPass && !cross ? { digest: fresh ? {} : { unless: reusable(page)?.digest } } : {}),
       });
     const pollPage = async (id: string, page: number): Promise<PageOrPending> => {
       try {
@@ -361,7 +512,13 @@ export function createSyncActivities(deps: SyncDeps) {
           result = await pollPage(result.pending.id, page);
         }
         return result;
-      }, ctx?.cancellationSignal);
+      }, ctx?.cancellationSignal).catch((error: unknown) => {
+        // The first page of a list across projects answered 4xx: the upstream does not take `*` there.
+        if (cross && page === 1 && error instanceof UpstreamError && [400, 404, 405, 409, 422].includes(error.upstreamStatus ?? 0)) {
+          throw new CrossProjectScopeError(`the upstream answered ${error.upstreamStatus} to its first page: ${error.message}`, { cause: error });
+        }
+        throw error;
+      });
 
     /**
      * A page that came back unchanged but could not be kept (its records changed since), read again
@@ -397,7 +554,9 @@ export function createSyncActivities(deps: SyncDeps) {
         // An unchanged page is judged by the ids and has_more it had when it was committed.
         const keep = answer.unchanged ? reusable(checkpoint.page) : undefined;
         const page: Page | undefined = answer.page;
-        const ids = page ? page.ids : keep!.ids;
+        // Ids repeat across projects: a page across projects is known by its records' project and id.
+        const crossItems = cross && page ? (page.body ? page.body.parse() : (page.items ?? [])) : undefined;
+        const ids = crossItems ? crossItems.map((item) => crossProjectKey(item, input.resource)) : page ? page.ids : keep!.ids;
         const hasMore = page ? page.hasMore : keep!.hasMore;
         const fingerprint = pageFingerprint(ids);
         if (checkpoint.confirming && (fingerprint === null || fingerprint === lastFingerprint)) {
@@ -469,7 +628,7 @@ export function createSyncActivities(deps: SyncDeps) {
             written = await writePage(pool, {
               key,
               pass,
-              records: recordsOf(page ?? (await fetchFresh(pageNo, digest!))),
+              records: crossItems ? { items: crossItems } : recordsOf(page ?? (await fetchFresh(pageNo, digest!))),
               ordinalBase: (pageNo - 1) * checkpoint.perPage,
               ...(seen ? { seen } : {}),
               ...(fresh ? { fresh } : {}),
@@ -509,6 +668,15 @@ export function createSyncActivities(deps: SyncDeps) {
       await Promise.allSettled(inFlight.map((w) => w.write));
     }
   }
+}
+
+/**
+ * Why the upstream will not list a resource across projects, when `error` says so: it refused
+ * `Project-Id: *` (a 4xx other than auth and rate limits to the list's first page), or its records
+ * carry no project_id.
+ */
+function crossProjectRefusal(error: unknown): string | undefined {
+  return error instanceof CrossProjectScopeError ? error.message : undefined;
 }
 
 /** A page's records for the write: its body as received where it was scanned, else its objects. */

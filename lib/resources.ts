@@ -83,6 +83,13 @@ export function parseScope(scope: string): ScopePart[] {
   });
 }
 
+/**
+ * The scope of a stream that lists a project-scoped resource across every project at once
+ * (`Project-Id: *`): its records are kept in their own projects' scopes (`project=<project_id>`),
+ * never in this one; only the stream (its checkpoint, its pass) has it.
+ */
+export const allProjectsScope = 'project=*';
+
 /** The list path of a resource; children are listed through their parent object. */
 export function listPath(resource: string, parentId?: string): string {
   const def = resourceDef(resource);

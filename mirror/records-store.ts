@@ -8,9 +8,10 @@
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
 // without parsing or writing it (`keepUnchangedPage`).
 import { BufferPool } from '../lib/buffer-pool.ts';
-import { resourceDef } from '../lib/resources.ts';
+import { MirrorError } from '../lib/errors.ts';
+import { allProjectsScope, resourceDef } from '../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
-import { saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
+import { recordScopeSql, saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
 
 export interface WriteCounts {
   inserted: number;
@@ -145,12 +146,14 @@ const seenPageSql = (p: (n: number) => string) => `
 // rows, up to megabytes, go last: the driver copies the parameters into a buffer it grows as it goes,
 // and one that is big early on is copied again at every growth after it.)
 const fixedParams = (upsert: boolean) => (upsert ? 7 : 6);
-const writeSql = (rows: (param: string) => string, upsert: boolean, seen: boolean) => `
+// A page of a list across projects (stream scope `project=*`): each record goes to its own project's
+// scope, `project=<project_id>` (null without a project_id: the write fails, see `writeRowsOnce`).
+const writeSql = (rows: (param: string) => string, upsert: boolean, seen: boolean, perProject = false) => `
 WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 ), up AS (
   INSERT INTO records AS r (account_id, resource, scope, id, source_id, data, source_data, hash,
                             source_create_time, source_update_time, generation, ordinal)
-  SELECT $1, $2, $3, id, source_id, data, source_data, ${contentHash}, sct, sut, $4, ordinal
+  SELECT $1, $2, ${perProject ? `replace($3::text, '*', data->>'project_id')` : '$3'}, id, source_id, data, source_data, ${contentHash}, sct, sut, $4, ordinal
     FROM input${
     upsert
       ? `
@@ -178,19 +181,39 @@ const statements = new Map<string, { name: string; text: string }>();
  * The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not.
  * Named, so each connection parses it once (see `genericPlan`).
  */
-function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean): { name: string; text: string } {
-  const name = `mirror-write:${kind}:${upsert}:${seen}`;
+function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean, perProject = false): { name: string; text: string } {
+  const name = `mirror-write:${kind}:${upsert}:${seen}${perProject ? ':per-project' : ''}`;
   let sql = statements.get(name);
-  if (!sql) statements.set(name, (sql = { name, text: writeSql(rowSources[kind], upsert, seen) }));
+  if (!sql) statements.set(name, (sql = { name, text: writeSql(rowSources[kind], upsert, seen, perProject) }));
   return sql;
+}
+const notNullViolation = '23502';
+
+/** A list across projects (`Project-Id: *`) whose records do not say which project they belong to. */
+export class CrossProjectScopeError extends MirrorError {
+  override readonly statusCode = 422;
+  override readonly code = 'cross_project_refused';
 }
 const uniqueViolation = '23505';
 
+/**
+ * The key of a record of a list across projects, as its page's ids and the pass's seen-set hold it:
+ * ids are unique only within a project, so its project's scope goes with it. A record without a
+ * project_id cannot be placed: the write fails.
+ */
+export function crossProjectKey(item: Record<string, unknown>, resource: string): string {
+  const project = item.project_id;
+  if (typeof project !== 'string' || project === '') {
+    throw new CrossProjectScopeError(`A record of the ${resource} list across projects (Project-Id: *) has no project_id (record ${String(item.id)}): the mirror cannot tell which project it belongs to`);
+  }
+  return `project=${project}|${String(item.id)}`;
+}
+
 /** Serialises objects for the write: the objects untouched, with their parsed source timestamps. */
-function encodeRows(items: readonly Record<string, unknown>[]): { param: string; ids: string[] } {
+function encodeRows(items: readonly Record<string, unknown>[], keyOf: (item: Record<string, unknown>) => string = (item) => String(item.id)): { param: string; ids: string[] } {
   // The last copy of an id wins: one statement cannot upsert the same key twice.
   const byId = new Map<string, Record<string, unknown>>();
-  for (const item of items) byId.set(String(item.id), item);
+  for (const item of items) byId.set(keyOf(item), item);
   const rows = [...byId.values()].map((k) => ({ k, c: isoOrNull(k.source_create_time), u: isoOrNull(k.source_update_time) }));
   return { param: JSON.stringify(rows), ids: [...byId.keys()] };
 }
@@ -271,6 +294,11 @@ const takeSplitBuffer = (size: number): Buffer => splitBuffers.take(size);
 
 export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
   const records = write.records;
+  if (write.key.scope === allProjectsScope) {
+    // A list across projects: its objects, keyed by project and id (ids repeat across projects).
+    const { param, ids } = encodeRows('json' in records ? records.parse() : records.items, (item) => crossProjectKey(item, write.key.resource));
+    return writeRows(pool, write, { kind: 'objects', param, ids });
+  }
   if ('json' in records) {
     // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
     if (new Set(records.ids).size === records.ids.length) {
@@ -327,7 +355,15 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
         if (upsert) params.push(write.keepOrdinal ?? false);
         if (write.seen) params.push(...seenPageValues(write.pass, write.seen, rows.ids));
         params.push(rows.param);
-        const { rows: result } = await client.query<{ inserted: number; updated: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen)), values: params });
+        const perProject = write.key.scope === allProjectsScope;
+        const { rows: result } = await client
+          .query<{ inserted: number; updated: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen), perProject), values: params })
+          .catch((error: unknown) => {
+            if (perProject && (error as { code?: string }).code === notNullViolation) {
+              throw new CrossProjectScopeError(`A record of the ${write.key.resource} list across projects (Project-Id: *) has no project_id: the mirror cannot tell which project it belongs to`, { cause: error });
+            }
+            throw error;
+          });
         counts.inserted = result[0]!.inserted;
         counts.updated = result[0]!.updated;
         counts.unchanged = count - counts.inserted - counts.updated;
@@ -355,14 +391,16 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       // that is quadratic in the stream's size (minutes at 50k records).
       await client.query('SET LOCAL enable_nestloop = off');
       // Records written since the pass began (by events) are the upstream's too, seen or not.
+      // A list across projects saw its records by project and id (`crossProjectKey`).
+      const seenKey = key.scope === allProjectsScope ? `r.scope || '|' || r.id` : 'r.id';
       const res = await client.query(
         `WITH seen AS MATERIALIZED (
            SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
          )
          UPDATE records r SET deleted_at = now(), mirrored_at = now()
-          WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
+          WHERE r.account_id = $1 AND r.resource = $2 AND ${recordScopeSql(key.scope, 'r.scope', '$3')} AND r.deleted_at IS NULL
             AND r.mirrored_at < (SELECT pass_started_at FROM streams WHERE id = $4)
-            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = r.id)`,
+            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = ${seenKey})`,
         [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
       );
       deleted = res.rowCount ?? 0;
@@ -380,6 +418,7 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey],
     );
     if (rowCount !== 1) throw StalePassError.of(pass.streamId);
+    if (key.scope === allProjectsScope) await coverProjects(client, key, pass.streamId);
     await client.query(
       `UPDATE sync_runs SET status = 'succeeded', finished_at = now(), pages = (SELECT pages FROM streams WHERE id = $1),
               inserted = $3, updated = $4, unchanged = $5, deleted = $6
@@ -387,6 +426,54 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       [pass.streamId, pass.generation, c.inserted, c.updated, c.unchanged, deleted],
     );
     return deleted;
+  });
+}
+
+/**
+ * A pass across projects is each live project's pass too: their streams (per project, as reads and
+ * the status page know them) are as fresh as it, and as far along for their next incremental pass.
+ * Their stored pages are marked touched, so a later per-project pass checks them record by record
+ * (this pass rewrote their records without them).
+ */
+async function coverProjects(client: Pick<PoolClient, 'query'>, key: StreamKey, streamId: number): Promise<void> {
+  await client.query(
+    `INSERT INTO streams (account_id, resource, scope, state, last_fresh_at, last_pass_started_at, touched_at, updated_at)
+     SELECT $1, $2, 'project=' || p.id, 'synced', now(), s.pass_started_at, now(), now()
+       FROM records p, streams s
+      WHERE p.account_id = $1 AND p.resource = 'projects' AND p.scope = '' AND p.deleted_at IS NULL AND s.id = $3
+     ON CONFLICT (account_id, resource, scope) DO UPDATE
+        SET state = 'synced', last_fresh_at = now(), last_pass_started_at = EXCLUDED.last_pass_started_at, last_error = NULL,
+            touched_at = now(), updated_at = now()
+      WHERE streams.state <> 'syncing'`,
+    [key.accountId, key.resource, streamId],
+  );
+}
+
+/**
+ * After a complete full pass of an account's projects (the one of pass `passKey`): every record in the
+ * scope of a project that pass did not find (`project=<id>`, and its children's `project=<id>/...`)
+ * is marked deleted, as a full pass marks its own absentees. Nothing when that pass did not complete.
+ * Returns how many were marked.
+ */
+export async function retireRemovedProjects(pool: Pool, accountId: string, passKey: string): Promise<number> {
+  return inTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ started: Date }>(
+      `SELECT pass_started_at AS started FROM streams
+        WHERE account_id = $1 AND resource = 'projects' AND scope = '' AND mode = 'full' AND state = 'synced'
+          AND checkpoint->>'passKey' = $2 AND (checkpoint->>'done')::boolean AND pass_started_at IS NOT NULL`,
+      [accountId, passKey],
+    );
+    if (!rows[0]) return 0;
+    // Records written since the projects' pass began (an event of a project created meanwhile) stay.
+    const res = await client.query(
+      `UPDATE records r SET deleted_at = now(), mirrored_at = now()
+        WHERE r.account_id = $1 AND r.resource <> 'projects' AND r.scope LIKE 'project=%' AND r.deleted_at IS NULL
+          AND r.mirrored_at < $2
+          AND NOT EXISTS (SELECT 1 FROM records p WHERE p.account_id = $1 AND p.resource = 'projects' AND p.scope = ''
+                             AND p.deleted_at IS NULL AND p.id = split_part(substr(r.scope, 9), '/', 1))`,
+      [accountId, rows[0].started],
+    );
+    return res.rowCount ?? 0;
   });
 }
 

@@ -2,6 +2,7 @@
 // written in the same transaction as the page it follows (see records-store.ts).
 import { z } from 'zod';
 import { MirrorError } from '../lib/errors.ts';
+import { allProjectsScope } from '../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction } from './pool.ts';
 
 export type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
@@ -72,6 +73,14 @@ interface StreamRow {
 }
 
 /**
+ * SQL that matches the records of a stream's scope in `column`, given the scope as parameter `param`:
+ * that scope; or, for a stream across projects (`project=*`), every project's scope.
+ */
+export function recordScopeSql(scope: string, column: string, param: string): string {
+  return scope === allProjectsScope ? `${column} LIKE replace(${param}::text, '*', '%')` : `${column} = ${param}`;
+}
+
+/**
  * Begins the pass named by `passKey`, or resumes it where its last committed page left it.
  * A different pass key on a stream whose pass was interrupted starts over (a new generation).
  */
@@ -112,7 +121,7 @@ export async function beginOrResumePass(
     };
     if (mode === 'full') {
       const { rows: live } = await client.query<{ any: boolean }>(
-        `SELECT EXISTS (SELECT 1 FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL) AS any`,
+        `SELECT EXISTS (SELECT 1 FROM records WHERE account_id = $1 AND resource = $2 AND ${recordScopeSql(key.scope, 'scope', '$3')} AND deleted_at IS NULL) AS any`,
         [key.accountId, key.resource, key.scope],
       );
       if (!live[0]!.any) checkpoint.startedEmpty = true;
@@ -223,4 +232,36 @@ export async function markStreamFailed(pool: Pool, key: StreamKey, message: stri
         AND s.account_id = $1 AND s.resource = $2 AND s.scope = $3 AND r.status = 'running'`,
     [key.accountId, key.resource, key.scope, message.slice(0, 2000)],
   );
+}
+
+/**
+ * The parents whose children an incremental pass lists again: live records of `parentResource` in
+ * `parentScopes` that changed (were written: new, changed, or named by an event) since their
+ * children's stream began its last complete pass, or whose children's stream never completed one.
+ * Both times are Postgres's own clock. By parent scope, in the upstream's order.
+ */
+export async function parentsToRefresh(
+  pool: Pool,
+  q: { accountId: string; parentResource: string; parentScopes: readonly string[]; childResource: string; passKey?: string; every?: boolean },
+): Promise<Map<string, string[]>> {
+  // `every`: every live parent (a full pass), due or not.
+  // With `passKey`, parents whose children this very pass already listed stay in: a workflow that
+  // continues as new asks again and must get the same list.
+  const { rows } = await pool.query<{ scope: string; id: string }>(
+    `SELECT p.scope, p.id FROM records p
+       LEFT JOIN streams s ON s.account_id = p.account_id AND s.resource = $3
+            AND s.scope = CASE WHEN p.scope = '' THEN '' ELSE p.scope || '/' END || p.resource || '=' || p.id
+      WHERE p.account_id = $1 AND p.resource = $2 AND p.scope = ANY($4::text[]) AND p.deleted_at IS NULL
+        AND ($6 OR s.last_pass_started_at IS NULL OR s.state <> 'synced' OR p.mirrored_at >= s.last_pass_started_at
+             OR s.checkpoint->>'passKey' = $5)
+      ORDER BY p.scope, p.ordinal, p.id`,
+    [q.accountId, q.parentResource, q.childResource, q.parentScopes, q.passKey ?? null, q.every ?? false],
+  );
+  const out = new Map<string, string[]>();
+  for (const r of rows) {
+    const list = out.get(r.scope);
+    if (list) list.push(r.id);
+    else out.set(r.scope, [r.id]);
+  }
+  return out;
 }

@@ -1,6 +1,7 @@
 // The sandbox's options, as callers give them and as the sandbox uses them (defaults applied).
 import { createHash } from 'node:crypto';
 import type { Logger } from '../lib/logger.ts';
+import type { ProjectSkew } from './data/dataset.ts';
 import type { RateLimitSettings } from './rate-limits/limiter.ts';
 
 export interface SandboxOptions {
@@ -19,6 +20,11 @@ export interface SandboxOptions {
    * e.g. `{ customers: 200_000, projects: 1 }`: one big list and little else (benchmarks).
    */
   sizes?: Partial<Record<string, number>>;
+  /**
+   * Project-scoped lists sized by project (a few big projects, many small; see data/dataset.ts
+   * `ProjectSkew`); unset: every project's lists follow `size` and `sizes`.
+   */
+  projectSkew?: ProjectSkew;
   /** Default: realistic limits on; false: off. */
   rateLimits?: false | { windowMs?: number; accountLimit?: number; sourceSystemLimits?: Record<string, number> };
   logger?: Logger | false;
@@ -43,6 +49,7 @@ export interface ResolvedOptions {
   size: number;
   /** Per-resource list sizes that replace `size`'s rule (whole numbers >= 0). */
   sizes: Readonly<Record<string, number>>;
+  projectSkew?: ProjectSkew | undefined;
   rateLimits: RateLimitSettings;
   publicUrl: string | undefined;
   storageUrlTtlMs: number;
@@ -65,6 +72,7 @@ export function resolveOptions(o: SandboxOptions): ResolvedOptions {
     headerPrefix: o.headerPrefix ?? 'Svc',
     size: Math.max(1, Math.floor(o.size ?? 60)),
     sizes: resolveSizes(o.sizes),
+    projectSkew: resolveSkew(o.projectSkew),
     rateLimits: {
       enabled: rl !== false,
       windowMs: (rl && rl.windowMs) || 60_000,
@@ -93,4 +101,12 @@ function resolveSizes(sizes: SandboxOptions['sizes']): Record<string, number> {
     out[resource] = Math.floor(n);
   }
   return out;
+}
+
+function resolveSkew(skew: ProjectSkew | undefined): ProjectSkew | undefined {
+  if (!skew) return undefined;
+  for (const [k, n] of Object.entries(skew)) {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`sandbox projectSkew.${k} must be a whole number >= 0 (got ${n})`);
+  }
+  return { bigProjects: skew.bigProjects, big: skew.big, small: skew.small };
 }

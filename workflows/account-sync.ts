@@ -1,26 +1,48 @@
 // One pass over a linked account: discovers its streams in dependency order (account-level
 // resources and projects, then project-scoped resources, then children such as AP invoice line
 // items and file versions) and runs one stream workflow per stream with bounded concurrency.
+// A project-scoped resource whose source system lists it across projects (`Project-Id: *`) is one
+// stream for the whole account; one that refuses falls back to a stream per project (and the refusal
+// is remembered). An incremental pass lists children only under parents that changed.
 import {
   ParentClosePolicy,
   executeChild,
+  patched,
   proxyActivities,
   setHandler,
   uuid4,
 } from '@temporalio/workflow';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
-import type { SyncActivities } from '../activities/sync.ts';
-import { childrenOf, formatScope, listPath, resourceDef, type ScopePart } from '../lib/resources.ts';
+import type { SweepItem, SyncActivities } from '../activities/sync.ts';
+import { allProjectsScope, childrenOf, formatScope, listPath, parseScope, resourceDef, type ScopePart } from '../lib/resources.ts';
 import { runBounded } from './bounded.ts';
-import { accountProgressQuery, rootMessage, streamWorkflowId, type AccountProgress } from './shared.ts';
+import { accountProgressQuery, childrenWorkflowId, rootMessage, streamWorkflowId, type AccountProgress } from './shared.ts';
 import { childStreamsWorkflow } from './child-streams.ts';
 import { streamSyncWorkflow } from './stream-sync.ts';
 
-const { planAccount, listParentIds } = proxyActivities<SyncActivities>({
+const { planAccount, listParentIds, retireRemovedProjects } = proxyActivities<SyncActivities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
 });
+
+const { planChildren } = proxyActivities<SyncActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
+});
+
+// A sweep heartbeats every 5 s; a killed worker's sweep is retried elsewhere within a minute and skips
+// the streams it finished (their passes are done in Postgres).
+const { sweepScopes } = proxyActivities<SyncActivities>({
+  startToCloseTimeout: '2 hours',
+  heartbeatTimeout: '60 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
+/** Small streams per sweep activity. */
+const sweepSize = 100;
+/** A parent scope with more parents than this gets a children workflow of its own (which continues as new). */
+const inlineParentsMax = 1000;
 
 const { registerWebhooks } = proxyActivities<EventActivities>({
   startToCloseTimeout: '5 minutes',
@@ -54,6 +76,8 @@ export interface AccountSyncResult {
   failed: StreamOutcome[];
   records: number;
   byResource: Record<string, number>;
+  /** Records of projects the full pass no longer found, marked deleted. */
+  deletedWithProjects?: number;
 }
 
 interface Spec {
@@ -77,7 +101,8 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
     kindOf.has(r) && (input.resource === undefined || input.resource === r || r === 'projects' || resourceDef(input.resource)?.parent === r);
   const wantedScope = (scope: string) => input.scope === undefined || scope === input.scope || input.scope.startsWith(`${scope}/`) || scope.startsWith(`${input.scope}/`);
 
-  const run = async (spec: Spec): Promise<void> => {
+  /** `onRefused`: a stream across projects that the upstream will not list so (it is run per project instead). */
+  const run = async (spec: Spec, onRefused?: () => void): Promise<void> => {
     progress.streamsTotal++;
     result.streams++;
     try {
@@ -96,6 +121,11 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
         progress.streamsDone++;
         return;
       }
+      if (onRefused && isCrossProjectRefusal(error)) {
+        onRefused();
+        progress.streamsDone++;
+        return;
+      }
       progress.streamsFailed++;
       result.failed.push({ resource: spec.resource, scope: spec.scope, records: 0, error: rootMessage(error) });
     }
@@ -108,7 +138,8 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   const accountSpecs = top.filter((r) => r !== 'projects').map((r) => ({ resource: r, scope: '', path: listPath(r) }));
   await runBounded(accountSpecs.filter((s) => wantedScope(s.scope)), concurrency, run);
 
-  // 2. Project-scoped resources, one stream per project.
+  // 2. Project-scoped resources: one stream across projects where the source system lists the
+  // resource so (a targeted resync of one project aside), else one stream per project.
   progress.phase = 'projects';
   const projectLevel = plan.resources.filter((r) => r.scope === 'project' && wanted(r.name)).map((r) => r.name);
   const projectScopes: { scope: string; parts: ScopePart[]; projectId: string }[] = [];
@@ -116,27 +147,93 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
     const projectIds = await listParentIds({ accountId: input.accountId, parentResource: 'projects', parentScope: '' });
     for (const id of projectIds) projectScopes.push({ scope: formatScope([['project', id]]), parts: [['project', id]], projectId: id });
   }
-  const projectSpecs: Spec[] = projectScopes.flatMap((p) => projectLevel.map((r) => ({ resource: r, scope: p.scope, path: listPath(r), projectId: p.projectId })));
-  await runBounded(projectSpecs.filter((s) => wantedScope(s.scope)), concurrency, run);
+  const perProject = (names: readonly string[]): Spec[] =>
+    projectScopes.flatMap((p) => names.map((r) => ({ resource: r, scope: p.scope, path: listPath(r), projectId: p.projectId }))).filter((s) => wantedScope(s.scope));
+  // Passes begun before lists across projects existed replay as they ran (one stream per project).
+  const crossLists = projectLevel.length > 0 && input.scope === undefined && patched('cross-project-lists');
+  const across = crossLists ? plan.resources.filter((r) => projectLevel.includes(r.name) && r.crossProject !== false).map((r) => r.name) : [];
+  const refused: string[] = [];
+  const acrossSpecs: Spec[] = across.map((r) => ({ resource: r, scope: allProjectsScope, path: listPath(r), projectId: '*' }));
+  // Many small streams (per project, per parent) are swept inside activities rather than each run
+  // by a workflow of its own: workflows per pass stay about the number of resources.
+  const sweeping = patched('sweep-scopes');
+  const sweep = async (items: SweepItem[]): Promise<void> => {
+    progress.streamsTotal += items.length;
+    result.streams += items.length;
+    try {
+      const r = await sweepScopes({ accountId: input.accountId, passKey, mode, items });
+      progress.records += r.records;
+      result.records += r.records;
+      // A sweep holds one resource's streams.
+      result.byResource[items[0]!.resource] = (result.byResource[items[0]!.resource] ?? 0) + r.records;
+      progress.streamsDone += items.length - r.failed.length;
+      progress.streamsFailed += r.failed.length;
+      for (const f of r.failed) result.failed.push({ resource: f.resource, scope: f.scope, records: 0, error: f.error });
+    } catch (error) {
+      progress.streamsFailed += items.length;
+      const message = rootMessage(error);
+      for (const item of items) result.failed.push({ resource: item.resource, scope: item.scope, records: 0, error: message });
+    }
+  };
+  const sweepsOf = (items: SweepItem[]): SweepItem[][] => {
+    const byResource = new Map<string, SweepItem[]>();
+    for (const item of items) byResource.set(item.resource, [...(byResource.get(item.resource) ?? []), item]);
+    const batches: SweepItem[][] = [];
+    for (const list of byResource.values()) for (let i = 0; i < list.length; i += sweepSize) batches.push(list.slice(i, i + sweepSize));
+    return batches;
+  };
+  const perProjectRest = perProject(projectLevel.filter((r) => !across.includes(r)));
+  if (sweeping) {
+    // Streams across projects and sweeps of the per-project ones, side by side.
+    await runBounded([...acrossSpecs.map((spec) => ({ spec })), ...sweepsOf(perProjectRest).map((batch) => ({ batch }))], concurrency, (job) =>
+      'spec' in job ? run(job.spec, () => refused.push(job.spec.resource)) : sweep(job.batch),
+    );
+    if (refused.length > 0) await runBounded(sweepsOf(perProject(refused)), concurrency, sweep);
+  } else {
+    await runBounded([...acrossSpecs, ...perProjectRest], concurrency, (spec) =>
+      spec.scope === allProjectsScope ? run(spec, () => refused.push(spec.resource)) : run(spec),
+    );
+    // Refused across projects (now remembered): this pass lists them per project.
+    if (refused.length > 0) await runBounded(perProject(refused), concurrency, run);
+  }
 
   // 3. Children, listed through each live parent object: one workflow per parent scope and child
-  // resource, which syncs every parent's children in batches.
+  // resource, which syncs every parent's children in batches. An incremental pass lists them only
+  // under parents that changed since their children's last complete pass (and none where none did).
   progress.phase = 'children';
-  const groups: { resource: string; parentResource: string; parentScope: string; projectId?: string }[] = [];
+  const groups: { resource: string; parentResource: string; parentScope: string; projectId?: string; changedFor?: string }[] = [];
+  const changedOnly = sweeping && mode === 'incremental';
+  const childItems: SweepItem[] = [];
   for (const parent of plan.resources) {
     const children = childrenOf(parent.name).filter((c) => wanted(c.name));
     if (children.length === 0) continue;
-    const parentScopes = parent.scope === 'project' ? projectScopes : [{ scope: '', parts: [] as ScopePart[], projectId: undefined }];
+    const parentScopes = (parent.scope === 'project' ? projectScopes : [{ scope: '', parts: [] as ScopePart[], projectId: undefined }]).filter((ps) => wantedScope(ps.scope));
+    if (sweeping) {
+      // Small parent scopes' children are swept; a big one gets its own children workflow.
+      for (const child of children) {
+        const cp = await planChildren({ accountId: input.accountId, parentResource: parent.name, parentScopes: parentScopes.map((ps) => ps.scope), childResource: child.name, changedOnly, inlineMax: inlineParentsMax });
+        for (const ps of parentScopes) {
+          const projectId = ps.projectId ? { projectId: ps.projectId } : {};
+          for (const id of cp.inline[ps.scope] ?? []) {
+            childItems.push({ resource: child.name, scope: formatScope([...parseScope(ps.scope), [parent.name, id]]), path: listPath(child.name, id), ...projectId });
+          }
+          if (cp.big.includes(ps.scope)) groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...projectId, ...(changedOnly ? { changedFor: child.name } : {}) });
+        }
+      }
+      continue;
+    }
+    // Passes begun before sweeps: a children workflow per parent scope, as they ran.
     for (const ps of parentScopes) {
-      if (!wantedScope(ps.scope)) continue;
       for (const child of children) groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...(ps.projectId ? { projectId: ps.projectId } : {}) });
     }
   }
-  await runBounded(groups, concurrency, async (g) => {
+  await runBounded([...sweepsOf(childItems).map((batch) => ({ batch })), ...groups.map((group) => ({ group }))], concurrency, async (job) => {
+    if ('batch' in job) return sweep(job.batch);
+    const g = job.group;
     progress.streamsTotal++;
     try {
       const totals = await executeChild(childStreamsWorkflow, {
-        workflowId: `children:${input.accountId}:${g.resource}:${g.parentScope || '-'}`,
+        workflowId: childrenWorkflowId(input.accountId, g.resource, g.parentScope),
         args: [{ accountId: input.accountId, ...g, passKey, mode }],
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
       });
@@ -155,6 +252,22 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       result.failed.push({ resource: g.resource, scope: g.parentScope, records: 0, error: rootMessage(error) });
     }
   });
+  // A full pass whose projects' list completed: records of projects it no longer found are deleted
+  // (their streams are not run any more, so nothing else would). Never after a failed projects pass.
+  if (
+    mode === 'full' &&
+    input.resource === undefined &&
+    input.scope === undefined &&
+    kindOf.has('projects') &&
+    !result.failed.some((f) => f.resource === 'projects') &&
+    patched('retire-removed-projects')
+  ) {
+    try {
+      result.deletedWithProjects = await retireRemovedProjects({ accountId: input.accountId, passKey });
+    } catch (error) {
+      result.failed.push({ resource: 'projects', scope: '', records: 0, error: rootMessage(error) });
+    }
+  }
   if (input.registerWebhooks) {
     progress.phase = 'webhooks';
     try {
@@ -166,4 +279,12 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   }
   progress.phase = 'done';
   return result;
+}
+
+/** A stream across projects failed because the upstream will not list its resource so (activities/sync.ts). */
+function isCrossProjectRefusal(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof ApplicationFailure && e.type === 'cross_project_refused') return true;
+  }
+  return false;
 }

@@ -23,6 +23,8 @@ export interface ChildStreamsInput {
   passKey: string;
   mode: 'full' | 'incremental';
   batchSize?: number;
+  /** Only the parents whose children of this resource are due again (an incremental pass). */
+  changedFor?: string;
   /** Carried over continue-as-new. */
   offset?: number;
   carried?: ChildStreamsResult;
@@ -37,7 +39,12 @@ export async function childStreamsWorkflow(input: ChildStreamsInput): Promise<Ch
   const totals: ChildStreamsResult = input.carried ?? { pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0, streams: 0, failed: [] };
   let done = false;
   setHandler(streamProgressQuery, (): StreamProgress => ({ resource: input.resource, scope: input.parentScope, pages: totals.pages, records: totals.records, done }));
-  const ids = await listParentIds({ accountId: input.accountId, parentResource: input.parentResource, parentScope: input.parentScope });
+  const ids = await listParentIds({
+    accountId: input.accountId,
+    parentResource: input.parentResource,
+    parentScope: input.parentScope,
+    ...(input.changedFor ? { changedFor: input.changedFor, passKey: input.passKey } : {}),
+  });
   const batch = input.batchSize ?? 25;
   for (let offset = input.offset ?? 0; offset < ids.length; offset += batch) {
     const parentIds = ids.slice(offset, offset + batch);

@@ -2,7 +2,7 @@
 // describes them) and real-world figures from the reference notes. Unknown systems are probed.
 import { sourceSystemProfileSchema, type SourceSystemProfile } from './profile.ts';
 
-type Support = { scope?: 'account' | 'project'; maxPerPage?: number; updateTimeFilter?: boolean };
+type Support = { scope?: 'account' | 'project'; maxPerPage?: number; updateTimeFilter?: boolean; crossProject?: boolean };
 const A = (f = true): Support => ({ scope: 'account', updateTimeFilter: f });
 const P = (f = true): Support => ({ scope: 'project', updateTimeFilter: f });
 const C = (f = true): Support => ({ updateTimeFilter: f });
@@ -19,7 +19,8 @@ export const knownProfiles: readonly SourceSystemProfile[] = [
   },
   {
     slug: 'docvault', name: 'DocVault', kind: 'documents', defaultPerPage: 50, maxPerPage: 500,
-    resources: { projects: A(false), folders: P(false), files: P(false), 'file-versions': C(false) },
+    // Its native API lists one project's folder tree at a time: no lists across projects.
+    resources: { projects: A(false), folders: { ...P(false), crossProject: false }, files: { ...P(false), crossProject: false }, 'file-versions': C(false) },
     concurrency: 4, requestsPerMinute: 120, webhookTypes: ['file', 'folder'], passthrough: 'json',
   },
   {

@@ -9,6 +9,11 @@ export const resourceSupportSchema = z.object({
   maxPerPage: z.number().int().min(1).max(1000).optional(),
   /** Whether list filters on `source_update_time` work (incremental passes). */
   updateTimeFilter: z.boolean().optional(),
+  /**
+   * Project-scoped resources: whether lists take `Project-Id: *` (one list of every project's records,
+   * each with its project_id). Unset: learned from the upstream (mirror/cross-project.ts).
+   */
+  crossProject: z.boolean().optional(),
 });
 
 export const sourceSystemProfileSchema = z.object({

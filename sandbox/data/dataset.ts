@@ -49,7 +49,20 @@ export interface DatasetOptions {
   size: number;
   /** Per-resource list sizes that replace `size`'s rule (see catalog.ts `listSize`). */
   sizes?: Readonly<Record<string, number>>;
+  /** Project-scoped lists sized by project instead (see {@link ProjectSkew}). */
+  projectSkew?: ProjectSkew;
   fileUrls: FileUrlFactory;
+}
+
+/**
+ * Accounts shaped like real construction accounts: a few big projects and many small ones. Every
+ * project-scoped list (folders aside, which keep their small tree) of the first `bigProjects`
+ * projects holds `big` records, of every other project `small`.
+ */
+export interface ProjectSkew {
+  bigProjects: number;
+  big: number;
+  small: number;
 }
 
 export interface ListOptions {
@@ -126,6 +139,8 @@ export class Dataset {
       if (resource !== 'ap-invoice-line-items' && Number.isInteger(stated) && stated >= 1) return Math.min(stated, spec.max);
       return spec.min + (hash32(`${this.opts.seed}|${acct.key}|${resource}|${scopeKey(scope)}`) % (spec.max - spec.min + 1));
     }
+    const skew = this.opts.projectSkew;
+    if (skew && scope.project && scope.project.index !== null && resource !== 'folders') return scope.project.index < skew.bigProjects ? skew.big : skew.small;
     return listSize(resource, this.opts.size, this.opts.sizes);
   }
 
@@ -299,7 +314,8 @@ export class Dataset {
     let m = this.reverse.get(key);
     if (!m) {
       m = { byId: new Map(), bySource: new Map() };
-      const n = listSize(resource, this.opts.size, this.opts.sizes);
+      const skew = this.opts.projectSkew;
+      const n = Math.max(listSize(resource, this.opts.size, this.opts.sizes), skew?.big ?? 0, skew?.small ?? 0);
       for (let i = 0; i < n; i++) {
         m.byId.set(this.idOf(acct, resource, i), i);
         m.bySource.set(this.sourceIdOf(acct, resource, i), i);

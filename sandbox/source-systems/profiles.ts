@@ -11,6 +11,11 @@ export interface ResourceSupport {
   writable?: boolean;
   /** Unified fields this system does not fill: answered as null. */
   unsupportedFields?: readonly string[];
+  /**
+   * Project-scoped resources: whether lists accept `Project-Id: *` (every project's records in one
+   * list, each carrying its project_id). Default true; false answers such a list 400.
+   */
+  crossProject?: boolean;
 }
 
 export type Naming = 'snake' | 'camel' | 'pascal' | 'upper';
@@ -49,7 +54,8 @@ const construction: Partial<Record<ResourceName, ResourceSupport>> = {
   projects: { scope: 'account', filterable: true },
   vendors: { scope: 'account', filterable: true, writable: true, unsupportedFields: ['tax_number'] },
   'cost-codes': { scope: 'project', filterable: true },
-  'budget-line-items': { scope: 'project', filterable: true, writable: true },
+  // Its records carry no project_id: a list across projects could not say where each belongs.
+  'budget-line-items': { scope: 'project', filterable: true, writable: true, crossProject: false },
   'actual-production-quantities': { scope: 'project', filterable: true, unsupportedFields: ['sub_job_id'] },
   drawings: { scope: 'project', filterable: true },
   'drawing-versions': { filterable: true },
@@ -93,8 +99,9 @@ export const sourceSystemProfiles: readonly SourceSystemProfile[] = [
     hasMoreResults: 'exact',
     resources: {
       projects: { scope: 'account', unsupportedFields: ['amount', 'number', 'type', 'address', 'start_date', 'completion_date'] },
-      folders: { scope: 'project' },
-      files: { scope: 'project', unsupportedFields: ['notes'] },
+      // Its native API lists one project's folder tree at a time.
+      folders: { scope: 'project', crossProject: false },
+      files: { scope: 'project', unsupportedFields: ['notes'], crossProject: false },
       'file-versions': {},
     },
     rateLimit: { limit: 120, windowMs: 60_000 },
@@ -275,7 +282,13 @@ export function describeProfile(p: SourceSystemProfile) {
     resources: Object.fromEntries(
       Object.entries(p.resources).map(([name, s]) => [
         name,
-        { scope: s.scope ?? 'child', filterable: Boolean(s.filterable), writable: Boolean(s.writable), unsupported_fields: s.unsupportedFields ?? [] },
+        {
+          scope: s.scope ?? 'child',
+          filterable: Boolean(s.filterable),
+          writable: Boolean(s.writable),
+          unsupported_fields: s.unsupportedFields ?? [],
+          ...(s.scope === 'project' ? { cross_project: s.crossProject !== false } : {}),
+        },
       ]),
     ),
   };
