@@ -147,7 +147,7 @@ describe('security: webhooks', { timeout: 300_000 }, () => {
         const subscription = async (callbackUrl: string) =>
           h.services.prisma.subscription.create({
             // Created before the name moved (or before the guard existed): the delivery must check again.
-            data: { id: randomUUID(), accountId: account.accountId, callbackUrl, event: 'CREATE', type: 'vendor', cursorAt: new Date(0) },
+            data: { id: randomUUID(), accountId: account.accountId, callbackUrl, event: '*', type: 'vendor', cursorAt: new Date(0) },
           });
         const lastError = async (id: string) => (await h.services.prisma.subscription.findUniqueOrThrow({ where: { id } })).lastError ?? '';
         const deliver = (allow: string[]) =>
