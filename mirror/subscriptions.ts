@@ -19,15 +19,7 @@ export interface SubscriptionRow {
   lastDeliveredAt: Date | null;
 }
 
-export interface NewSubscription {
-  id: string;
-  accountId: string;
-  callbackUrl: string;
-  authorizationCiphertext: Uint8Array<ArrayBuffer> | null;
-  event: string;
-  type: string;
-  projectId: string | null;
-}
+export type NewSubscription = Pick<SubscriptionRow, 'id' | 'accountId' | 'callbackUrl' | 'authorizationCiphertext' | 'event' | 'type' | 'projectId'>;
 
 export async function createSubscription(prisma: PrismaClient, subscription: NewSubscription): Promise<SubscriptionRow> {
   return prisma.subscription.create({ data: subscription });

@@ -21,12 +21,7 @@ import { accountProgressQuery, childrenWorkflowId, rootMessage, streamWorkflowId
 import { childStreamsWorkflow } from './child-streams.ts';
 import { streamSyncWorkflow } from './stream-sync.ts';
 
-const { planAccount, listParentIds, retireRemovedProjects } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
-});
-
-const { planChildren } = proxyActivities<SyncActivities>({
+const { planAccount, listParentIds, retireRemovedProjects, planChildren } = proxyActivities<SyncActivities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
 });
