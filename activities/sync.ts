@@ -319,18 +319,8 @@ export function createSyncActivities(deps: SyncDeps) {
             limit(async () => {
               const spec: SyncSliceInput = { accountId: input.accountId, ...item, passKey: input.passKey, mode: input.mode };
               const key = { accountId: input.accountId, resource: item.resource, scope: item.scope };
-              try {
-                for (;;) {
-                  const r = await syncSlice(spec, key);
-                  for (const k of countKeys) totals[k] += r[k];
-                  if (r.done) break;
-                }
-              } catch (error) {
-                const message = error instanceof Error ? error.message : String(error);
-                await markStreamFailed(pool, key, message).catch(() => undefined);
-                if (error instanceof MirrorError && !error.retryable) totals.failed.push({ resource: item.resource, scope: item.scope, error: message });
-                else throw error;
-              }
+              const failed = await streamToEnd(spec, key, totals);
+              if (failed !== undefined) totals.failed.push({ resource: item.resource, scope: item.scope, error: failed });
               totals.streams++;
               ctx?.heartbeat({ done: ++done });
             }),
@@ -401,20 +391,10 @@ export function createSyncActivities(deps: SyncDeps) {
               mode: input.mode,
             };
             const key = { accountId: input.accountId, resource: input.resource, scope };
-            try {
-              for (;;) {
-                const r = await syncSlice(spec, key);
-                for (const k of countKeys) totals[k] += r[k];
-                if (r.done) break;
-              }
-            } catch (error) {
-              const message = error instanceof Error ? error.message : String(error);
-              await markStreamFailed(pool, key, message).catch(() => undefined);
-              // Transient trouble fails the batch so Temporal retries it (finished parents are skipped
-              // then: their pass is done); a permanent one is reported and the others go on.
-              if (error instanceof MirrorError && !error.retryable) totals.failed.push({ scope, error: message });
-              else throw error;
-            }
+            // Transient trouble fails the batch so Temporal retries it (finished parents are skipped
+            // then: their pass is done); a permanent one is reported and the others go on.
+            const failed = await streamToEnd(spec, key, totals);
+            if (failed !== undefined) totals.failed.push({ scope, error: failed });
             ctx?.heartbeat({ done: ++done });
           }),
         ),
@@ -422,6 +402,26 @@ export function createSyncActivities(deps: SyncDeps) {
       return totals;
     },
   };
+
+  /**
+   * Runs one stream's pass to its end, slice after slice, adding its counts to `totals`. A failure is
+   * recorded on the stream; a permanent one is returned (its message), a transient one thrown, so the
+   * activity fails and Temporal retries it.
+   */
+  async function streamToEnd(spec: SyncSliceInput, key: { accountId: string; resource: string; scope: string }, totals: Record<(typeof countKeys)[number], number>): Promise<string | undefined> {
+    try {
+      for (;;) {
+        const r = await syncSlice(spec, key);
+        for (const k of countKeys) totals[k] += r[k];
+        if (r.done) return undefined;
+      }
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      await markStreamFailed(pool, key, message).catch(() => undefined);
+      if (error instanceof MirrorError && !error.retryable) return message;
+      throw error;
+    }
+  }
 
   async function syncSlice(input: SyncSliceInput, key: { accountId: string; resource: string; scope: string }): Promise<SyncSliceResult> {
     const ctx = activityContext();
