@@ -125,6 +125,8 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: (logger, bindings, options) => new LazyChildLogger(logger, bindings, options),
     bodyLimit: 10 * 1024 * 1024,
+    // `/webhooks/` is `/webhooks`, as on the upstream (its own clients send both).
+    routerOptions: { ignoreTrailingSlash: true },
     ...serverTimeoutOptions(deps.timeouts ?? defaultApiTimeouts),
   });
   // Hooks of every request are plain callbacks (an async hook costs a promise and a tick each).
@@ -150,7 +152,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey, callbacks: createCallbackGuard(deps.callbacks) });
   if (deps.upstream) {
-    registerForwardedRoutes(app, { auth, target: forwardTarget!, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
+    registerForwardedRoutes(app, { headerPrefix: prefix, auth, target: forwardTarget!, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
     if (deps.hashKey) registerStorageRoutes(app, { pool: deps.pool, prisma: deps.prisma, key: deps.hashKey, upstream: deps.upstream.client, accounts: deps.accounts, storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl) });
     registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget!, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }

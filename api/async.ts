@@ -2,17 +2,25 @@
 // (without credentials) and answered 202 with the `{Prefix}-Async-Request-*` headers; a workflow
 // runs it; `GET /async-requests/{id}` reports the state and, once executed, the stored response.
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
 import type { AsyncRequestStore } from '../mirror/async-requests.ts';
 import type { Authenticator } from './auth.ts';
 import type { SyncControl } from './sync-control.ts';
+import { passedUpstream } from './forward.ts';
 
 export const maxAsyncResultBytes = 2 * 1024 * 1024;
 
-/** Request headers kept with a stored request: the contract's, without any credential. */
-const keptHeaders = ['project-id', 'company-id', 'include-source-data', 'include-source-data-path', 'exclude-source-data', 'ignore-prohibited-fields', 'content-type', 'accept'];
+/** `Async-Request: true` or `1` (the real service's own collection sends both). */
+export function asksAsync(value: string | string[] | undefined): boolean {
+  const v = (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase();
+  return v === 'true' || v === '1';
+}
+
+/** Request headers not kept with a stored request: the flag itself, and the length of a body re-encoded when it runs. */
+const notKept = new Set(['async-request', 'content-length']);
 
 export interface AsyncDeps {
   auth: Authenticator;
@@ -30,13 +38,34 @@ function stateHeaders(reply: FastifyReply, prefix: string, row: { id: string; st
   void reply.header(`${prefix}-Async-Request-Expires-At`, row.expiresAt.toISOString());
 }
 
+/** Largest body kept with a stored request (the API's own body limit). */
+const maxStoredBodyBytes = 10 * 1024 * 1024;
+
+/** The request's body as stored: parsed JSON re-encoded, text and bytes as they came, a stream (a forwarded route's) read whole. */
+async function storedBody(request: FastifyRequest): Promise<Buffer | null> {
+  const b = request.body;
+  if (b === undefined || b === null) return null;
+  if (Buffer.isBuffer(b)) return b;
+  if (typeof b === 'string') return Buffer.from(b);
+  if (b instanceof Readable) {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of b) {
+      size += (chunk as Buffer).length;
+      if (size > maxStoredBodyBytes) throw new PayloadTooLargeError(`An async request's body may be at most ${maxStoredBodyBytes} bytes; send this one synchronously.`);
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks);
+  }
+  return Buffer.from(JSON.stringify(b));
+}
+
 export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
   const { headerPrefix: prefix } = deps;
 
   // A plain callback: every request passes here, and most are not async.
   app.addHook('preHandler', (request, reply, done) => {
-    const flag = request.headers['async-request'];
-    if (typeof flag !== 'string' || flag.toLowerCase() !== 'true') return done();
+    if (!asksAsync(request.headers['async-request'])) return done();
     const path = request.url.split('?')[0] ?? '';
     // Binary and streamed routes cannot be async (as upstream); nor can the async endpoints themselves.
     if (path.startsWith('/async-requests') || path.startsWith('/passthrough') || path.startsWith('/webhooks/inbound') || path.startsWith('/storage')) return done();
@@ -46,13 +75,15 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
 
   async function accept(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const account = await deps.auth.account(request);
+    // Every header the request would have sent upstream (never a credential: see passedUpstream),
+    // so the stored request runs as it was asked, headers the mirror does not know included.
     const headers: Record<string, string> = {};
-    for (const h of keptHeaders) {
-      const v = request.headers[h];
-      if (typeof v === 'string') headers[h] = v;
+    for (const [name, v] of Object.entries(request.headers)) {
+      if (v === undefined || notKept.has(name) || !passedUpstream(name)) continue;
+      headers[name] = Array.isArray(v) ? v.join(', ') : v;
     }
     const id = randomUUID();
-    const body = request.body === undefined || request.body === null ? null : Buffer.from(typeof request.body === 'string' ? request.body : JSON.stringify(request.body));
+    const body = await storedBody(request);
     const expiresAt = new Date(Date.now() + (deps.ttlMs ?? 60 * 60_000));
     await deps.store.create({ id, accountId: account.id, method: request.method, path: request.url, headers, body }, expiresAt);
     try {

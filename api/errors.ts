@@ -1,5 +1,5 @@
 // The one mapping from errors to responses: `{message, code, details}`; 5xx hide their internals.
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequestError, MirrorError } from '../lib/errors.ts';
 
 /** Deepest JSON body accepted: the contract's objects nest a few levels; thousands only crash recursion. */
@@ -85,7 +85,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     request.log.error({ err: error }, 'request failed');
     return reply.status(500).send({ message: 'The mirror could not complete the request. See its logs with this debug id.', code: 'internal_error', details: [] } satisfies ErrorBody);
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found`, code: 'route_not_found', details: [] } satisfies ErrorBody),
-  );
+  app.setNotFoundHandler(notFound);
+}
+
+/** The 404 of a route the mirror does not have (and does not forward: off the upstream's surface). */
+export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.status(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]!.slice(0, 200)} not found`, code: 'route_not_found', details: [] } satisfies ErrorBody);
 }

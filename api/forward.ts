@@ -71,25 +71,49 @@ export function forwardCredentials(deps: { accounts: AccountStore; prisma: Prism
  */
 export type UpstreamAuth = { kind: 'client' } | { kind: 'account'; accountToken: string } | { kind: 'session'; session: string };
 
-/** Request headers passed through as they came (the contract's, plus content negotiation); never credentials. */
-const passRequest = new Set([
-  'project-id', 'company-id', 'include-source-data', 'include-source-data-path', 'exclude-source-data',
-  'async-request', 'ignore-prohibited-fields', 'passthrough-method', 'passthrough-path', 'content-type', 'content-length',
-  'accept', 'range', 'if-none-match',
+/**
+ * Request headers never sent upstream from the caller's request: credentials (the upstream gets the
+ * one the forwarder chooses, see UpstreamAuth), the mirror's own internal credential, hop-by-hop and
+ * transport headers of the caller's connection to the mirror (RFC 9110 7.6.1), and what describes
+ * that connection (Host, Forwarded, X-Forwarded-*): the upstream is a different hop. Every other
+ * header is passed on as it came, known or not: the mirror never drops what it does not understand
+ * (`Return-Source-Id`, a source system's `*-Expand`, headers the contract adds later).
+ */
+const neverPassed = new Set([
+  'account-token', 'session', 'client-id', 'client-secret', 'authorization', 'proxy-authorization', 'cookie', internalHeader,
+  'host', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'http2-settings',
+  'forwarded', 'x-real-ip', 'via',
+  // The answer is relayed as the bytes came; a compressed one would need its Content-Encoding kept
+  // consistent through every relay path, so the mirror asks for identity.
+  'accept-encoding',
 ]);
+const neverPassedPrefixes = ['x-forwarded-', 'x-mirror-', 'proxy-'];
 
-/** Headers never sent upstream from the caller's request, whatever their name's shape. */
-const neverPassed = new Set(['account-token', 'session', 'client-id', 'client-secret', 'authorization', 'cookie', 'host', internalHeader]);
+/** Whether a request header is passed upstream (not a credential, not hop-by-hop, not the mirror's). */
+export function passedUpstream(name: string, connectionTokens: ReadonlySet<string> = new Set()): boolean {
+  const lower = name.toLowerCase();
+  return !neverPassed.has(lower) && !neverPassedPrefixes.some((p) => lower.startsWith(p)) && !connectionTokens.has(lower) && !lower.startsWith(':');
+}
 
-/** Response headers relayed back (the upstream's own `{Prefix}-*` headers are relayed by prefix). */
-const passResponse = new Set(['content-type', 'content-length', 'content-disposition', 'etag', 'accept-ranges', 'content-range', 'last-modified', 'cache-control']);
+/**
+ * Response headers never relayed: hop-by-hop ones, cookies (they would be set for the mirror's
+ * origin) and Alt-Svc (it names the upstream's endpoints to the caller). The upstream's debug id is
+ * replaced by the mirror's own.
+ */
+const neverRelayed = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'set-cookie', 'alt-svc', 'strict-transport-security']);
+
+/** Header names listed in a Connection header: hop-by-hop for this connection only. */
+function connectionTokensOf(value: string | string[] | undefined): Set<string> {
+  return new Set([value ?? []].flat().flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()).filter(Boolean));
+}
 
 export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget, auth: UpstreamAuth): Record<string, string> {
   const out: Record<string, string> = { 'api-version': target.apiVersion };
+  const hopByHop = connectionTokensOf(incoming.connection);
   for (const [name, value] of Object.entries(incoming)) {
     const lower = name.toLowerCase();
-    if (value === undefined || neverPassed.has(lower)) continue;
-    if (passRequest.has(lower) || lower.endsWith('-expand')) out[lower] = Array.isArray(value) ? value.join(', ') : value;
+    if (value === undefined || lower === 'api-version' || !passedUpstream(lower, hopByHop)) continue;
+    out[lower] = Array.isArray(value) ? value.join(', ') : value;
   }
   if (auth.kind === 'session') {
     out.session = auth.session;
@@ -133,6 +157,17 @@ export function jsonOf(body: Buffer): unknown {
 function first(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * The body Fastify left unread: it parses none on a GET (and a route may take none on a DELETE), but
+ * the real service's clients send list filters as a JSON body on a GET, so it is forwarded as it came.
+ * A route that reads such a body itself sets `request.body` to what it read.
+ */
+function unparsedBody(request: FastifyRequest): Readable | undefined {
+  const h = request.headers;
+  const announced = (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined;
+  return announced && !request.raw.readableEnded ? request.raw : undefined;
 }
 
 /** The refusal of the path rule as the error the API answers. */
@@ -200,8 +235,8 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
     body = JSON.stringify(options.json);
     headers['content-type'] = 'application/json';
     delete headers['content-length'];
-  } else if (method !== 'GET' && method !== 'HEAD') {
-    const raw = request.body;
+  } else if (method !== 'HEAD') {
+    const raw = request.body ?? unparsedBody(request);
     if (raw instanceof Readable) body = raw;
     else if (Buffer.isBuffer(raw)) body = raw;
     else if (typeof raw === 'string') {
@@ -239,10 +274,13 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
     }
     throw error;
   }
-  const prefix = `${target.headerPrefix.toLowerCase()}-`;
+  const debugId = `${target.headerPrefix.toLowerCase()}-debug-id`;
+  const hopByHop = connectionTokensOf(res.headers.connection);
   for (const [name, value] of Object.entries(res.headers)) {
-    if (value === undefined) continue;
-    if (passResponse.has(name) || (name.startsWith(prefix) && name !== `${prefix}debug-id`) || name.includes('-ratelimit-')) void reply.header(name, value);
+    if (value === undefined || neverRelayed.has(name) || hopByHop.has(name) || name === debugId) continue;
+    // The mirror's own warning (why the answer came from the upstream) goes beside the upstream's.
+    const mine = name === `${target.headerPrefix.toLowerCase()}-warnings` ? reply.getHeader(name) : undefined;
+    void reply.header(name, mine === undefined ? value : [mine, value].flat().map(String));
   }
   if (!options.capture) return reply.status(res.status).send(res.body);
   const answer = await res.readAll(options.capture.maxBytes);

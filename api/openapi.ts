@@ -318,7 +318,8 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
   const seen = new Set<string>();
   for (const route of routes) {
     const method = route.method.toUpperCase();
-    if (method === 'HEAD' || method === 'OPTIONS') continue;
+    // The catch-all that forwards the rest of the upstream's surface is the document's description, not a path.
+    if (method === 'HEAD' || method === 'OPTIONS' || route.url.includes('*')) continue;
     const key = `${method} ${route.url}`;
     if (seen.has(key)) continue;
     seen.add(key);
@@ -364,7 +365,7 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
       description:
         "The mirror serves the unified API's paths in the contract's own shape from Postgres (send the same headers as to the upstream, `API-Version: " +
         apiVersion +
-        '`), forwards what cannot be mirrored, and adds operator pages.',
+        '`), forwards what cannot be mirrored, and adds operator pages. Every other path of the upstream\'s API (resources the mirror does not hold, methods it does not apply, link calls, `/ping`) is forwarded as it came, headers and body included, and answered by the upstream with a `{Prefix}-Warnings` header saying so.',
     },
     ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
     tags: [...tags].sort().map((name) => ({ name })),

@@ -249,7 +249,7 @@ function shown(value: string): string {
  * wrong with it. Shared by the routes that forward (to refuse a hostile id before anything else) and
  * by `upstreamPath`.
  */
-export function parseTarget(rawUrl: string): { ok: true; segments: string[]; query: string } | UpstreamPathRefusal {
+export function parseTarget(rawUrl: string): { ok: true; segments: string[]; query: string; trailingSlash: boolean } | UpstreamPathRefusal {
   if (!rawUrl.startsWith('/')) return refuse(400, 'The request target must be a path starting with /; absolute URLs (http://...) are not forwarded.');
   if (rawUrl.startsWith('//')) return refuse(400, 'The request target starts with // (a host, not a path): send a path with a single leading /.');
   if (rawUrl.includes('#')) return refuse(400, 'The request target carries a fragment (#): fragments are not sent to a server; remove it or encode # as %23.');
@@ -262,11 +262,14 @@ export function parseTarget(rawUrl: string): { ok: true; segments: string[]; que
   if (unprintable.test(rawPath)) return refuse(400, 'The path contains a space, a control character or a raw non-ASCII byte: percent-encode the id (control characters are refused even encoded).');
   if (unprintable.test(query)) return refuse(400, 'The query string contains a space, a control character or a raw non-ASCII byte: percent-encode it.');
   if (badEscape.test(query)) return refuse(400, 'The query string has a % not followed by two hex digits: encode % itself as %25.');
-  const raw = rawPath.slice(1).split('/');
+  // One trailing slash names the same path (the real service's own collection sends `/webhooks/`); it
+  // is kept on what is forwarded, so the upstream sees the target as the caller wrote it.
+  const trailingSlash = rawPath.length > 1 && rawPath.endsWith('/') && !rawPath.endsWith('//');
+  const raw = (trailingSlash ? rawPath.slice(1, -1) : rawPath.slice(1)).split('/');
   if (raw.length > maxSegments) return refuse(400, `The path has ${raw.length} segments; no path of the upstream's API has more than ${maxSegments}.`);
   const segments: string[] = [];
   for (const s of raw) {
-    if (s === '') return refuse(400, 'The path has an empty segment (// or a trailing /): remove it.');
+    if (s === '') return refuse(400, 'The path has an empty segment (//): remove it.');
     const lower = s.toLowerCase();
     if (lower.includes('%25')) return refuse(400, `The path segment "${shown(s)}" is percent-encoded twice (%25): encode an id once.`);
     if (lower.includes('%2f')) return refuse(400, `The path segment "${shown(s)}" contains an encoded / (%2F): an id may not contain a path separator.`);
@@ -282,7 +285,7 @@ export function parseTarget(rawUrl: string): { ok: true; segments: string[]; que
     if (decoded.length > maxSegmentLength) return refuse(400, `A path segment is ${decoded.length} characters long, over the ${maxSegmentLength} an id may have.`);
     segments.push(decoded);
   }
-  return { ok: true, segments, query };
+  return { ok: true, segments, query, trailingSlash };
 }
 
 function onSurface(segments: readonly string[]): boolean {
@@ -304,15 +307,16 @@ export function upstreamPath(input: UpstreamPathInput): UpstreamPathResult {
   if (adminRoots.has(parsed.segments[0]!)) return refuse(403, 'The upstream\'s administration API is never reachable through the mirror.');
   if (!onSurface(parsed.segments)) return refuse(404, `${method} ${shown(path)} is not a path of the upstream's unified API; the mirror forwards only those.`);
   const credential = input.credential;
-  if (credential.kind === 'client' && !(method === 'POST' && clientPaths.has(path))) {
-    return refuse(403, 'Client credentials alone reach only POST /link/token/create and /link/token/exchange: send the linked account\'s Account-Token.');
+  if (credential.kind === 'client' && !(method === 'POST' && clientPaths.has(path)) && !(method === 'GET' && path === '/ping')) {
+    return refuse(403, 'Client credentials alone reach only POST /link/token/create and /link/token/exchange, and GET /ping: send the linked account\'s Account-Token.');
   }
   if (credential.kind === 'session') {
     if (method !== 'GET' && method !== 'HEAD') return refuse(403, `A link session only reads (GET): ${method} needs the account's Account-Token.`);
     const scope = requiredScope(method, path);
     if (!sessionAllows(credential.scopes, scope)) return refuse(403, `Session lacks the scope ${shown(scope)} (it has ${credential.scopes.map(shown).join(', ') || 'none'}).`);
   }
-  return { ok: true, path: parsed.query ? `${path}?${encodeQuery(parsed.query)}` : path };
+  const sent = parsed.trailingSlash ? `${path}/` : path;
+  return { ok: true, path: parsed.query ? `${sent}?${encodeQuery(parsed.query)}` : sent };
 }
 
 /**

@@ -1,19 +1,23 @@
 // Routes the mirror forwards to the upstream: link calls (an exchange also registers the account and
 // starts its first sync), pass-through in every variant (streamed both ways), and adoption of
 // accounts linked before the mirror.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { BadRequestError } from '../../lib/errors.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
 import type { Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
+import { notFound } from '../errors.ts';
+import { upstreamPath } from '../../lib/upstream-surface.ts';
 import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { recordSession, updateSessionExpiry } from '../sessions.ts';
 
 export interface ForwardedRouteDeps {
+  /** The contract's header prefix (`{Prefix}-Warnings` on what the mirror forwards on its own account). */
+  headerPrefix: string;
   prisma?: PrismaClient;
   /** Key of the sessions' keyed hashes; without it sessions are forwarded but not recorded. */
   sessionKey?: Buffer;
@@ -33,6 +37,13 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
   throw new BadRequestError(`Invalid body: ${details.map((d) => d.message).join('; ')}`, { details });
 }
+
+/** Client credentials alone (no Account-Token, no Session) on a path that takes them without an account. */
+function clientOnly(request: FastifyRequest, path: string): boolean {
+  return clientPaths.has(path.replace(/\/$/, '')) && request.headers['account-token'] === undefined && request.headers.session === undefined;
+}
+
+const clientPaths: ReadonlySet<string> = new Set(['/ping']);
 
 export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRouteDeps): void {
   const { auth, target } = deps;
@@ -113,5 +124,25 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
         return forward(request, reply, target, { account });
       });
     }
+
+    // Everything else of the upstream's surface that no route of the mirror serves (resources the
+    // mirror does not hold, methods it does not apply, link calls, /ping): forwarded as it came, with
+    // its body streamed, and the answer relayed with a warning that says so. A path off the surface
+    // is the 404 it always was, before anything is authenticated or sent.
+    scope.route({
+      method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      url: '/*',
+      onRequest: refuseHostileTarget,
+      handler: async (request, reply) => {
+        const rule = upstreamPath({ method: request.method, rawUrl: request.url, credential: { kind: 'account' } });
+        if (!rule.ok && rule.status === 404) return notFound(request, reply);
+        const path = request.url.split('?')[0]!;
+        // `/ping` answers client credentials alone, as the link-token calls do.
+        const account = clientOnly(request, path) ? undefined : await auth.account(request);
+        if (!account) await auth.client(request);
+        void reply.header(`${deps.headerPrefix}-Warnings`, `Answered by the upstream: ${request.method} ${path.slice(0, 200)} is not served from the mirror.`);
+        return forward(request, reply, target, account ? { account } : {});
+      },
+    });
   });
 }

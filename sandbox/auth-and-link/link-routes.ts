@@ -31,6 +31,9 @@ export function registerLinkRoutes(app: FastifyInstance, ctx: SandboxContext): v
     return linkedAccountView(linked);
   });
 
+  // A credentials check: the client's id and secret (an account token, when sent, is not needed).
+  app.get('/ping', linkToken, async () => ({ status: 'ok' }));
+
   app.get('/link/account', account, async (request) => {
     const view = linkedAccountView(accountOf(request.svc));
     // The permanent token is only handed out once, at exchange.

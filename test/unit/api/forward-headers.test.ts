@@ -1,6 +1,6 @@
 // What the forwarder sends upstream besides the path: the credential the upstream takes for the way
 // the caller authenticated (never the caller's own credential headers, never the worker's internal
-// credential), and a URL that stays on the configured upstream's origin and base path.
+// credential; every other header as it came, but hop-by-hop ones), and a URL that stays on the configured upstream's origin and base path.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { internalHeader } from '../../../api/auth.ts';
@@ -22,7 +22,15 @@ const incoming = {
   'include-source-data': 'true',
   'passthrough-path': '/x',
   'line-items-expand': 'true',
-  'x-other': 'dropped',
+  'return-source-id': 'true',
+  'x-other': 'kept',
+  'x-forwarded-for': '10.0.0.1',
+  'x-forwarded-host': 'evil.example',
+  forwarded: 'host=evil.example',
+  connection: 'keep-alive, x-hop',
+  'x-hop': 'this connection only',
+  'transfer-encoding': 'chunked',
+  'accept-encoding': 'gzip',
 };
 
 describe('forwarded request headers', () => {
@@ -37,7 +45,16 @@ describe('forwarded request headers', () => {
       'include-source-data': 'true',
       'passthrough-path': '/x',
       'line-items-expand': 'true',
+      'return-source-id': 'true',
+      'x-other': 'kept',
     });
+  });
+
+  it('passes every header it does not know, never hop-by-hop ones or what describes the caller\'s connection', () => {
+    const h = forwardHeaders(incoming, target, { kind: 'account', accountToken: 't' });
+    assert.equal(h['return-source-id'], 'true');
+    assert.equal(h['x-other'], 'kept');
+    for (const name of ['x-forwarded-for', 'x-forwarded-host', 'forwarded', 'connection', 'x-hop', 'transfer-encoding', 'accept-encoding']) assert.equal(h[name], undefined, name);
   });
 
   it('sends a link session alone: no client secret, no account token', () => {
@@ -56,7 +73,7 @@ describe('forwarded request headers', () => {
   it('never passes the internal credential, cookies, Authorization or Host upstream', () => {
     for (const auth of [{ kind: 'client' as const }, { kind: 'account' as const, accountToken: 't' }, { kind: 'session' as const, session: 's' }]) {
       const h = forwardHeaders({ ...incoming, [`${internalHeader}-expand`]: 'x' }, target, auth);
-      for (const name of [internalHeader, 'authorization', 'cookie', 'host', 'x-other']) assert.equal(h[name], undefined, `${auth.kind}: ${name}`);
+      for (const name of [internalHeader, `${internalHeader}-expand`, 'authorization', 'cookie', 'host']) assert.equal(h[name], undefined, `${auth.kind}: ${name}`);
       assert.ok(!Object.values(h).includes('acct.hmac'), `${auth.kind}: the internal credential's value is nowhere`);
       assert.ok(!Object.values(h).includes('mirror-secret'), `${auth.kind}: the caller's client secret is nowhere`);
     }

@@ -53,7 +53,7 @@ const hostile: [string, string, 400 | 403 | 404][] = [
   ['GET', '', 400],
   // Empty segments.
   ['GET', '/vendors//x', 400],
-  ['GET', '/vendors/', 400],
+  ['GET', '/vendors//', 400],
   ['GET', '/', 400],
   // Control characters, raw and encoded; malformed or non-UTF-8 escapes.
   ['GET', '/vendors/x%00', 400],
@@ -182,6 +182,12 @@ describe('the forwarder\'s path rule', () => {
     }
   });
 
+  it('keeps one trailing slash as the caller wrote it, matching the path without it', () => {
+    assert.deepEqual(upstreamPath({ method: 'POST', rawUrl: '/webhooks/', credential: account }), { ok: true, path: '/webhooks/' });
+    assert.deepEqual(upstreamPath({ method: 'GET', rawUrl: '/vendors/?page=2', credential: account }), { ok: true, path: '/vendors/?page=2' });
+    assert.equal(upstreamPath({ method: 'GET', rawUrl: '/vendors/x/nope/', credential: account }).ok, false);
+  });
+
   it('never rebuilds a path an HTTP client would resolve elsewhere', () => {
     for (const [method, target] of allowed) {
       const r = upstreamPath({ method, rawUrl: target, credential: account });
@@ -192,12 +198,14 @@ describe('the forwarder\'s path rule', () => {
     }
   });
 
-  it('lets client credentials alone reach only the link-token calls', () => {
+  it('lets client credentials alone reach only the link-token calls and GET /ping', () => {
     for (const target of ['/link/token/create', '/link/token/exchange']) {
       assert.deepEqual(upstreamPath({ method: 'POST', rawUrl: target, credential: client }), { ok: true, path: target });
       assert.equal(upstreamPath({ method: 'GET', rawUrl: target, credential: client }).ok, false);
     }
-    for (const [method, target] of allowed.filter(([, t]) => !t.startsWith('/link/token/'))) {
+    assert.deepEqual(upstreamPath({ method: 'GET', rawUrl: '/ping', credential: client }), { ok: true, path: '/ping' });
+    assert.equal(upstreamPath({ method: 'POST', rawUrl: '/ping', credential: client }).ok, false);
+    for (const [method, target] of allowed.filter(([, t]) => !t.startsWith('/link/token/') && t !== '/ping')) {
       const r = upstreamPath({ method, rawUrl: target, credential: client });
       assert.ok(!r.ok && r.status === 403, `client credentials: ${method} ${target} refused 403`);
     }
