@@ -5,16 +5,22 @@
 import type { Pool } from './pool.ts';
 
 // One slot in every budget of the request: the latest of their next slots (and blocks), now at the
-// earliest; each budget's next slot one of its spacings later. Rows are locked in key order, so two
-// requests with overlapping budgets cannot deadlock. Nothing is reserved unless every row exists.
+// earliest; each budget's next slot one of its spacings later. A banking row (a background lane, $3)
+// counts its next slot from its own schedule when the slot taken was less than a spacing late, so the
+// lateness of its requests (each takes its slot once due) does not add up (Schedule.banks in
+// connectors/governor/pacing.ts). An early request ($4, an interactive one) may take its slot one
+// spacing before the next, right behind the last one taken (reserveSlot there). Rows are locked in key order, so two requests with overlapping
+// budgets cannot deadlock. Nothing is reserved unless every row exists.
 const reserveSql = `
 WITH cur AS (
-  SELECT key, next_at, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
+  SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
-  SELECT greatest(clock_timestamp(), max(next_at), max(blocked_until)) AS at, count(*) AS n FROM cur
+  SELECT greatest(clock_timestamp(), max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS at,
+         count(*) AS n FROM cur
 ), upd AS (
   UPDATE rate_budgets b
-     SET next_at = slot.at + b.spacing_ms * interval '1 millisecond'
+     SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - b.spacing_ms * interval '1 millisecond') ELSE greatest(b.next_at, slot.at) END
+                   + b.spacing_ms * interval '1 millisecond'
     FROM slot
    WHERE b.key = ANY($1::text[]) AND slot.n = cardinality($1::text[])
      AND slot.at <= clock_timestamp() + $2::float8 * interval '1 millisecond'
@@ -105,8 +111,8 @@ UPDATE rate_leases SET expires_at = clock_timestamp() + $2::float8 * interval '1
 export class PostgresRateBudgets {
   constructor(private readonly pool: Pool) {}
 
-  async reserve(keys: readonly string[], horizonMs: number): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
-    const { rows } = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [keys, horizonMs]);
+  async reserve(keys: readonly string[], horizonMs: number, how: { banking?: readonly string[]; early?: boolean } = {}): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
+    const { rows } = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false]);
     return rows.map((r) => ({ key: r.key, windowMs: r.window_ms, reserved: r.reserved, waitMs: r.wait_ms, nextInMs: r.next_in_ms, resetsInMs: r.resets_in_ms }));
   }
 

@@ -49,9 +49,12 @@ export interface LeaseTry {
 export interface RateBudgetStore {
   /**
    * Reserves the next slot in every one of `keys` (rows locked in key order), unless it is further
-   * than `horizonMs` away or a row is missing (then fewer rows come back).
+   * than `horizonMs` away or a row is missing (then fewer rows come back). The schedules of `banking`
+   * (background lanes) bank one spacing: their next slot follows their own schedule, not the slot
+   * taken, when that was less than a spacing late (see Schedule.banks in pacing.ts). `early` (an
+   * interactive request): the slot may come one spacing before the schedules' next (see reserveSlot).
    */
-  reserve(keys: readonly string[], horizonMs: number): Promise<ReservedBudget[]>;
+  reserve(keys: readonly string[], horizonMs: number, how?: { banking?: readonly string[]; early?: boolean }): Promise<ReservedBudget[]>;
   /** Creates the rows that do not exist yet. */
   ensureBudgets(seeds: readonly BudgetSeed[]): Promise<void>;
   /** Writes reported paces; a block only ever extends. */

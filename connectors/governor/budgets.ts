@@ -6,7 +6,7 @@ import type { Logger } from '../../lib/logger.ts';
 import type { GovernorKeys } from '../governor.ts';
 import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
 import { knownProfile, type SourceSystemProfile } from '../source-systems/index.ts';
-import { defaultPacing, type PacingOptions, type WindowFacts } from './pacing.ts';
+import { baseSpacing, defaultPacing, laneSpacing, type PacingOptions, type WindowFacts } from './pacing.ts';
 
 /** Time as the governor sees it; injected so tests run on a fake clock. */
 export interface Clock {
@@ -63,6 +63,8 @@ export interface ResolvedOptions {
   serviceTotal: number | undefined;
   serviceWindowMs: number;
   sourceSystemWindowMs: number;
+  /** No length was given: the 60 s is a guess until the headers teach the real one (see WindowFacts.lengthGuessed). */
+  sourceSystemWindowGuessed: boolean;
   accountConcurrency: number;
   sourceSystemConcurrency: number | undefined;
   profiles: (slug: string) => SourceSystemProfile | undefined;
@@ -88,6 +90,7 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     assumeLimits: options.assumeLimits !== false,
     serviceWindowMs: options.serviceLimit?.windowMs ?? 60_000,
     sourceSystemWindowMs: options.sourceSystemWindowMs ?? 60_000,
+    sourceSystemWindowGuessed: options.sourceSystemWindowMs === undefined,
     accountConcurrency: options.accountConcurrency ?? 10,
     sourceSystemConcurrency: options.sourceSystemConcurrency,
     profiles: options.profiles ?? knownProfile,
@@ -106,15 +109,20 @@ export interface BudgetSpec {
   /** What is known before any response: the first guess. */
   initial: WindowFacts;
   /**
-   * A budget's background lane (see `syncShare`): a schedule of its own, paced `spacingScale` times
-   * slower than the budget it belongs to (`of`), which background requests also take a slot in.
+   * A budget's background lane (see `syncShare`): a schedule of its own, `share` of the window's
+   * requests of the budget it belongs to (`of`), which background requests also take a slot in.
    */
-  lane?: { of: string; spacingScale: number };
+  lane?: { of: string; share: number };
 }
 
 /** The background lane of a budget, for a sync share below 1. */
 export function laneOf(spec: BudgetSpec, share: number): BudgetSpec {
-  return { key: `${spec.key}|background`, kind: spec.kind, initial: spec.initial, lane: { of: spec.key, spacingScale: 1 / share } };
+  return { key: `${spec.key}|background`, kind: spec.kind, initial: spec.initial, lane: { of: spec.key, share } };
+}
+
+/** A schedule's spacing before any answer, from the first guesses. */
+export function initialSpacing(spec: BudgetSpec, pacing: PacingOptions): number {
+  return spec.lane ? laneSpacing(spec.initial, 0, spec.lane.share, pacing) : baseSpacing(spec.initial, pacing);
 }
 
 export interface CapSpec {
@@ -155,6 +163,7 @@ export function planFor(keys: GovernorKeys, o: ResolvedOptions): Plan {
       ...(profile ? { profile } : {}),
       initial: {
         windowMs: o.sourceSystemWindowMs,
+        ...(o.sourceSystemWindowGuessed ? { lengthGuessed: true } : {}),
         ...(rpm !== undefined ? { total: Math.max(1, Math.floor((rpm * o.sourceSystemWindowMs) / 60_000)) } : {}),
       },
     };

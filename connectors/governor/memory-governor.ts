@@ -1,8 +1,8 @@
 // The governor for one process: schedules in memory, same pacing and caps as the Postgres one. For a
 // single worker, the sandbox's own tools and tests.
-import type { BudgetSpec, RateGovernorOptions } from './budgets.ts';
-import { baseSpacing, reserveSlot, type Pace, type Schedule } from './pacing.ts';
-import { RateGovernor, type BudgetView, type Reservation } from './rate-governor.ts';
+import { initialSpacing, type BudgetSpec, type RateGovernorOptions } from './budgets.ts';
+import { reserveSlot, type Pace, type Schedule } from './pacing.ts';
+import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation } from './rate-governor.ts';
 
 export class MemoryRateGovernor extends RateGovernor {
   private readonly schedules = new Map<string, Schedule>();
@@ -17,10 +17,11 @@ export class MemoryRateGovernor extends RateGovernor {
     return s && { ...s };
   }
 
-  protected reserve(budgets: readonly BudgetSpec[], horizonMs: number): Promise<Reservation> {
+  protected reserve(budgets: readonly BudgetSpec[], request: ReserveRequest): Promise<Reservation> {
+    const { horizonMs } = request;
     const now = this.clock.now();
     const current = budgets.map((b) => this.scheduleOf(b));
-    const { at, schedules } = reserveSlot(current, now);
+    const { at, schedules } = reserveSlot(current, now, request.early);
     const nextInMs = new Map<string, number>();
     if (at - now > horizonMs) {
       for (const [i, b] of budgets.entries()) nextInMs.set(b.key, current[i]!.nextAt - now);
@@ -43,7 +44,7 @@ export class MemoryRateGovernor extends RateGovernor {
   private scheduleOf(spec: BudgetSpec): Schedule {
     let s = this.schedules.get(spec.key);
     if (!s) {
-      s = { nextAt: Number.NEGATIVE_INFINITY, spacingMs: baseSpacing(spec.initial, this.options.pacing) * (spec.lane?.spacingScale ?? 1) };
+      s = { nextAt: Number.NEGATIVE_INFINITY, spacingMs: initialSpacing(spec, this.options.pacing), ...(spec.lane ? { banks: true } : {}) };
       this.schedules.set(spec.key, s);
     }
     return s;

@@ -7,9 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { MirrorError } from '../../lib/errors.ts';
 import type { RateBudgetStore } from './budget-store.ts';
-import type { BudgetSpec, CapSpec, RateGovernorOptions } from './budgets.ts';
-import { baseSpacing, type Pace, type WindowFacts } from './pacing.ts';
-import { RateGovernor, type BudgetView, type Reservation, type SharedRelease } from './rate-governor.ts';
+import { initialSpacing, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
+import type { Pace, WindowFacts } from './pacing.ts';
+import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation, type SharedRelease } from './rate-governor.ts';
 import { abortReason } from './semaphore.ts';
 
 export interface PostgresRateGovernorOptions extends RateGovernorOptions {
@@ -82,18 +82,20 @@ export class PostgresRateGovernor extends RateGovernor {
     while (this.running) await this.flushing;
   }
 
-  protected async reserve(budgets: readonly BudgetSpec[], horizonMs: number, signal?: AbortSignal): Promise<Reservation> {
+  protected async reserve(budgets: readonly BudgetSpec[], request: ReserveRequest, signal?: AbortSignal): Promise<Reservation> {
     // A 429's block must reach the table before this process takes another slot.
     if (this.blockPending) await this.flushed();
     if (signal?.aborted) throw abortReason(signal);
     const keys = budgets.map((b) => b.key);
     if (keys.some((k) => !this.ensured.has(k))) await this.ensureBudgets(budgets);
-    const horizon = horizonMs;
-    let rows = await this.store.reserve(keys, horizon);
+    const horizon = request.horizonMs;
+    // Lanes bank one spacing; an interactive request may come a spacing early (see reserveSlot).
+    const how = { banking: budgets.filter((b) => b.lane).map((b) => b.key), early: request.early };
+    let rows = await this.store.reserve(keys, horizon, how);
     if (rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.
       await this.ensureBudgets(budgets);
-      rows = await this.store.reserve(keys, horizon);
+      rows = await this.store.reserve(keys, horizon, how);
       if (rows.length < keys.length) throw new MirrorError(`rate governor: could not reserve a slot in ${keys.join(', ')}`);
     }
     const nextInMs = new Map(rows.map((r) => [r.key, r.nextInMs]));
@@ -119,7 +121,7 @@ export class PostgresRateGovernor extends RateGovernor {
 
   private async insertBudgets(budgets: readonly BudgetSpec[]): Promise<void> {
     await this.store.ensureBudgets(
-      budgets.map((b) => ({ key: b.key, total: b.initial.total ?? null, windowMs: Math.round(b.initial.windowMs), spacingMs: baseSpacing(b.initial, this.options.pacing) * (b.lane?.spacingScale ?? 1) })),
+      budgets.map((b) => ({ key: b.key, total: b.initial.total ?? null, windowMs: Math.round(b.initial.windowMs), spacingMs: initialSpacing(b, this.options.pacing) })),
     );
     for (const b of budgets) this.ensured.add(b.key);
   }

@@ -10,7 +10,7 @@ import type { Logger } from '../../lib/logger.ts';
 import { GovernorWaitTooLongError, type ClassUsage, type Governor, type GovernorKeys, type KnownWindow, type Priority } from '../governor.ts';
 import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
 import { laneOf, planFor, resolveOptions, sourceSystemWindow, type BudgetSpec, type CapSpec, type Clock, type RateGovernorOptions, type ResolvedOptions } from './budgets.ts';
-import { baseSpacing, blockAfterRejection, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { blockAfterRejection, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
 import { Semaphore } from './semaphore.ts';
 
 export const systemClock: Clock = {
@@ -42,6 +42,14 @@ export interface Reservation {
   nextInMs: Map<string, number>;
 }
 
+/** How a request reserves its slot. */
+export interface ReserveRequest {
+  /** Nothing is reserved when the slot is further away than this. */
+  horizonMs: number;
+  /** An application waits (and background work keeps to its share): the slot may come a spacing early (see reserveSlot). */
+  early: boolean;
+}
+
 /** Releases a cross-process concurrency slot; resolves once it is free for others. */
 export type SharedRelease = () => Promise<void>;
 
@@ -66,7 +74,7 @@ export abstract class RateGovernor implements Governor {
    * Reserves one slot in every budget at once (the later of their next slots), unless that slot is
    * more than `horizonMs` away.
    */
-  protected abstract reserve(budgets: readonly BudgetSpec[], horizonMs: number, signal?: AbortSignal): Promise<Reservation>;
+  protected abstract reserve(budgets: readonly BudgetSpec[], request: ReserveRequest, signal?: AbortSignal): Promise<Reservation>;
 
   /** Makes a new pace (from a response's headers, or a 429) the budget's. */
   protected abstract applyPace(view: BudgetView, pace: Pace, now: number): void;
@@ -116,7 +124,11 @@ export abstract class RateGovernor implements Governor {
       }
       const capsDone = this.clock.now();
       usage.waitedForConcurrencyMs += capsDone - started;
-      let reservation = await this.reserve(specs, horizon, signal);
+      // Early slots only with a lane: it keeps background work to its share, so the rest of the
+      // window is there for them; at share 1 the sync may spend the whole window, and an early slot
+      // could be one more than it holds.
+      const request: ReserveRequest = { horizonMs: horizon, early: interactive && share < 1 };
+      let reservation = await this.reserve(specs, request, signal);
       if (interactive && !reservation.reserved) {
         usage.refused++;
         throw this.tooLong(views, reservation.waitMs);
@@ -126,7 +138,7 @@ export abstract class RateGovernor implements Governor {
         // the headers change applies to waiting requests too).
         const sleepMs = lanes ? Math.max(1, Math.min(reservation.waitMs - horizon, this.options.reserveHorizonMs)) : Math.min(reservation.waitMs, this.options.reserveHorizonMs);
         await this.clock.sleep(sleepMs, signal);
-        reservation = await this.reserve(specs, horizon, signal);
+        reservation = await this.reserve(specs, request, signal);
       }
       const now = this.clock.now();
       for (const v of views) {
@@ -194,7 +206,7 @@ export abstract class RateGovernor implements Governor {
         // it further when others spend the window), and takes the budget's blocks.
         const lane = this.view(laneOf(view.spec, share));
         lane.facts = view.facts;
-        this.applyPace(lane, { ...pace, spacingMs: baseSpacing(view.facts, this.options.pacing) / share }, now);
+        this.applyPace(lane, { ...pace, spacingMs: laneSpacing(view.facts, now, share, this.options.pacing) }, now);
       }
     }
   }
@@ -202,7 +214,10 @@ export abstract class RateGovernor implements Governor {
   /** Takes a window length another process learned, when shorter than what this one knows. */
   protected adoptWindow(spec: BudgetSpec, windowMs: number): void {
     const view = this.view(spec);
-    if (windowMs > 0 && windowMs < view.facts.windowMs) view.facts = { ...view.facts, windowMs };
+    if (windowMs > 0 && windowMs < view.facts.windowMs) {
+      const { lengthGuessed: _guessed, ...facts } = view.facts;
+      view.facts = { ...facts, windowMs };
+    }
   }
 
   /**

@@ -168,6 +168,34 @@ describe('PostgresRateGovernor shared by two processes', () => {
     assert.ok(at < resetsAt + 200, `waited ${at - resetsAt} ms past the reset`);
   });
 
+  it("banks a lane's lateness and lets an interactive request come a spacing early, in the shared rows", async () => {
+    const store = new PostgresRateBudgets(pools[0]!);
+    const main = 'source:account-5:crmcloud';
+    const lane = `${main}|background`;
+    await store.ensureBudgets([
+      { key: main, total: 20, windowMs: 2_000, spacingMs: 100 },
+      { key: lane, total: 20, windowMs: 2_000, spacingMs: 125 },
+    ]);
+    const background = () => store.reserve([main, lane], 0, { banking: [lane] });
+    const byKey = (rows: Awaited<ReturnType<typeof background>>) => new Map(rows.map((r) => [r.key, r]));
+    let rows = byKey(await background());
+    assert.ok(rows.get(main)!.reserved && rows.get(lane)!.reserved);
+    // The next background request takes its slot late (a timer's wake-up and a round trip, here
+    // 60 ms or more): the lane's following slot stays on its schedule, at most a spacing behind.
+    await sleep(185);
+    rows = byKey(await background());
+    assert.ok(rows.get(lane)!.reserved);
+    assert.ok(rows.get(lane)!.nextInMs < 100, `the lane's next slot in ${rows.get(lane)!.nextInMs} ms (125 without banking)`);
+    // An interactive request right behind it goes now, not a spacing (100 ms) later; the schedule moves on.
+    const first = byKey(await store.reserve([main], 0, { early: true })).get(main)!;
+    assert.ok(first.reserved && first.waitMs <= 20, `waited ${first.waitMs} ms`);
+    assert.ok(first.nextInMs > 150, `the budget's next slot in ${first.nextInMs} ms`);
+    // One early slot per spacing: another at once does not get one.
+    assert.equal(byKey(await store.reserve([main], 0, { early: true })).get(main)!.reserved, false);
+    // A background request, not early, waits for the schedule.
+    assert.equal(byKey(await background()).get(main)!.reserved, false);
+  });
+
   it('holds a serial source system (concurrency 1) to one request at a time across processes', async () => {
     const keys = { client: 'client-a', account: 'account-4', sourceSystem: 'sqlerp' };
     const run = await drive({

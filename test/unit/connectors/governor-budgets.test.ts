@@ -13,7 +13,8 @@ describe('planFor', () => {
     assert.equal(plan.service.key, 'svc:c1:a1');
     assert.deepEqual(plan.service.initial, { windowMs: 60_000, total: 150 });
     assert.equal(plan.sourceSystem?.key, 'source:a1:sqlerp');
-    assert.deepEqual(plan.sourceSystem?.initial, { windowMs: 60_000, total: 300 });
+    // A source system's window length is a guess ("typically 60 s") until its headers say.
+    assert.deepEqual(plan.sourceSystem?.initial, { windowMs: 60_000, total: 300, lengthGuessed: true });
     // The narrower cap first: the serial source system, then the account's 10.
     assert.deepEqual(plan.caps, [
       { key: 'concurrency:source:a1:sqlerp', limit: 1 },
@@ -28,7 +29,7 @@ describe('planFor', () => {
   });
   it('an unknown source system has no first guess and no cap of its own unless configured', () => {
     const plan = planFor({ client: 'c1', account: 'a1', sourceSystem: 'mystery' }, options);
-    assert.deepEqual(plan.sourceSystem?.initial, { windowMs: 60_000 });
+    assert.deepEqual(plan.sourceSystem?.initial, { windowMs: 60_000, lengthGuessed: true });
     assert.deepEqual(plan.caps.map((c) => c.key), ['concurrency:account:a1']);
     const capped = planFor({ client: 'c1', account: 'a1', sourceSystem: 'mystery' }, resolveOptions({ sourceSystemConcurrency: 2 }));
     assert.deepEqual(capped.caps[0], { key: 'concurrency:source:a1:mystery', limit: 2 });

@@ -51,6 +51,24 @@ describe('paceFor', () => {
     const pace = paceFor({ facts: { windowMs: 60_000, total: 3600, remaining: 3599, resetsAt: t0 + 3_599_000 }, now: t0 }, exact);
     assert.equal(pace.spacingMs, 1_000);
   });
+  it('a guessed window length yields to a sooner reset: the first answer of a 2 s window paces it, not the 60 s guess', () => {
+    const opts = { utilization: 0.98, resetSlackMs: 1000 };
+    const first = { windowMs: 60_000, lengthGuessed: true, total: 20, remaining: 19, resetsAt: t0 + 2_000 };
+    // 19 left over the 2 s to the reset (and its slack, scaled to that span): ~107 ms apart, not 3 s.
+    const pace = paceFor({ facts: first, now: t0 }, opts);
+    assert.ok(Math.abs(pace.spacingMs - (2_000 + resetSlack(2_000, opts)) / 19) < 1e-3, String(pace.spacingMs));
+    // Past the reset, or once spent, the guess holds until the headers teach the length.
+    assert.deepEqual(paceFor({ facts: first, now: t0 + 2_500 }, opts), { spacingMs: 60_000 / (20 * 0.98) });
+    assert.deepEqual(paceFor({ facts: { ...first, remaining: 0 }, now: t0 }, opts), { spacingMs: 60_000 / (20 * 0.98), blockedUntil: t0 + 2_000 + resetSlack(2_000, opts) });
+    // A learned length paces as before.
+    const { lengthGuessed: _g, ...learned } = first;
+    assert.deepEqual(paceFor({ facts: learned, now: t0 }, opts), { spacingMs: 60_000 / (20 * 0.98) });
+    // The guess is dropped once two resets show the length.
+    const next = observeWindow(first, { total: 20, remaining: 19, resetsAt: t0 + 4_000 }, t0 + 2_050);
+    assert.equal(next.windowMs, 2_000);
+    assert.equal(next.lengthGuessed, undefined);
+    assert.equal(observeWindow(first, { total: 20, remaining: 10, resetsAt: t0 + 2_000 }, t0 + 1_000).lengthGuessed, true, 'same window: still a guess');
+  });
   it('waits for the reset when the budget is spent, or will be by requests in flight', () => {
     const opts = { utilization: 0.98, resetSlackMs: 500 };
     assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 0, resetsAt: t0 + 20_000 }, now: t0 }, opts), {
@@ -155,6 +173,27 @@ describe('reserveSlot', () => {
     const later = reserveSlot(schedules, t0 + 60_000);
     assert.equal(later.at, t0 + 60_000);
     assert.equal(later.schedules[0]!.nextAt, t0 + 60_400);
+  });
+  it("a lane's schedule banks one spacing: a slot taken late does not push its later slots back", () => {
+    const lane = { nextAt: t0, spacingMs: 125, banks: true };
+    // Taken 40 ms late: the next slot stays on the schedule (t0 + 250), not 40 ms later.
+    const r = reserveSlot([lane], t0 + 40);
+    assert.equal(r.schedules[0]!.nextAt, t0 + 125);
+    // Idle for long: one slot banked, no more.
+    const idle = reserveSlot([lane], t0 + 60_000);
+    assert.equal(idle.schedules[0]!.nextAt, t0 + 60_000);
+    // Without banking: from the slot taken.
+    assert.equal(reserveSlot([{ nextAt: t0, spacingMs: 125 }], t0 + 40).schedules[0]!.nextAt, t0 + 165);
+  });
+  it('an early (interactive) request goes right behind the last slot, and the schedule moves one spacing on', () => {
+    const main = { nextAt: t0 + 100, spacingMs: 102 };
+    const r = reserveSlot([main], t0 + 10, true);
+    assert.equal(r.at, t0 + 10);
+    assert.equal(r.schedules[0]!.nextAt, t0 + 202);
+    // One early slot per spacing: the next early request waits for the schedule.
+    assert.equal(reserveSlot(r.schedules, t0 + 10, true).at, t0 + 100);
+    // Never before a block.
+    assert.equal(reserveSlot([{ ...main, blockedUntil: t0 + 500 }], t0 + 10, true).at, t0 + 500);
   });
   it('with two windows, waits for the later one and spends one slot of each', () => {
     const service = { nextAt: t0 + 400, spacingMs: 400 };
