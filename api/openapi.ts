@@ -132,7 +132,7 @@ function resourceOperation(def: ResourceDef, kind: 'list' | 'get', projectScoped
 }
 
 const fixed: Record<string, Operation> = {
-  'GET /healthz': { summary: 'Liveness', tag: 'operator', security: 'public', responses: { '200': { description: 'The process answers.', schema: z.object({ ok: z.boolean() }) } } },
+  'GET /healthz': { summary: 'Liveness, and the release the API runs', tag: 'operator', security: 'public', responses: { '200': { description: 'The process answers, with its package version and git commit (null when unknown).', schema: z.object({ ok: z.boolean(), version: z.string(), commit: z.string().nullable() }) } } },
   'GET /openapi.json': { summary: 'This document', tag: 'operator', security: 'public', responses: { '200': { description: 'OpenAPI 3.1' } } },
   'GET /docs': { summary: 'This document, rendered for people', tag: 'operator', security: 'public', responses: { '200': { description: 'HTML', contentType: 'text/html' } } },
   'GET /status': {
@@ -238,6 +238,9 @@ const fixed: Record<string, Operation> = {
   },
 };
 
+/** The key of an operation: `METHOD /path` (as the route table names it). */
+const routeKey = (method: string, path: string): string => `${method} ${path}`;
+
 function catalogOperations(): Map<string, Operation> {
   const ops = new Map<string, Operation>();
   for (const def of resources) {
@@ -246,14 +249,28 @@ function catalogOperations(): Map<string, Operation> {
       const projectScoped = parent.scope === 'project';
       ops.set(`GET ${parent.path}/:parentId/${def.path}`, resourceOperation(def, 'list', projectScoped));
       ops.set(`GET ${parent.path}/:parentId/${def.path}/:id`, resourceOperation(def, 'get', projectScoped));
+      const base = `${parent.path}/:parentId/${def.path}`;
+      const write = writeOperation(def, projectScoped);
+      const what = `${def.name.replace(/-/g, ' ')} of one of the ${parent.name.replace(/-/g, ' ')}`;
+      ops.set(`POST ${base}`, { ...write, summary: `Create one of the ${what} upstream` });
+      for (const m of ['PATCH', 'PUT']) ops.set(`${m} ${base}/:id`, { ...write, summary: `Update one of the ${what} upstream (${m})` });
+      ops.set(routeKey('DELETE', `${base}/:id`), deleteOperation(def, projectScoped, `Delete one of the ${what} upstream`));
     } else {
       ops.set(`GET ${def.path}`, resourceOperation(def, 'list', def.scope === 'project'));
       ops.set(`GET ${def.path}/:id`, resourceOperation(def, 'get', def.scope === 'project'));
       const write = writeOperation(def);
       ops.set(`POST ${def.path}`, { ...write, summary: `Create one of the ${def.name.replace(/-/g, ' ')} upstream` });
       for (const m of ['PATCH', 'PUT']) ops.set(`${m} ${def.path}/:id`, { ...write, summary: `Update one of the ${def.name.replace(/-/g, ' ')} upstream (${m})` });
+      ops.set(routeKey('DELETE', `${def.path}/:id`), deleteOperation(def, def.scope === 'project', `Delete one of the ${def.name.replace(/-/g, ' ')} upstream`));
+      ops.set(`PATCH ${def.path}`, bulkOperation(def));
     }
   }
+  ops.set('POST /folders/:id/files', {
+    ...writeOperation(resourceDef('files')!),
+    summary: 'Upload a new file into a folder upstream (multipart/form-data, streamed)',
+    bodyContentType: 'multipart/form-data',
+    body: z.looseObject({}).describe('Form fields as the upstream takes them (`name`, `content_type`) and the file in a part named `contents`.'),
+  });
   const folders = resourceDef('folders')!;
   const folderHeaders = [{ name: 'Project-Id', description: 'The project (its id or `source_id:<id>`).', required: true }, ...sourceDataHeaders];
   const folderWithChildren = objectSchema(folders);
@@ -266,7 +283,7 @@ function catalogOperations(): Map<string, Operation> {
 }
 
 /** A write, forwarded upstream; the object it returns is applied to the mirror before the answer. */
-function writeOperation(def: ResourceDef): Operation {
+function writeOperation(def: ResourceDef, projectScoped = def.scope === 'project'): Operation {
   return {
     summary: '',
     description:
@@ -274,7 +291,7 @@ function writeOperation(def: ResourceDef): Operation {
     tag: def.name,
     security: 'account',
     headers: [
-      ...(def.scope === 'project' ? [{ name: 'Project-Id', description: 'The project the record belongs to.', required: true }] : []),
+      ...(projectScoped ? [{ name: 'Project-Id', description: 'The project the record belongs to.', required: true }] : []),
       { name: 'Ignore-Prohibited-Fields', description: '`true` drops fields the source system does not support instead of refusing the write.' },
       asyncHeader,
     ],
@@ -283,6 +300,39 @@ function writeOperation(def: ResourceDef): Operation {
       '200': { description: 'The updated record (the upstream\'s answer).', schema: objectSchema(def) },
       '201': { description: 'The created record (the upstream\'s answer; a one-item list for budget line items).' },
       '400': { description: "The upstream's refusal, with its message.", schema: errorSchema },
+    },
+  };
+}
+
+/** A delete, forwarded upstream; on its success the record is soft-deleted in the mirror before the answer. */
+function deleteOperation(def: ResourceDef, projectScoped: boolean, summary: string): Operation {
+  return {
+    summary,
+    description:
+      "Forwarded to the upstream; its answer is relayed unchanged. On its success the record (and what is listed under it) is marked deleted in the mirror before the answer is sent, as a pass's delete detection marks it: reads no longer serve it, `include_deleted=true` and the change feed show it. A refused delete changes nothing.",
+    tag: def.name,
+    security: 'account',
+    headers: [...(projectScoped ? [{ name: 'Project-Id', description: 'The project the record belongs to.', required: true }] : []), asyncHeader],
+    responses: {
+      '204': { description: "Deleted (the upstream's answer)." },
+      '404': { description: "The upstream's answer: no such record, or the source system does not delete it.", schema: errorSchema },
+    },
+  };
+}
+
+/** A bulk create and update, forwarded upstream; each item it created or updated is applied to the mirror before the answer. */
+function bulkOperation(def: ResourceDef): Operation {
+  return {
+    summary: `Create and update many of the ${def.name.replace(/-/g, ' ')} upstream at once`,
+    description:
+      '`{creates: [...], updates: [{id, ...}]}`, forwarded to the upstream; its answer (one result per item) is relayed unchanged, and each item it created or updated is in the mirror before the answer is sent. A failed item, or a refused request, changes nothing.',
+    tag: def.name,
+    security: 'account',
+    headers: [...(def.scope === 'project' ? [{ name: 'Project-Id', description: 'The project the records belong to.', required: true }] : []), asyncHeader],
+    body: z.object({ creates: z.array(z.looseObject({})).optional(), updates: z.array(z.looseObject({ id: z.string() })).optional() }),
+    responses: {
+      '200': { description: 'One result per item, creates first: `{operation, index, status, object}` or `{..., status, error}`.' },
+      '400': { description: "The upstream's refusal of the whole request, with its message.", schema: errorSchema },
     },
   };
 }

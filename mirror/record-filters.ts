@@ -1,54 +1,121 @@
-// List filters compiled to SQL on `records`, beside the reads that use them: parameterised, so
-// values never reach the SQL text; a field reaches it only once the API checked it against the
-// catalog (api/filters.ts validates what a caller sends).
+// List filters and orderings compiled to SQL on `records`, beside the reads that use them, with the
+// semantics of the drop-in read rule (the sandbox evaluates the same in JavaScript): a field is a
+// time column, a key of the record (`data`) or a key of its raw source object (`source_data.<key>`).
+// Everything the caller chose is a parameter: values and field names alike (`data->$n`), so no
+// caller's text ever reaches the SQL; only the two time column names do, from the table below.
 export const filterOperators = ['=', '!=', '>', '>=', '<', '<=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE', 'IN', 'NOT IN', 'BETWEEN', 'NOT BETWEEN'] as const;
 export type FilterOperator = (typeof filterOperators)[number];
 export type FilterValue = string | number | boolean;
 
-/** One predicate of a list (`filters=[{field, operator, value}]`, ANDed). `field` is a catalog field. */
+/**
+ * One predicate of a list (ANDed). `field` is a time field, a key of the record, or
+ * `source_data.<key>`. A time field's values are ISO 8601 instants (api/filters.ts normalises them).
+ */
 export interface RecordFilter {
   field: string;
   operator: FilterOperator;
   value: FilterValue | FilterValue[];
 }
 
-/** Fields that are columns of `records` (typed timestamps), not keys of `data`. */
+/** One key of a list's order (`order_by`); ties go to the next key, then to the list's own order. */
+export interface RecordOrder {
+  field: string;
+  dir: 'ASC' | 'DESC';
+}
+
+/** Fields that are columns of `records` (typed timestamps, ms precision), not keys of `data`. */
 export const timeColumns: Readonly<Record<string, string>> = { source_update_time: 'source_update_time', source_create_time: 'source_create_time' };
+
+export const sourceDataPrefix = 'source_data.';
+
+/**
+ * The raw source object of a record: `source_data` is either that object itself (projects) or the
+ * wrapper `{path, content_type, data}` around it (the rule of api/source-data.ts reshape).
+ */
+const rawSource = `(CASE WHEN jsonb_typeof(source_data) = 'object' AND source_data ? 'data' AND (source_data ? 'content_type' OR source_data ? 'path') THEN source_data->'data' ELSE source_data END)`;
+
+type Param = (value: unknown) => string;
+
+/** The field's JSON value (NULL when missing). Time fields: the text the record carries. */
+function jsonOf(field: string, p: Param): string {
+  if (field.startsWith(sourceDataPrefix)) return `(${rawSource}->${p(field.slice(sourceDataPrefix.length))}::text)`;
+  return `(data->${p(field)}::text)`;
+}
+
+/** A JSON value as text: strings themselves, numbers their JSON text, booleans true/false; else NULL. */
+const textOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) IN ('string', 'number', 'boolean') THEN ${x} #>> '{}' END)`;
+/** A JSON number as a number; anything else NULL. */
+const numberOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) = 'number' THEN (${x} #>> '{}')::numeric END)`;
 
 /** SQL for the filters, with placeholders from $offset on. */
 export function filtersSql(filters: readonly RecordFilter[], offset: number): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
-  const p = (v: unknown) => {
+  const p: Param = (v) => {
     params.push(v);
     return `$${offset + params.length - 1}`;
   };
   const parts = filters.map((f) => {
     const values = [f.value].flat();
-    const numeric = values.every((v) => typeof v === 'number');
-    const col = timeColumns[f.field]
-      ? timeColumns[f.field]!
-      : numeric
-        ? `(CASE WHEN jsonb_typeof(data->'${f.field}') = 'number' THEN (data->>'${f.field}')::numeric END)`
-        : `(data->>'${f.field}')`;
-    const cast = timeColumns[f.field] ? '::timestamptz' : numeric ? '::numeric' : '::text';
-    const v = (x: unknown) => `${p(typeof x === 'boolean' ? String(x) : x)}${cast}`;
+    const time = timeColumns[f.field];
+    if (f.operator.endsWith('LIKE')) {
+      // A pattern matches the field's text (a time field's as the record carries it), binary
+      // (COLLATE "C": ILIKE folds ASCII letters only), `\` escaping the next character.
+      const x = textOf(jsonOf(f.field, p));
+      return `${x} COLLATE "C" ${f.operator} ${p(String(values[0]))}::text`;
+    }
+    const numeric = !time && values.every((v) => typeof v === 'number');
+    const cast = time ? '::timestamptz' : numeric ? '::numeric' : '::text';
+    const x = time ? time : numeric ? numberOf(jsonOf(f.field, p)) : `${textOf(jsonOf(f.field, p))} COLLATE "C"`;
+    const v = (value: unknown) => `${p(typeof value === 'boolean' ? String(value) : value)}${cast}`;
     switch (f.operator) {
       case 'IN':
+        return `${x} = ANY(${p(values.map((value) => (typeof value === 'boolean' ? String(value) : value)))}${cast}[])`;
       case 'NOT IN':
-        return `${col} ${f.operator} (${values.map(v).join(', ')})`;
+        return `${x} <> ALL(${p(values.map((value) => (typeof value === 'boolean' ? String(value) : value)))}${cast}[])`;
       case 'BETWEEN':
       case 'NOT BETWEEN':
-        return `${col} ${f.operator} ${v(values[0])} AND ${v(values[1])}`;
-      case 'LIKE':
-      case 'NOT LIKE':
-      case 'ILIKE':
-      case 'NOT ILIKE':
-        return `${col}::text ${f.operator} ${p(String(values[0]))}::text`;
+        return `${x} ${f.operator} ${v(values[0])} AND ${v(values[1])}`;
       case '!=':
-        return `${col} IS DISTINCT FROM ${v(values[0])}`;
+        // A record without the value differs from it (IS DISTINCT FROM), as the upstream answers.
+        return `${x} IS DISTINCT FROM ${v(values[0])}`;
       default:
-        return `${col} ${f.operator} ${v(values[0])}`;
+        return `${x} ${f.operator} ${v(values[0])}`;
     }
   });
   return { sql: parts.join(' AND '), params };
+}
+
+export interface OrderColumn {
+  sql: string;
+  dir: 'ASC' | 'DESC';
+  /** A text compared binary (COLLATE "C"), wherever the column is sorted again. */
+  collateC?: boolean;
+}
+
+/**
+ * The sort expressions of an order: per key, its class first (always ascending: time values and
+ * numbers, then strings and booleans as text, then null/missing/object/array), then its value within
+ * the class in the key's direction (numbers numerically, times as instants, texts binary).
+ */
+export function orderSql(order: readonly RecordOrder[], offset: number): { columns: OrderColumn[]; params: unknown[] } {
+  const params: unknown[] = [];
+  const p: Param = (v) => {
+    params.push(v);
+    return `$${offset + params.length - 1}`;
+  };
+  const columns: OrderColumn[] = [];
+  for (const o of order) {
+    const time = timeColumns[o.field];
+    if (time) {
+      columns.push({ sql: `(CASE WHEN ${time} IS NULL THEN 2 ELSE 0 END)`, dir: 'ASC' }, { sql: time, dir: o.dir });
+      continue;
+    }
+    const x = jsonOf(o.field, p);
+    columns.push(
+      { sql: `(CASE jsonb_typeof(${x}) WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 1 ELSE 2 END)`, dir: 'ASC' },
+      { sql: numberOf(x), dir: o.dir },
+      { sql: `(CASE WHEN jsonb_typeof(${x}) IN ('string', 'boolean') THEN ${x} #>> '{}' END) COLLATE "C"`, dir: o.dir, collateC: true },
+    );
+  }
+  return { columns, params };
 }

@@ -1,7 +1,7 @@
 // Reads of mirrored records for the API, in the contract's shape. Rows come out of Postgres as JSON
 // text and are spliced into the response without a parse/serialise round trip.
 import type { Pool } from './pool.ts';
-import { filtersSql, type RecordFilter } from './record-filters.ts';
+import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './record-filters.ts';
 
 export interface ListQuery {
   accountId: string;
@@ -15,6 +15,8 @@ export interface ListQuery {
   modifiedAfter?: Date;
   /** Predicates on the records' fields, ANDed (record-filters.ts); fields already checked against the catalog. */
   filters?: readonly RecordFilter[];
+  /** Keys the list is ordered by before its own order (record-filters.ts orderSql); fields already checked. */
+  orderBy?: readonly RecordOrder[];
 }
 
 export interface ListResult {
@@ -77,13 +79,24 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     if (f.sql) where.push(f.sql);
   }
   // The page's keys first, then its objects by primary key: the rows skipped by OFFSET and the sort
-  // carry only (scope, ordinal, id), and only the page's objects are turned into text (at a large
-  // offset this is several times cheaper than sorting every object's text).
+  // carry only (scope, ordinal, id) and the sort keys, and only the page's objects are turned into
+  // text (at a large offset this is several times cheaper than sorting every object's text). A plain
+  // page (no order_by) is the index order of (account, resource, scope, ordinal).
+  let keys = '';
+  let innerOrder = '';
+  let outerOrder = '';
+  if (q.orderBy && q.orderBy.length > 0) {
+    const o = orderSql(q.orderBy, params.length + 1);
+    params.push(...o.params);
+    keys = o.columns.map((c, i) => `, ${c.sql} AS k${i}`).join('');
+    innerOrder = o.columns.map((c, i) => `k${i} ${c.dir}, `).join('');
+    outerOrder = o.columns.map((c, i) => `p.k${i}${c.collateC ? ' COLLATE "C"' : ''} ${c.dir}, `).join('');
+  }
   const sql = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope
-                 FROM (SELECT scope, ordinal, id FROM records WHERE ${where.join(' AND ')}
-                        ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4) p
+                 FROM (SELECT scope, ordinal, id${keys} FROM records WHERE ${where.join(' AND ')}
+                        ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
                  JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
-                ORDER BY p.scope, p.ordinal, p.id`;
+                ORDER BY ${outerOrder}p.scope, p.ordinal, p.id`;
   // One stream read (a single scope): its freshness as remembered (see freshnessTtlMs), else asked for.
   const cache = freshnessOf(pool);
   const now = Date.now();

@@ -499,6 +499,32 @@ export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly stri
 }
 
 /**
+ * A record the upstream just deleted at the mirror's request (the answer to a DELETE through it),
+ * soft-deleted as a pass's delete detection would mark it, with the records listed under it
+ * (`childScope`, of the `children` resources: an AP invoice's line items), which the upstream no
+ * longer serves either. One transaction; the streams it changed are noted as touched. Returns how
+ * many were marked.
+ */
+export async function markDeletedWithChildren(pool: Pool, key: StreamKey, id: string, children: { resources: readonly string[]; scope: string }): Promise<number> {
+  return inTransaction(pool, async (client) => {
+    const res = await client.query(
+      `UPDATE records SET deleted_at = now(), mirrored_at = now()
+        WHERE account_id = $1 AND deleted_at IS NULL
+          AND ((resource = $2 AND scope = $3 AND id = $4) OR (resource = ANY($5::text[]) AND scope = $6))`,
+      [key.accountId, key.resource, key.scope, id, children.resources, children.scope],
+    );
+    if ((res.rowCount ?? 0) > 0) {
+      await client.query(
+        `UPDATE streams SET touched_at = now()
+          WHERE account_id = $1 AND ((resource = $2 AND scope = $3) OR (resource = ANY($4::text[]) AND scope = $5))`,
+        [key.accountId, key.resource, key.scope, children.resources, children.scope],
+      );
+    }
+    return res.rowCount ?? 0;
+  });
+}
+
+/**
  * Writes objects the upstream just returned outside any pass (a webhook's object, the answer to a
  * write): an existing record keeps its place in the upstream order, a new one goes after every
  * known one, as the upstream appends it.

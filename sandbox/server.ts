@@ -15,6 +15,7 @@ import { resolveOptions, type SandboxOptions } from './options.ts';
 import { registerBodyParsers } from './pass-through/body-parsers.ts';
 import { registerPassthroughRoutes } from './pass-through/routes.ts';
 import { registerResourceRoutes } from './resources/routes.ts';
+import { registerWriteRoutes } from './resources/write-routes.ts';
 import { registerStorageRoutes } from './storage/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 
@@ -58,8 +59,9 @@ export async function buildSandboxApp(options: SandboxOptions): Promise<FastifyI
   registerAsyncRoutes(app, ctx, internalNonce);
   registerPassthroughRoutes(app, ctx);
   registerStorageRoutes(app, ctx);
-  // Last: its parametric paths yield to every static path above.
+  // Last: their parametric paths yield to every static path above.
   registerResourceRoutes(app, ctx);
+  registerWriteRoutes(app, ctx);
   app.addHook('onClose', async () => {
     ctx.churn.stopAll();
     await Promise.race([ctx.webhooks.drain(), new Promise((r) => setTimeout(r, 2000).unref())]);

@@ -1,11 +1,15 @@
 // Unified reads from the mirror, in the contract's shape: lists with page/per_page and exact
 // `has_more_results`, objects by id or `source_id:`, children through their parent, scoped to the
-// caller's linked account (and to `Project-Id` for project-scoped resources).
+// caller's linked account (and to `Project-Id` for project-scoped resources). The read rule
+// (read-plan.ts) decides first whether the mirror can answer a read exactly as the upstream would:
+// filters and order_by in every form, equality parameters and Project-Id narrowing are evaluated
+// here; anything else is forwarded as it came, with `{Prefix}-Warnings` saying why.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
-import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
+import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../../connectors/source-systems/index.ts';
+import { BadRequestError, NotFoundError, PayloadTooLargeError } from '../../lib/errors.ts';
 import { formatScope, resources, resourceDef, type ResourceDef } from '../../lib/resources.ts';
+import { realServiceCollections } from '../../lib/upstream-surface.ts';
 import type { AccountSummary } from '../../mirror/accounts.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import { changesSince } from '../../mirror/changes.ts';
@@ -15,7 +19,8 @@ import { assertForwardable, forward, type UpstreamTarget } from '../forward.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { ProjectIds } from '../project-ids.ts';
 import { header, type Authenticator } from '../auth.ts';
-import { parseFilters } from '../filters.ts';
+import { planGet, planList, planPagesOnly, type ReadRequest } from '../read-plan.ts';
+import type { RecordFilter } from '../../mirror/record-filters.ts';
 import { needsReshaping, reshape, sourceDataOptions } from '../source-data.ts';
 import { linkExpiry, rewriteStorageUrls } from '../storage-proxy.ts';
 
@@ -34,13 +39,42 @@ export interface ResourceRouteDeps {
   linkBase?: () => string;
 }
 
-const listQuerySchema = z.object({
-  page: z.coerce.number().int().min(1, 'page starts at 1').default(1),
-  per_page: z.coerce.number().int().min(1, 'per_page must be 1 to 1000').max(1000, 'per_page must be 1 to 1000').default(100),
-  include_deleted: z.enum(['true', 'false']).optional(),
-  modified_after: z.iso.datetime({ offset: true, message: 'modified_after must be an ISO 8601 timestamp' }).optional(),
-  filters: z.string().optional(),
-});
+/** The largest GET body a list read takes (filters and order keys: a few kilobytes at most). */
+export const maxGetBodyBytes = 1024 * 1024;
+
+/**
+ * Reads the body of a GET (Fastify parses none on a GET): the real service's clients send list
+ * filters as a JSON body on the GET. Read before the handler (preValidation), so the request's body
+ * deadline (request-timeouts.ts) covers it as it covers any buffered body; kept as the bytes that
+ * came, so a forwarded read sends them as they are.
+ */
+async function readGetBody(request: FastifyRequest): Promise<void> {
+  const h = request.headers;
+  const announced = (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined;
+  if (!announced || request.body !== undefined || request.raw.readableEnded) return;
+  if (Number(h['content-length']) > maxGetBodyBytes) throw new PayloadTooLargeError(`The body of a read is at most ${maxGetBodyBytes} bytes; send fewer filters.`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request.raw) {
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+    size += b.length;
+    if (size > maxGetBodyBytes) throw new PayloadTooLargeError(`The body of a read is at most ${maxGetBodyBytes} bytes; send fewer filters.`);
+    chunks.push(b);
+  }
+  request.body = Buffer.concat(chunks);
+}
+
+/**
+ * Paths of the upstream's own collections that an object route of the mirror would take for an id
+ * (`/vendors/compliances` is a list of the real service, not the vendor "compliances").
+ */
+const collectionsUnderObjects = new Set(realServiceCollections.map(([path]) => path).filter((path) => !path.includes('{') && path.split('/').length === 3));
+
+/** Page size as the source system serves it: its default when not asked, its largest when asked for more. */
+function pageSize(profile: SourceSystemProfile | undefined, resource: string, asked: number | undefined): number {
+  if (!profile) return asked ?? 100;
+  return Math.min(asked ?? profile.defaultPerPage, perPageFor(profile, resource));
+}
 
 function parseQuery<T>(schema: z.ZodType<T>, value: unknown): T {
   const r = schema.safeParse(value);
@@ -97,6 +131,7 @@ function sendJson(reply: FastifyReply, prefix: string, retrievedAt: Date | null,
 
 export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
   const { pool, auth, headerPrefix } = deps;
+  const debugIdHeader = `${headerPrefix}-Debug-Id`;
   const projects = deps.projects ?? new ProjectIds({ pool });
 
   /** URL fields as the storage proxy's links (resources without URL fields pass through as text). */
@@ -118,7 +153,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   async function fromUpstream(request: FastifyRequest, reply: FastifyReply, account: AccountSummary, def: ResourceDef, scopes: string[] | 'all'): Promise<FastifyReply> {
     // A target the forwarder refuses (a hostile id, a path the credential may not reach) starts nothing.
     await assertForwardable(request, deps.upstream!, { account });
-    void reply.header(`${headerPrefix}-Warnings`, `${def.name} is not mirrored yet for this scope; answered by the upstream while the mirror syncs it.`);
+    void reply.header(`${headerPrefix}-Warnings`, `answered by the upstream: scope not synced yet (${def.name} is not mirrored yet for this scope; the mirror is syncing it)`);
     const profile = knownProfile(account.sourceSystem);
     if (deps.sync && (!profile || def.name in profile.resources)) {
       let scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
@@ -128,23 +163,61 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     return forward(request, reply, deps.upstream!, { account });
   }
 
+  /** A read the mirror cannot answer exactly (read-plan.ts): forwarded as it came, saying why. */
+  async function forwarded(request: FastifyRequest, reply: FastifyReply, account: AccountSummary, reason: string): Promise<FastifyReply> {
+    if (!deps.upstream) throw new BadRequestError(`This read cannot be answered: ${reason}, and this mirror has no upstream to ask.`);
+    await assertForwardable(request, deps.upstream, { account });
+    void reply.header(`${headerPrefix}-Warnings`, `answered by the upstream: ${reason}`);
+    return forward(request, reply, deps.upstream, { account });
+  }
+
+  const readRequest = (request: FastifyRequest, def: ResourceDef): ReadRequest => ({
+    url: request.url,
+    headers: request.headers,
+    body: Buffer.isBuffer(request.body) ? request.body : undefined,
+    def,
+    ...(deps.upstream ? { apiVersion: deps.upstream.apiVersion } : {}),
+  });
+
+  /**
+   * `Project-Id` on an account-level list: narrows it to the project's records through their
+   * `project_id` (a project the account does not have is a 404, as for project-scoped resources).
+   * On a resource whose records carry no project_id the upstream may narrow through links the
+   * mirror does not hold: the read is forwarded (the reason is answered).
+   */
+  async function projectNarrowing(request: FastifyRequest, account: AccountSummary, def: ResourceDef): Promise<RecordFilter | string | undefined> {
+    if (def.scope === 'child' || scopeKindIn(knownProfile(account.sourceSystem), def.name, def.scope) !== 'account') return undefined;
+    const value = header(request, 'project-id')?.trim();
+    if (!value || value === '*') return undefined;
+    if (!def.fields.includes('project_id')) return `header Project-Id is not evaluated by the mirror on ${def.name} (its records carry no project_id)`;
+    return { field: 'project_id', operator: '=', value: await projects.resolve(account, value) };
+  }
+
   const list = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { parentId?: string } }>, reply: FastifyReply) => {
     const account = await auth.account(request);
-    const q = parseQuery(listQuerySchema, request.query);
+    const plan = planList(readRequest(request, def), debugIdHeader);
     const sd = sourceDataOptions(request.headers);
-    const filters = parseFilters(q.filters, def);
     const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);
+    if ('forward' in plan) return forwarded(request, reply, account, plan.forward);
+    const q = plan.serve;
+    const profile = knownProfile(account.sourceSystem);
+    // A source system that does not filter this resource refuses every filter form: its answer is relayed.
+    if (q.hasFilterForms && profile?.resources[def.name]?.updateTimeFilter === false) return forwarded(request, reply, account, `${profile.name} does not filter ${def.name}`);
+    const narrowing = await projectNarrowing(request, account, def);
+    if (typeof narrowing === 'string') return forwarded(request, reply, account, narrowing);
     if (deps.upstream && !(await scopeSynced(pool, account.id, def.name, scopes))) return fromUpstream(request, reply, account, def, scopes);
+    const perPage = pageSize(profile, def.name, q.perPage);
     const result = await listRecords(pool, {
       accountId: account.id,
       resource: def.name,
       scopes,
       page: q.page,
-      perPage: q.per_page,
+      perPage,
       includeSourceData: sd.include,
-      includeDeleted: q.include_deleted === 'true',
-      modifiedAfter: q.modified_after ? new Date(q.modified_after) : undefined,
-      filters,
+      includeDeleted: q.includeDeleted,
+      modifiedAfter: q.modifiedAfter,
+      filters: narrowing ? [...q.filters, narrowing] : q.filters,
+      orderBy: q.orderBy,
     });
     const link = links(request, account.id, def.name);
     const rows = result.rows.map((r, i) => link(needsReshaping(sd) ? reshape(r, sd) : r, result.rowScopes[i]!));
@@ -154,8 +227,13 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
 
   const get = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { id: string; parentId?: string } }>, reply: FastifyReply) => {
     const account = await auth.account(request);
+    if (def.scope !== 'child' && collectionsUnderObjects.has(`${def.path}/${request.params.id}`)) {
+      return forwarded(request, reply, account, `unknown resource (${def.path}/${request.params.id} is a collection the mirror does not hold)`);
+    }
+    const plan = planGet(readRequest(request, def), debugIdHeader);
     const sd = sourceDataOptions(request.headers);
     const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);
+    if ('forward' in plan) return forwarded(request, reply, account, plan.forward);
     const ref = request.params.id;
     const bySourceId = ref.startsWith('source_id:');
     const found = await getRecord(pool, {
@@ -200,9 +278,11 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     return scopes[0]!;
   }
 
-  app.get('/root-folder', async (request, reply) => {
+  app.get('/root-folder', { preValidation: readGetBody }, async (request, reply) => {
     const account = await auth.account(request);
+    const plan = planGet(readRequest(request, foldersDef), debugIdHeader);
     const scope = await oneScope(request, account);
+    if ('forward' in plan) return forwarded(request, reply, account, plan.forward);
     const sd = sourceDataOptions(request.headers);
     if (deps.upstream && !(await scopeSynced(pool, account.id, 'folders', [scope]))) return fromUpstream(request, reply, account, foldersDef, [scope]);
     const [root] = await recordsWhere(pool, { accountId: account.id, resource: 'folders', scope, field: 'parent_id', value: null, includeSourceData: sd.include });
@@ -210,9 +290,11 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     return sendJson(reply, headerPrefix, null, await folderView(request, account.id, scope, root));
   });
 
-  app.get<{ Params: { id: string } }>('/folders/:id', async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/folders/:id', { preValidation: readGetBody }, async (request, reply) => {
     const account = await auth.account(request);
+    const plan = planGet(readRequest(request, foldersDef), debugIdHeader);
     const scope = await oneScope(request, account);
+    if ('forward' in plan) return forwarded(request, reply, account, plan.forward);
     const sd = sourceDataOptions(request.headers);
     const ref = request.params.id;
     const bySourceId = ref.startsWith('source_id:');
@@ -225,10 +307,15 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   });
 
   for (const sub of ['files', 'folders'] as const) {
-    app.get<{ Params: { id: string } }>(`/folders/:id/${sub}`, async (request, reply) => {
+    app.get<{ Params: { id: string } }>(`/folders/:id/${sub}`, { preValidation: readGetBody }, async (request, reply) => {
       const account = await auth.account(request);
+      const plan = planPagesOnly(readRequest(request, foldersDef), debugIdHeader);
       const scope = await oneScope(request, account);
-      const q = parseQuery(listQuerySchema, request.query);
+      if ('forward' in plan) return forwarded(request, reply, account, plan.forward);
+      const q = plan.serve;
+      // Not synced (or not served by the account's source system at all): the upstream answers.
+      if (deps.upstream && !(await scopeSynced(pool, account.id, sub, [scope]))) return fromUpstream(request, reply, account, resourceDef(sub)!, [scope]);
+      const perPage = pageSize(knownProfile(account.sourceSystem), sub, q.perPage);
       const sd = sourceDataOptions(request.headers);
       const folderId = await resolveId(pool, account.id, 'folders', scope, request.params.id);
       if (!folderId) throw new NotFoundError(`No folder ${request.params.id} in this account.`);
@@ -238,7 +325,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
         resource: sub,
         scopes: [scope],
         page: q.page,
-        perPage: q.per_page,
+        perPage,
         includeSourceData: sd.include,
         filters: [{ field, operator: '=', value: folderId }],
       });
@@ -280,15 +367,16 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     });
   });
 
+  const reads = { preValidation: readGetBody };
   for (const def of resources) {
     if (def.scope === 'child') {
       const parent = resourceDef(def.parent!)!;
-      app.get(`${parent.path}/:parentId/${def.path}`, list(def));
-      app.get(`${parent.path}/:parentId/${def.path}/:id`, get(def));
+      app.get<{ Params: { parentId: string } }>(`${parent.path}/:parentId/${def.path}`, reads, list(def));
+      app.get<{ Params: { id: string; parentId: string } }>(`${parent.path}/:parentId/${def.path}/:id`, reads, get(def));
     } else {
-      app.get(def.path, list(def));
+      app.get<{ Params: { parentId?: string } }>(def.path, reads, list(def));
       // A folder is served with its files and subfolders (above).
-      if (def.name !== 'folders') app.get(`${def.path}/:id`, get(def));
+      if (def.name !== 'folders') app.get<{ Params: { id: string } }>(`${def.path}/:id`, reads, get(def));
     }
   }
 }

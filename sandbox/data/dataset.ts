@@ -1,13 +1,15 @@
 // The data of every linked account, computed on demand: record i of a list is a pure function of
 // (seed, account, resource, scope, i), with the live-mutation overlay applied on top. Nothing is
 // materialised, so a list can hold any number of records and one page costs only its own records.
+import { BadRequestError } from '../../lib/errors.ts';
 import { childSpecs, isChild, listSize, type ResourceName } from './catalog.ts';
-import type { Filter } from './filters.ts';
-import { matchesFilters } from './filters.ts';
+import type { Filter, FieldRef, OrderKey, SortKey } from './filters.ts';
+import { compareSortKeys, instantOf, matchesFilters, passes, sortKeyOf, timeOnly } from './filters.ts';
 import { generate, type Fields, type GenInput } from './generators.ts';
 import { isoSeconds } from './iso-time.ts';
 import { OverlayStore, type CreatedRecord, type ListOverlay } from './overlay.ts';
 import { hash128, hash32, Rng, uuidFromKey } from './random.ts';
+import { rawObject } from './raw-source.ts';
 import { sourceIdOf } from './source-ids.ts';
 import type { SourceSystemProfile } from '../source-systems/profiles.ts';
 
@@ -69,7 +71,28 @@ export interface ListOptions {
   offset: number;
   limit: number;
   filters?: readonly Filter[];
+  orderBy?: readonly OrderKey[];
 }
+
+/** One record of a selection: its scope (index into the list's scopes) and its entry there. */
+interface Selected {
+  s: number;
+  e: number | CreatedRecord;
+}
+
+/**
+ * Selections (filtered on record fields, or ordered) kept for paging through them: each page of a
+ * 200,000-record list would otherwise make every record again. Few, since each holds an entry per
+ * selected record.
+ */
+const MAX_SELECTIONS = 8;
+
+/**
+ * Records a selection may make to read fields other than the timestamps: about 10 µs each, so a
+ * million is some 10 s of one core before the first page. Past it the request is refused (400)
+ * and told to narrow the list by time first, rather than left to time out.
+ */
+export const MAX_RECORDS_MADE = 1_000_000;
 
 const EPOCH_S = Date.UTC(2023, 0, 1) / 1000;
 const DAY_S = 86_400;
@@ -104,6 +127,8 @@ export class Dataset {
   private urlsIssued = 0;
   /** Resources whose records carry storage URLs: never keyed. */
   private readonly volatile = new Set<ResourceName>();
+  /** Recent selections by list and query, valid while the overlay version they were made at stands. */
+  private readonly selections = new Map<string, { version: number; selected: Selected[] }>();
 
   constructor(private readonly opts: DatasetOptions) {}
 
@@ -267,11 +292,33 @@ export class Dataset {
       this.volatile.add(resource);
       visitor.item(fields, null, i);
     };
+    const filters = options.filters ?? [];
+    if ((options.orderBy?.length ?? 0) > 0 || !timeOnly(filters)) {
+      const selected = this.selection(acct, resource, scopes, filters, options.orderBy ?? []);
+      const gens: Array<((i: number) => Fields) | undefined> = [];
+      const lists: string[] = [];
+      for (let k = options.offset; k < selected.length && returned < options.limit; k++, returned++) {
+        const { s, e } = selected[k]!;
+        if (typeof e !== 'number') {
+          visitor.item({ ...e.fields }, null, -1);
+          continue;
+        }
+        const scope = scopes[s]!;
+        const gen = (gens[s] ??= this.generator(acct, resource, scope));
+        const listKey = (lists[s] ??= this.listKey(acct, resource, scope));
+        const p = this.overlay.get(listKey)?.patches.get(e);
+        if (!p) generated(gen, listKey, e);
+        else {
+          const base = gen(e);
+          visitor.item({ ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt }, null, e);
+        }
+      }
+      return { returned, total: selected.length };
+    }
     for (const scope of scopes) {
       const n = this.count(acct, resource, scope);
       const listKey = this.listKey(acct, resource, scope);
       const o = this.overlay.get(listKey);
-      const filters = options.filters ?? [];
       if (!o && filters.length === 0) {
         // Fast path: pure arithmetic over indices.
         total += n;
@@ -302,6 +349,82 @@ export class Dataset {
       skip = Math.max(0, skip - entries.length);
     }
     return { returned, total };
+  }
+
+  /**
+   * The records of a list that pass `filters`, in `orderBy`'s order (ties in the list's own order),
+   * as scope and entry. Time filters are tried first, on timestamps alone; a record is made only
+   * when a filter or an order key reads one of its other fields.
+   */
+  private selection(acct: DataAccount, resource: ResourceName, scopes: readonly Scope[], filters: readonly Filter[], orderBy: readonly OrderKey[]): Selected[] {
+    const cacheKey = `${scopes.map((sc) => this.listKey(acct, resource, sc)).join(',')}\n${JSON.stringify(filters.map((f) => [f.field, f.operator, f.value]))}\n${JSON.stringify(orderBy.map((k) => [k.field, k.desc]))}`;
+    const version = this.overlay.version;
+    const hit = this.selections.get(cacheKey);
+    if (hit && hit.version === version) {
+      // Most recently used last: the first key is the one to drop.
+      this.selections.delete(cacheKey);
+      this.selections.set(cacheKey, hit);
+      return hit.selected;
+    }
+    const timeFilters = filters.filter((f) => f.ref.kind === 'time');
+    const fieldFilters = filters.filter((f) => f.ref.kind !== 'time');
+    const makes = fieldFilters.length > 0 || orderBy.some((k) => k.ref.kind !== 'time');
+    const profile = acct.profile;
+    // First the timestamps alone: which records a time filter keeps, before any is made.
+    const lists = scopes.map((scope) => {
+      const n = this.count(acct, resource, scope);
+      const o = this.overlay.get(this.listKey(acct, resource, scope));
+      const sk = scopeKey(scope);
+      let entries: ReadonlyArray<number | CreatedRecord> | null = o ? this.entries(o, n) : null;
+      if (timeFilters.length > 0) {
+        const all = entries ?? Array.from({ length: n }, (_, i) => i);
+        entries = all.filter((e) => passes(timeFilters, (ref) => instantOf(this.entryTimes(acct, resource, sk, e, o)[ref.kind === 'time' ? (ref.name as 'source_create_time' | 'source_update_time') : 'source_update_time'])));
+      }
+      return { scope, n, o, sk, entries };
+    });
+    const candidates = lists.reduce((sum, l) => sum + (l.entries ? l.entries.length : l.n), 0);
+    if (makes && candidates > MAX_RECORDS_MADE) {
+      throw new BadRequestError(
+        `Filters and order_by on fields other than source_create_time and source_update_time are evaluated over at most ${MAX_RECORDS_MADE} records; this list has ${candidates}` +
+          ' (after its time filters): narrow it with a source_update_time or source_create_time filter',
+      );
+    }
+    const keyed: Array<Selected & { key: SortKey | null }> = [];
+    for (let s = 0; s < lists.length; s++) {
+      const { scope, n, o, sk, entries } = lists[s]!;
+      const gen = this.generator(acct, resource, scope);
+      const size = entries ? entries.length : n;
+      for (let k = 0; k < size; k++) {
+        const e = entries ? entries[k]! : k;
+        let fields: Fields | null = null;
+        let raw: Fields | null = null;
+        const record = (): Fields => {
+          if (fields) return fields;
+          if (typeof e !== 'number') return (fields = e.fields);
+          const base = gen(e);
+          const p = o?.patches.get(e);
+          return (fields = p ? { ...base, ...p.patch, id: base.id, source_update_time: p.updatedAt } : base);
+        };
+        const valueOf = (ref: FieldRef): unknown => {
+          switch (ref.kind) {
+            case 'time':
+              return instantOf(fields ? fields[ref.name] : this.entryTimes(acct, resource, sk, e, o)[ref.name as 'source_create_time' | 'source_update_time']);
+            case 'field':
+              return record()[ref.name] ?? null;
+            case 'source':
+              return (raw ??= rawObject(profile, resource, record()))[ref.key] ?? null;
+          }
+        };
+        if (fieldFilters.length > 0 && !passes(fieldFilters, valueOf)) continue;
+        keyed.push({ s, e, key: orderBy.length > 0 ? sortKeyOf(orderBy, valueOf) : null });
+      }
+    }
+    // Array#sort is stable: records the keys do not tell apart stay in the list's own order.
+    if (orderBy.length > 0) keyed.sort((a, b) => compareSortKeys(orderBy, a.key!, b.key!));
+    const selected: Selected[] = keyed.map(({ s, e }) => ({ s, e }));
+    this.selections.set(cacheKey, { version, selected });
+    if (this.selections.size > MAX_SELECTIONS) this.selections.delete(this.selections.keys().next().value!);
+    return selected;
   }
 
   /** Every record of a small list (children, a folder's contents). */

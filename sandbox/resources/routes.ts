@@ -1,22 +1,22 @@
-// The unified endpoints: lists, single objects (by id or `source_id:<x>`), children, folder trees,
-// and writes for the resource/source pairs that allow them.
+// The unified endpoints' reads: lists, single objects (by id or `source_id:<x>`), children, folder
+// trees. Writes are in write-routes.ts.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
 import { childOf, childSpecs, isTopLevel, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
 import type { PageVisitor, Ref, Scope } from '../data/dataset.ts';
-import { parseFilters } from '../data/filters.ts';
+import { compareSortKeys, compileFilter, fieldResolver, instantOf, passes, sortKeyOf, type FieldRef, type Filter, type OrderKey } from '../data/filters.ts';
 import type { Fields } from '../data/generators.ts';
-import type { PathContext } from '../data/raw-source.ts';
+import { rawObject, type PathContext } from '../data/raw-source.ts';
+import { narrowsByProject, recordFields } from '../data/record-fields.ts';
 import { hasFault } from '../faults/apply.ts';
 import { endlessPage } from '../faults/hostile-bodies.ts';
-import { NotSupportedError } from '../http/errors.ts';
 import { accountOf } from '../http/request-state.ts';
 import { headerValue } from '../http/validate.ts';
-import { applyChange } from '../webhooks/changes.ts';
+import { listQuery, readListBody } from './list-query.ts';
 import { pageMeta, parsePage } from './pagination.ts';
-import { pathContext, scopesFor, supportOf } from './scope.ts';
+import { findProject, pathContext, scopesFor, supportOf } from './scope.ts';
 import { sendJson } from './json-page.ts';
 import { isPooled, JsonWriter, releaseBuffer } from './json-writer.ts';
 import type { Segment } from './record-cache.ts';
@@ -36,8 +36,24 @@ function topLevel(request: FastifyRequest, name: string): TopLevelResource {
   return name;
 }
 
+/** A list's filters and order applied to records held in memory (a folder's files and subfolders). */
+function selectRecords(account: LinkedAccount, resource: ResourceName, records: Fields[], filters: readonly Filter[], orderBy: readonly OrderKey[]): Fields[] {
+  if (filters.length === 0 && orderBy.length === 0) return records;
+  const rows: Array<{ fields: Fields; key: ReturnType<typeof sortKeyOf> | null }> = [];
+  for (const fields of records) {
+    let raw: Fields | null = null;
+    const valueOf = (ref: FieldRef): unknown =>
+      ref.kind === 'time' ? instantOf(fields[ref.name]) : ref.kind === 'field' ? (fields[ref.name] ?? null) : ((raw ??= rawObject(account.profile, resource, fields))[ref.key] ?? null);
+    if (passes(filters, valueOf)) rows.push({ fields, key: orderBy.length > 0 ? sortKeyOf(orderBy, valueOf) : null });
+  }
+  if (orderBy.length > 0) rows.sort((a, b) => compareSortKeys(orderBy, a.key!, b.key!));
+  return rows.map((r) => r.fields);
+}
+
 export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const opts = { config: { kind: 'account' as const } };
+  // Lists read a body sent with the GET (filters and order_by in it).
+  const listOpts = { ...opts, preValidation: readListBody };
   const d = ctx.dataset;
   const records = ctx.records;
   /** Bytes per served record lately: the first guess at a page's size. */
@@ -52,14 +68,35 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     void reply.header(ctx.headers.dataRetrievedAt, new Date().toISOString());
   }
 
-  /** One page of a list over its scopes, with filters, pagination meta and fault quirks. */
-  function listPage(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: ResourceName, scopes: Scope[], parentResource?: ResourceName) {
-    const query = request.query as Record<string, unknown>;
-    const page = parsePage(query, account.profile);
-    const filters = parseFilters(query.filters);
-    if (filters.length > 0 && !supportOf(account, resource).filterable) {
+  /**
+   * What a list asks for besides its page: its filters (every form), order keys and equality
+   * parameters, and `narrowing` (Project-Id on an account-level list) ANDed with them.
+   */
+  function listSelection(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, narrowing: readonly Filter[] = []): { filters: Filter[]; orderBy: OrderKey[] } {
+    const asked = listQuery(request, resource, fieldResolver(resource, recordFields(resource)));
+    if (asked.filters.length > 0 && !supportOf(account, resource).filterable) {
       throw new BadRequestError(`Filters on ${resource} are not supported by ${account.profile.name}`);
     }
+    return { filters: [...asked.filters, ...asked.parameters, ...narrowing], orderBy: asked.orderBy };
+  }
+
+  /**
+   * `Project-Id` on an account-level list whose records have a project (AP invoices): only that
+   * project's records. `*` or no header: all of them.
+   */
+  function projectNarrowing(request: FastifyRequest, account: LinkedAccount, resource: TopLevelResource): Filter[] {
+    if (supportOf(account, resource).scope === 'project' || !narrowsByProject(resource)) return [];
+    const raw = headerValue(request.headers, 'project-id')?.trim();
+    if (!raw || raw === '*') return [];
+    const project = findProject(ctx, account, request, raw);
+    return [compileFilter({ field: 'project_id', operator: '=', value: project.id }, 'Project-Id', fieldResolver(resource, recordFields(resource)))];
+  }
+
+  /** One page of a list over its scopes, with filters, order, pagination meta and fault quirks. */
+  function listPage(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: ResourceName, scopes: Scope[], parentResource?: ResourceName, narrowing: readonly Filter[] = []) {
+    const query = request.query as Record<string, unknown>;
+    const page = parsePage(query, account.profile);
+    const { filters, orderBy } = listSelection(request, account, resource, narrowing);
     if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
     // Pages that cycle: 1, 2, 1, 2, ... each saying there is more.
     const alternating = hasFault(request, 'alternating-pages');
@@ -108,7 +145,7 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     };
     if (cached) visitor.has = (list, index) => (held = records.find(segmentOf(list), index)) >= 0;
     const start = w.at;
-    const { returned, total } = d.eachInPage(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters }, visitor);
+    const { returned, total } = d.eachInPage(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters, orderBy }, visitor);
     if (returned > 0) recordBytes = Math.max(256, Math.round((w.at - start) / returned));
     const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
     const lie = hasFault(request, 'lying-has-more');
@@ -147,12 +184,12 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     return folderView(request, account, scope!, d.find(account, 'folders', scope!, String(root.id))!);
   });
 
-  app.get('/:resource', opts, async (request, reply) => {
+  app.get('/:resource', listOpts, async (request, reply) => {
     const { resource: name } = request.params as Params;
     const resource = topLevel(request, name);
     const account = accountOf(request.svc);
     const scopes = scopesFor(ctx, account, request, resource, true);
-    return listPage(request, reply, account, resource, scopes);
+    return listPage(request, reply, account, resource, scopes, undefined, projectNarrowing(request, account, resource));
   });
 
   app.get('/:resource/:id', opts, async (request, reply) => {
@@ -166,14 +203,16 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
   });
 
   /** Children (line items, versions) and a folder's files and subfolders. */
-  app.get('/:resource/:id/:sub', opts, async (request, reply) => {
+  app.get('/:resource/:id/:sub', listOpts, async (request, reply) => {
     const { resource: name, id, sub } = request.params as Params;
     const resource = topLevel(request, name);
     const account = accountOf(request.svc);
     if (resource === 'folders' && (sub === 'files' || sub === 'folders')) {
       const { scope, ref } = parentOf(account, request, 'folders', id!);
-      const all = sub === 'files' ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id) : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
       const page = parsePage(request.query as Record<string, unknown>, account.profile);
+      const { filters, orderBy } = listSelection(request, account, sub);
+      const contents = sub === 'files' ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id) : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
+      const all = selectRecords(account, sub, contents, filters, orderBy);
       const items = all.slice(page.offset, page.offset + page.perPage);
       dataHeaders(reply);
       return { data: items.map((f) => render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)), meta: pageMeta(account.profile, page, items.length, all.length) };
@@ -199,77 +238,4 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     dataHeaders(reply);
     return render(request, account, child, childScope, found.fields, resource);
   });
-
-  // Writes, for the pairs a source system allows: create, update (PATCH or PUT), through the same
-  // path as admin mutations, so webhooks fire.
-  function writable(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, verb: string): void {
-    const s = supportOf(account, resource);
-    if (!s.writable) throw new NotSupportedError(`${verb} ${resource} is not supported by ${account.profile.name}`);
-  }
-
-  /** Reference fields accept `source_id:<x>` like every place that takes a service UUID. */
-  const referenceTargets: Record<string, TopLevelResource> = {
-    cost_code_id: 'cost-codes',
-    vendor_id: 'vendors',
-    customer_id: 'customers',
-    project_id: 'projects',
-    folder_id: 'folders',
-    opportunity_id: 'opportunities',
-  };
-
-  function resolveReferences(request: FastifyRequest, account: LinkedAccount, resource: TopLevelResource, fields: Fields): void {
-    for (const [key, value] of Object.entries(fields)) {
-      if (typeof value !== 'string' || !value.startsWith('source_id:')) continue;
-      const target = key === 'parent_id' ? resource : referenceTargets[key];
-      if (!target || !account.profile.resources[target]) continue;
-      const [scope] = scopesFor(ctx, account, request, target, false);
-      const found = d.find(account, target, scope!, value);
-      if (!found) throw new BadRequestError(`${key}: no ${target} has ${value}`);
-      fields[key] = found.id;
-    }
-  }
-
-  function checkFields(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: TopLevelResource, body: unknown): Fields {
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new BadRequestError('The body must be a JSON object');
-    const fields = { ...(body as Fields) };
-    delete fields.source_data;
-    resolveReferences(request, account, resource, fields);
-    const prohibited = Object.keys(fields).filter((k) => account.profile.resources[resource]?.unsupportedFields?.includes(k));
-    if (prohibited.length > 0) {
-      if (headerValue(request.headers, 'ignore-prohibited-fields')?.toLowerCase() !== 'true') {
-        throw new BadRequestError(`${account.profile.name} does not support the field(s) ${prohibited.join(', ')} on ${resource}; send Ignore-Prohibited-Fields: true to drop them`);
-      }
-      for (const k of prohibited) delete fields[k];
-      void reply.header(ctx.headers.warnings, `Ignored unsupported field(s): ${prohibited.join(', ')}`);
-    }
-    return fields;
-  }
-
-  app.post('/:resource', opts, async (request, reply) => {
-    const { resource: name } = request.params as Params;
-    const resource = topLevel(request, name);
-    const account = accountOf(request.svc);
-    writable(request, account, resource, 'Creating');
-    const [scope] = scopesFor(ctx, account, request, resource, false);
-    const created = applyChange(ctx, account, resource, scope!, { op: 'create', object: checkFields(request, reply, account, resource, request.body) })!;
-    const view = render(request, account, resource, scope!, created);
-    dataHeaders(reply);
-    // The contract shows budget line item creation answering a one-item list.
-    if (resource === 'budget-line-items') return reply.code(201).send({ data: [view], meta: { current_page: 1, has_more_results: false } });
-    return reply.code(201).send(view);
-  });
-
-  const update = async (request: FastifyRequest, reply: FastifyReply) => {
-    const { resource: name, id } = request.params as Params;
-    const resource = topLevel(request, name);
-    const account = accountOf(request.svc);
-    writable(request, account, resource, 'Updating');
-    const [scope] = scopesFor(ctx, account, request, resource, false);
-    const updated = applyChange(ctx, account, resource, scope!, { op: 'update', id: id!, patch: checkFields(request, reply, account, resource, request.body) });
-    if (!updated) throw new NotFoundError(`${resource} ${id} not found`);
-    dataHeaders(reply);
-    return render(request, account, resource, scope!, updated);
-  };
-  app.patch('/:resource/:id', opts, update);
-  app.put('/:resource/:id', opts, update);
 }

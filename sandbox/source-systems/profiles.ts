@@ -7,7 +7,7 @@ export interface ResourceSupport {
   scope?: 'account' | 'project';
   /** Whether list filters on source_update_time / source_create_time are accepted. */
   filterable?: boolean;
-  /** Whether the unified POST / PATCH endpoints write it. */
+  /** Whether the unified writes reach it (those its collection path offers: resources/write-routes.ts). */
   writable?: boolean;
   /** Unified fields this system does not fill: answered as null. */
   unsupportedFields?: readonly string[];
@@ -61,10 +61,10 @@ const construction: Partial<Record<ResourceName, ResourceSupport>> = {
   'drawing-versions': { filterable: true },
   documents: { scope: 'project', filterable: true },
   'specification-sections': { scope: 'project', filterable: true },
-  photos: { scope: 'project', filterable: true },
-  folders: { scope: 'project', filterable: true },
-  files: { scope: 'project', filterable: true },
-  'file-versions': { filterable: true },
+  photos: { scope: 'project', filterable: true, writable: true },
+  folders: { scope: 'project', filterable: true, writable: true },
+  files: { scope: 'project', filterable: true, writable: true },
+  'file-versions': { filterable: true, writable: true },
 };
 
 export const sourceSystemProfiles: readonly SourceSystemProfile[] = [
@@ -185,7 +185,7 @@ export const sourceSystemProfiles: readonly SourceSystemProfile[] = [
       customers: { scope: 'account', filterable: true, writable: true },
       vendors: { scope: 'account', filterable: true, writable: true },
       'ap-invoices': { scope: 'account', filterable: true, writable: true, unsupportedFields: ['retention_amount', 'retention_percent', 'misc_amount'] },
-      'ap-invoice-line-items': { filterable: true },
+      'ap-invoice-line-items': { filterable: true, writable: true },
     },
     rateLimit: { limit: 500, windowMs: 60_000 },
     crossCompany: false,
@@ -211,7 +211,7 @@ export const sourceSystemProfiles: readonly SourceSystemProfile[] = [
       customers: { scope: 'account', filterable: true, writable: true, unsupportedFields: ['balance', 'tax_code_id', 'terms'] },
       leads: { scope: 'account', filterable: true, writable: true },
       opportunities: { scope: 'account', filterable: true, writable: true },
-      activities: { scope: 'account', filterable: true },
+      activities: { scope: 'account', filterable: true, writable: true },
     },
     rateLimit: { limit: 100, windowMs: 10_000 },
     crossCompany: false,
