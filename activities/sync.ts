@@ -20,6 +20,7 @@ import type { Pool } from '../mirror/pool.ts';
 import { crossProjectSupport, rememberCrossProject } from '../mirror/cross-project.ts';
 import { CrossProjectScopeError, crossProjectKey, finishPass, keepUnchangedPage, knownPages, retireRemovedProjects, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
 import { beginOrResumePass, committedPageIds, markStreamFailed, parentsToRefresh, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
+import { defaultPollingPolicy, pollingDecision, pollingDecisions, recordPoll, webhookCoverage, type PollDecision, type PollingPolicy, type WebhookCoverage } from '../mirror/polling.ts';
 import { asActivity } from './failures.ts';
 import { PageHistory, storedFingerprint } from './page-history.ts';
 
@@ -30,6 +31,8 @@ export interface SyncDeps {
   logger: Logger;
   /** Most pages one pass of a stream may take (SYNC_MAX_PAGES_PER_PASS); default {@link defaultMaxPagesPerPass}. */
   maxPagesPerPass?: number;
+  /** The incremental and full passes' periods (SYNC_INCREMENTAL_MINUTES, SYNC_FULL_HOURS): adaptive polling's bounds. */
+  polling?: PollingPolicy;
 }
 
 /** Far past any real stream: 100 million records at 1000 a page. */
@@ -92,6 +95,11 @@ export interface SyncSliceInput extends StreamSpec {
    * still being produced ends the slice with `waitAsync`. Otherwise the slice polls in place.
    */
   asyncPages?: boolean;
+  /**
+   * An account's scheduled incremental pass (not a targeted one): a stream that is not due
+   * (mirror/polling.ts: webhook-covered, here) is left to a later pass, asking the upstream nothing.
+   */
+  adaptive?: boolean;
 }
 
 export interface SliceCounts {
@@ -108,6 +116,8 @@ export interface SyncSliceResult extends SliceCounts {
   generation: number;
   /** The next page is an upstream async request still running: poll again after a timer. */
   waitAsync?: { id: string; expiresAt: number | null };
+  /** The stream was not due (an adaptive pass), and why: nothing was asked. */
+  notDue?: string;
 }
 
 export interface PlannedResource {
@@ -167,10 +177,17 @@ export interface SweepInput {
   items: SweepItem[];
   /** Streams synced at once (default 4). */
   concurrency?: number;
+  /**
+   * An account's scheduled incremental pass: streams not due (mirror/polling.ts) are skipped, asking
+   * the upstream nothing. Targeted passes list what they name.
+   */
+  adaptive?: boolean;
 }
 
 export interface SweepResult extends SliceCounts {
   streams: number;
+  /** Of them, streams skipped as not due (an adaptive pass). */
+  notDue: number;
   /** Streams that failed for good (the others went on). */
   failed: { resource: string; scope: string; error: string }[];
 }
@@ -203,6 +220,7 @@ const scopeOrder: Record<ScopeKind, number> = { account: 0, project: 1, child: 2
 export function createSyncActivities(deps: SyncDeps) {
   const { upstream, pool, accounts, logger: log } = deps;
   const pageBound = deps.maxPagesPerPass ?? defaultMaxPagesPerPass;
+  const polling = deps.polling ?? defaultPollingPolicy;
   /** Passes' page histories between their slices, by pass (most recently used last). */
   const histories = new Map<string, PageHistory>();
 
@@ -307,19 +325,33 @@ export function createSyncActivities(deps: SyncDeps) {
      * so that Temporal retries it.
      */
     async sweepScopes(input: SweepInput): Promise<SweepResult> {
-      const totals: SweepResult = { ...emptyCounts(), streams: 0, failed: [] };
+      const totals: SweepResult = { ...emptyCounts(), streams: 0, notDue: 0, failed: [] };
       const ctx = activityContext();
       const limit = pLimit(input.concurrency ?? 4);
       let done = 0;
       const beat = setInterval(() => ctx?.heartbeat({ done }), 5_000);
       try {
+        const coverage = await webhookCoverage(pool, input.accountId);
+        // Which streams an adaptive pass lists (a retried sweep decides again: the streams it finished
+        // are this pass's, so due and done).
+        const decisions =
+          input.adaptive && input.mode === 'incremental'
+            ? await pollingDecisions(pool, { accountId: input.accountId, passKey: input.passKey, streams: input.items, policy: polling, coverage })
+            : new Map<string, PollDecision>();
         // Every stream ends (or fails) before the sweep does: a retry must not race a stream still running.
         const settled = await Promise.allSettled(
           input.items.map((item) =>
             limit(async () => {
+              const decision = pollingDecision(decisions, item.resource, item.scope);
+              if (!decision.due) {
+                totals.notDue++;
+                totals.streams++;
+                ctx?.heartbeat({ done: ++done });
+                return;
+              }
               const spec: SyncSliceInput = { accountId: input.accountId, ...item, passKey: input.passKey, mode: input.mode };
               const key = { accountId: input.accountId, resource: item.resource, scope: item.scope };
-              const failed = await streamToEnd(spec, key, totals);
+              const failed = await streamToEnd(spec, key, totals, { coverage, ...(decision.event ? { event: true } : {}) });
               if (failed !== undefined) totals.failed.push({ resource: item.resource, scope: item.scope, error: failed });
               totals.streams++;
               ctx?.heartbeat({ done: ++done });
@@ -348,10 +380,18 @@ export function createSyncActivities(deps: SyncDeps) {
     async syncSlice(input: SyncSliceInput): Promise<SyncSliceResult> {
       const key = { accountId: input.accountId, resource: input.resource, scope: input.scope };
       try {
+        let coverage: WebhookCoverage | undefined;
+        if (input.adaptive && input.mode === 'incremental') {
+          coverage = await webhookCoverage(pool, input.accountId);
+          const decisions = await pollingDecisions(pool, { accountId: input.accountId, passKey: input.passKey, streams: [key], policy: polling, coverage });
+          const decision = pollingDecision(decisions, key.resource, key.scope);
+          if (!decision.due) return { ...emptyCounts(), done: true, generation: 0, notDue: decision.reason ?? 'not due' };
+        }
         const result = await syncSlice(input, key);
         if (result.done && input.scope === allProjectsScope) {
           await rememberCrossProject(pool, (await accounts.get(input.accountId)).sourceSystem, input.resource, true);
         }
+        if (result.done) await notePoll(key, { coverage: coverage ?? (await webhookCoverage(pool, input.accountId)) });
         return result;
       } catch (caught) {
         let error = caught;
@@ -408,18 +448,38 @@ export function createSyncActivities(deps: SyncDeps) {
    * recorded on the stream; a permanent one is returned (its message), a transient one thrown, so the
    * activity fails and Temporal retries it.
    */
-  async function streamToEnd(spec: SyncSliceInput, key: { accountId: string; resource: string; scope: string }, totals: Record<(typeof countKeys)[number], number>): Promise<string | undefined> {
+  async function streamToEnd(
+    spec: SyncSliceInput,
+    key: { accountId: string; resource: string; scope: string },
+    totals: Record<(typeof countKeys)[number], number>,
+    poll: { coverage?: WebhookCoverage; event?: boolean } = {},
+  ): Promise<string | undefined> {
     try {
       for (;;) {
         const r = await syncSlice(spec, key);
         for (const k of countKeys) totals[k] += r[k];
-        if (r.done) return undefined;
+        if (r.done) {
+          await notePoll(key, poll);
+          return undefined;
+        }
       }
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       await markStreamFailed(pool, key, message).catch(() => undefined);
       if (error instanceof MirrorError && !error.retryable) return message;
       throw error;
+    }
+  }
+
+  /**
+   * Counts a completed pass as a poll of its stream and writes when it is due next (mirror/polling.ts).
+   * The pass is done whatever happens here: a failure only leaves the stream due at the next pass.
+   */
+  async function notePoll(key: { accountId: string; resource: string; scope: string }, o: { coverage?: WebhookCoverage; event?: boolean }): Promise<void> {
+    try {
+      await recordPoll(pool, key, { policy: polling, covered: o.coverage?.covers(key.resource, key.scope) ?? false, ...(o.event ? { event: true } : {}) });
+    } catch (error) {
+      log.warn({ resource: key.resource, scope: key.scope, err: error }, 'could not record the poll of a stream; it is due at the next pass');
     }
   }
 

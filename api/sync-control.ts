@@ -17,6 +17,8 @@ export interface AccountSyncSummary {
   failed: { resource: string; scope: string; error?: string }[];
   records: number;
   byResource: Record<string, number>;
+  /** Streams an incremental pass left alone as not due (adaptive polling). */
+  notDue?: number;
 }
 
 /** The account pass by its workflow type's name, typed here so handles' results are typed too. */

@@ -8,6 +8,7 @@ import { buildApp } from '../api/app.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import type { Config } from '../lib/config.ts';
+import { workerIdentity } from '../lib/build-info.ts';
 import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
@@ -42,6 +43,8 @@ export async function startWorker(services: Services, options: { address?: strin
   const connection = await NativeConnection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
   const worker = await Worker.create({
     connection,
+    // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
+    identity: workerIdentity(),
     namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
     taskQueue: options.taskQueue ?? config.TEMPORAL_TASK_QUEUE,
     workflowBundle: { codePath: await workflowBundlePath() },
@@ -56,6 +59,8 @@ export async function startWorker(services: Services, options: { address?: strin
       asyncRequests: new AsyncRequestStore(services.prisma),
       encryptionKey: services.keys.encryptionKey,
       maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
+      // The schedules' periods (api/sync-control.ts): the shortest and longest intervals of adaptive polling.
+      polling: { incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000, fullMs: config.SYNC_FULL_HOURS * 3_600_000 },
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),

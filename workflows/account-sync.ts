@@ -73,6 +73,8 @@ export interface AccountSyncResult {
   byResource: Record<string, number>;
   /** Records of projects the full pass no longer found, marked deleted. */
   deletedWithProjects?: number;
+  /** Streams an incremental pass left alone as not due (adaptive polling: mirror/polling.ts). */
+  notDue?: number;
 }
 
 interface Spec {
@@ -91,6 +93,10 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   const result: AccountSyncResult = { accountId: input.accountId, streams: 0, failed: [], records: 0, byResource: {} };
 
   const plan = await planAccount({ accountId: input.accountId });
+  // An account's own incremental pass polls adaptively: the activities skip streams that are not due
+  // (mirror/polling.ts). A targeted pass lists what it names. Passes begun before this replay as they ran.
+  const adaptive = mode === 'incremental' && input.resource === undefined && input.scope === undefined && patched('adaptive-polling');
+  const adaptiveFlag = adaptive ? { adaptive: true } : {};
   const kindOf = new Map(plan.resources.map((r) => [r.name, r.scope]));
   const wanted = (r: string) =>
     kindOf.has(r) && (input.resource === undefined || input.resource === r || r === 'projects' || resourceDef(input.resource)?.parent === r);
@@ -103,7 +109,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
     try {
       const totals = await executeChild(streamSyncWorkflow, {
         workflowId: streamWorkflowId(input.accountId, spec.resource, spec.scope),
-        args: [{ accountId: input.accountId, ...spec, passKey, mode }],
+        args: [{ accountId: input.accountId, ...spec, passKey, mode, ...adaptiveFlag }],
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
       });
       progress.records += totals.records;
@@ -156,7 +162,8 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
     progress.streamsTotal += items.length;
     result.streams += items.length;
     try {
-      const r = await sweepScopes({ accountId: input.accountId, passKey, mode, items });
+      const r = await sweepScopes({ accountId: input.accountId, passKey, mode, items, ...adaptiveFlag });
+      if (r.notDue) result.notDue = (result.notDue ?? 0) + r.notDue;
       progress.records += r.records;
       result.records += r.records;
       // A sweep holds one resource's streams.

@@ -14,6 +14,7 @@ import {
   type RecentError,
   type StreamProgressRow,
 } from '../../mirror/metrics-overview.ts';
+import { pollingOverview, type DueStream, type PollingGroup } from '../../mirror/status.ts';
 import { accountSyncWorkflowId, streamWorkflowId } from '../../lib/workflow-ids.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { ClassUsage, Priority } from '../../connectors/governor.ts';
@@ -43,6 +44,11 @@ export interface StatusOverview {
    */
   upstreamClasses: { class: 'sync' | 'application'; granted: number; refused: number; waitedForConcurrencySeconds: number; waitedForRateSeconds: number }[];
   errors: RecentError[];
+  /**
+   * When incremental passes list streams next and why (adaptive polling): per account, the streams by
+   * reason, and the next few due. Small whatever the number of streams.
+   */
+  polling: { groups: PollingGroup[]; next: DueStream[] };
   inbox: InboxOverview[];
   deliveries: DeliveryOverview[];
 }
@@ -65,7 +71,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
         (error: unknown) => ({ passes: [], error: error instanceof Error ? error.message : String(error) }),
       )
     : Promise.resolve({ passes: [], error: 'not connected to Temporal' });
-  const [accounts, active, budgets, errors, inbox, deliveries, temporal] = await Promise.all([
+  const [accounts, active, budgets, errors, inbox, deliveries, temporal, polling] = await Promise.all([
     accountsOverview(deps.pool),
     streamProgress(deps.pool, { limit: 50 }),
     rateBudgets(deps.pool, 50),
@@ -73,6 +79,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     inboxOverview(deps.pool),
     deliveriesOverview(deps.pool, 50),
     passes,
+    pollingOverview(deps.pool, { next: 8 }),
   ]);
   const passOf = new Map<string, RunningPass>();
   // The account's own pass first (`account-sync:<id>`), else any scheduled or targeted one.
@@ -108,6 +115,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     budgets,
     upstreamClasses: classesOf(deps.upstreamUsage?.()),
     errors,
+    polling,
     inbox,
     deliveries,
   };

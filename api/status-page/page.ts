@@ -81,6 +81,18 @@ export function renderMain(o: StatusOverview): string {
 <table><thead><tr><th>account</th><th>source system</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
 <tbody>${accountRows.join('\n') || '<tr><td colspan="9" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr>'}</tbody></table></section>`);
 
+  // When incremental passes list streams next, and why: by reason, then the next few.
+  const due = (iso: string | null) => (iso === null ? '–' : Date.parse(iso) <= now ? 'at the next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
+  const groupRows = o.polling.groups.map(
+    (g) => `<tr class="poll-group"><td><code>${short(g.accountId)}</code></td><td>${escapeHtml(g.reason)}</td><td class="num">${num(g.streams)}</td><td>${due(g.nextDueAt)}</td></tr>`,
+  );
+  const nextRows = o.polling.next.map(
+    (n) => `<tr class="poll-next"><td><code>${short(n.accountId)}</code></td><td>${escapeHtml(n.resource)}</td><td class="scope">${escapeHtml(n.scope || '–')}</td><td title="${escapeHtml(n.nextDueAt)}">${due(n.nextDueAt)}</td><td>${escapeHtml(n.reason ?? '')}</td></tr>`,
+  );
+  parts.push(`<section id="polling"><h2>Polling: when incremental passes list streams next</h2>
+${groupRows.length ? `<table><thead><tr><th>account</th><th>why</th><th class="num">streams</th><th>first due</th></tr></thead><tbody>${groupRows.join('\n')}</tbody></table>
+${nextRows.length ? `<table id="polling-next"><thead><tr><th>account</th><th>resource</th><th>scope</th><th>next due</th><th>why</th></tr></thead><tbody>${nextRows.join('\n')}</tbody></table>` : ''}` : '<p class="muted">No stream yet.</p>'}</section>`);
+
   // Streams syncing now.
   const streamRows = o.active.map(
     (s) => `<tr class="stream" data-records="${s.records}">

@@ -2,10 +2,13 @@
 // pass is set by the number of scopes rather than of records. A BuildPro-like account with many
 // projects (a few big, many small: sandbox `projectSkew`) with its project-scoped resources and their
 // children, and an ERP-like account (GraphLedger) with thousands of AP invoices and their line items.
-// For each: a full pass, an idle incremental pass, and an incremental pass after 1% of the records
-// changed upstream (each change then read back through the read API). Counted per pass: upstream
-// requests of the account (against the floor: the sum over its lists of ceil(records / max per_page)),
-// workflow executions started, time.
+// For each: a full pass, an idle incremental pass, idle passes at simulated later times (adaptive
+// polling: a project's list is asked again only once due, so time is simulated by moving the streams'
+// due times back), an incremental pass after 1% of the records changed upstream (each change then read
+// back through the read API, at once and after a pass a full-pass period later), and the full pass again
+// under the source system's published rate limit with its windows scaled down (a minute becomes a
+// second). Counted per pass: upstream requests of the account (against the floor: the sum over its
+// lists of ceil(records / max per_page)), workflow executions started, time.
 import { performance } from 'node:perf_hooks';
 import type { IncomingMessage, Server } from 'node:http';
 import { knownProfile, perPageFor } from '../../connectors/source-systems/index.ts';
@@ -42,6 +45,29 @@ export interface PassFigures {
   /** Streams the pass reported, and of them failed. */
   streams: number;
   failed: number;
+  /** Streams left alone as not due (adaptive polling). */
+  notDue: number;
+}
+
+/** The worker's polling periods (SYNC_INCREMENTAL_MINUTES, SYNC_FULL_HOURS defaults): the bench's passes run with them. */
+export const benchPolling = { incrementalMinutes: 15, fullHours: 24 };
+/** Idle incremental passes simulated after the first one, a period apart. */
+const laterPasses = 8;
+
+export interface LimitedPass {
+  /** Requests allowed per (scaled) window. */
+  limit: number;
+  /** How much faster than the published rate the scaled limit is. */
+  speedup: number;
+  windowMs: number;
+  requests: number;
+  rejected: number;
+  /** 429s after the pass's first window. */
+  rejectedAfterFirst: number;
+  seconds: number;
+  /** requests / allowed rate: the time the limit alone imposes. */
+  floorSeconds: number;
+  failed: number;
 }
 
 export interface AccountFigures {
@@ -54,7 +80,10 @@ export interface AccountFigures {
   resources: number;
   full: PassFigures;
   idle: PassFigures;
-  changed: PassFigures & { changes: number; visible: number; problems: string[] };
+  /** Idle incremental passes at simulated times, a period apart after the first. */
+  later: (PassFigures & { atMinutes: number })[];
+  changed: PassFigures & { changes: number; visible: number; problems: string[]; visibleAfterBound: number; problemsAfterBound: string[] };
+  limited: LimitedPass;
 }
 
 /** Counts the requests of one account (by its account token) that the sandbox answers. */
@@ -92,7 +121,15 @@ async function pass(env: MirrorEnv, workers: WorkerSet, account: Linked, mode: '
     const result = await handle.result();
     const seconds = (performance.now() - t0) / 1000;
     c.stop();
-    return { requests: c.requests, refused: c.refused, workflows: await workflowsSince(env, workers.taskQueue, since), seconds, streams: result.streams, failed: result.failed.length };
+    return {
+      requests: c.requests,
+      refused: c.refused,
+      workflows: await workflowsSince(env, workers.taskQueue, since),
+      seconds,
+      streams: result.streams,
+      failed: result.failed.length,
+      notDue: result.notDue ?? 0,
+    };
   } finally {
     c.stop();
   }
@@ -180,6 +217,59 @@ async function visible(env: MirrorEnv, account: Linked, changes: Awaited<ReturnT
   return { visible: ok, problems };
 }
 
+/** As if `ms` had passed for adaptive polling: the account's streams' due times move back by it. */
+async function elapse(env: MirrorEnv, account: Linked, ms: number): Promise<void> {
+  await env.services.pool.query(`UPDATE streams SET next_due_at = next_due_at - make_interval(secs => $2) WHERE account_id = $1`, [account.accountId, ms / 1000]);
+}
+
+/**
+ * A full pass under the source system's rate limit, in time scaled down as scenario 4 does: the
+ * published rate sped up so that the pass is bound by it (half the rate of the unlimited full pass,
+ * the pass lasting at most about 75 s), in windows of a twelfth of the pass at least (so the pass spans
+ * a dozen windows: the first teaches the governor the limit, the others show it kept). The sandbox
+ * enforces the limit and reports it in its headers, which is all the governor learns it from.
+ */
+async function limitedFullPass(env: MirrorEnv, workers: WorkerSet, account: Linked, system: string, unlimited: PassFigures): Promise<LimitedPass> {
+  const published = profileOf(system)!.rateLimit;
+  const rate = Math.max((0.5 * unlimited.requests) / unlimited.seconds, unlimited.requests / 75);
+  const limit = Math.max(5, Math.round(unlimited.requests / 12));
+  const windowMs = Math.round((limit / rate) * 1000);
+  const speedup = rate / (published.limit / (published.windowMs / 1000));
+  const admin = (body: unknown) =>
+    fetch(`${env.sandbox.url}/_admin/rate-limits`, { method: 'PUT', headers: { ...env.upstreamHeaders, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => {
+      if (!r.ok) throw new Error(`setting the sandbox's rate limits failed: ${r.status} ${await r.text()}`);
+    });
+  await admin({ enabled: true, windowMs, accountLimit: 1_000_000, sourceSystemLimits: { [system]: limit }, reset: true });
+  const seen: { t: number; status: number }[] = [];
+  const listener = (req: IncomingMessage, res: import('node:http').ServerResponse) => {
+    if (req.headers['account-token'] !== account.accountToken) return;
+    const t = performance.now();
+    res.once('finish', () => seen.push({ t, status: res.statusCode }));
+  };
+  env.sandbox.app.server.on('request', listener);
+  const t0 = performance.now();
+  try {
+    const result = await (await workers.sync.start({ accountId: account.accountId, mode: 'full' })).result();
+    const seconds = (performance.now() - t0) / 1000;
+    const first = Math.min(...seen.map((s) => s.t));
+    const rejected = seen.filter((s) => s.status === 429);
+    return {
+      limit,
+      speedup,
+      windowMs,
+      requests: seen.length,
+      rejected: rejected.length,
+      rejectedAfterFirst: rejected.filter((s) => s.t >= first + windowMs).length,
+      seconds,
+      floorSeconds: (seen.length - rejected.length) / (limit / (windowMs / 1000)),
+      failed: result.failed.length,
+    };
+  } finally {
+    env.sandbox.app.server.off('request', listener);
+    await admin({ enabled: false });
+  }
+}
+
 async function runAccount(env: MirrorEnv, workers: WorkerSet, system: string, label: string, o: ManyProjectsOptions, say: (line: string) => void): Promise<AccountFigures> {
   const account = await env.link(system, `bench-many-${system}`);
   say(`[9] ${label}: full pass ...`);
@@ -188,12 +278,36 @@ async function runAccount(env: MirrorEnv, workers: WorkerSet, system: string, la
   say(`[9] ${label}: ${records} records, ${full.requests} requests (floor ${floor}), ${full.workflows} workflows, ${full.seconds.toFixed(1)} s; idle incremental pass ...`);
   await env.services.pool.query('ANALYZE');
   const idle = await pass(env, workers, account, 'incremental');
+  say(`[9] ${label}: idle ${idle.requests} requests, ${idle.notDue} streams not due, ${idle.seconds.toFixed(1)} s; ${laterPasses} idle passes at simulated times ${benchPolling.incrementalMinutes} min apart ...`);
+  const period = benchPolling.incrementalMinutes * 60_000;
+  const later: AccountFigures['later'] = [];
+  for (let i = 1; i <= laterPasses; i++) {
+    await elapse(env, account, period);
+    later.push({ atMinutes: i * benchPolling.incrementalMinutes, ...(await pass(env, workers, account, 'incremental')) });
+  }
   const n = Math.max(1, Math.round(records * o.changeFraction));
-  say(`[9] ${label}: idle ${idle.requests} requests, ${idle.seconds.toFixed(1)} s; changing ${n} records, then an incremental pass ...`);
+  say(`[9] ${label}: later passes ${later.map((l) => l.requests).join(', ')} requests; changing ${n} records, then an incremental pass ...`);
   const changes = await changeRecords(env, account, n, system);
   const changedPass = await pass(env, workers, account, 'incremental');
   const seen = await visible(env, account, changes);
-  return { label, system, records, floor, resources, full, idle, changed: { ...changedPass, changes: changes.length, ...seen } };
+  // Changes in lists not due yet are seen once they are: at the latest a full-pass period later.
+  await elapse(env, account, benchPolling.fullHours * 3_600_000);
+  await pass(env, workers, account, 'incremental');
+  const eventually = await visible(env, account, changes);
+  say(`[9] ${label}: ${seen.visible}/${changes.length} changes visible at once, ${eventually.visible} a full-pass period later; the full pass under the rate limit ...`);
+  const limited = await limitedFullPass(env, workers, account, system, full);
+  return {
+    label,
+    system,
+    records,
+    floor,
+    resources,
+    full,
+    idle,
+    later,
+    changed: { ...changedPass, changes: changes.length, ...seen, visibleAfterBound: eventually.visible, problemsAfterBound: eventually.problems },
+    limited,
+  };
 }
 
 export async function manyProjects(shared: BenchShared, o: ManyProjectsOptions, say: (line: string) => void): Promise<AccountFigures[]> {

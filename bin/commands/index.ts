@@ -12,6 +12,7 @@ import { setupCommand } from './setup.ts';
 import { describeFailure, exitCode, type Command } from './shared.ts';
 import { statusCommand } from './status.ts';
 import { rekeyCommand } from './rekey.ts';
+import { recordHistoriesCommand } from './record-histories.ts';
 import { resyncCommand, syncCommand } from './sync.ts';
 import { testCommand } from './test.ts';
 import { unlinkCommand } from './unlink.ts';
@@ -35,6 +36,7 @@ export const commands: Record<string, Command> = {
   unlink: unlinkCommand,
   rekey: rekeyCommand,
   test: testCommand,
+  'record-histories': recordHistoriesCommand,
   bench: {
     summary: 'Run the benchmarks: one table of figures against limits, baselines and targets (also bench/results/latest.json)',
     usage: 'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',

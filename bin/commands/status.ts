@@ -1,20 +1,29 @@
-// `mirror status`: per account and stream, state, records, last fresh, lag and last error.
-import { streamStatuses, summarise, type StreamStatus } from '../../mirror/status.ts';
+// `mirror status`: per account and stream, state, records, last fresh, lag and last error, and when
+// incremental passes list streams next and why (adaptive polling).
+import { pollingOverview, streamStatuses, summarise, type StreamStatus } from '../../mirror/status.ts';
 import { accountsOverview } from '../../mirror/metrics-overview.ts';
 import { age, cliServices, clip, exitCode, resolveAccount, table, type Command } from './shared.ts';
 
 export const statusCommand: Command = {
-  summary: 'Per account and stream: state, records, last fresh, lag, last error',
+  summary: 'Per account and stream: state, records, last fresh, lag, last error, next due and why',
   usage: 'mirror status [--account <id>] [--streams] [--failed] [--json]',
   help:
-    'By default one line per account and resource (its streams summed up; lag = the stalest stream). --streams shows every stream ' +
-    '(account, resource, scope); --failed only the failed ones. --json prints everything, streams included. Exits 1 when a stream failed.',
+    'By default one line per account and resource (its streams summed up; lag = the stalest stream), then when incremental passes ' +
+    'list its streams next: the streams by reason (e.g. "unchanged 3 polls: every 2 h", "webhook-covered: full pass only") and the next few due. ' +
+    '--streams shows every stream (account, resource, scope, next due and why); --failed only the failed ones. --json prints everything, ' +
+    'streams included. Exits 1 when a stream failed.',
   options: { account: { type: 'string' }, streams: { type: 'boolean' }, failed: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(v) {
     const services = await cliServices();
     try {
       const accountId = typeof v.account === 'string' ? await resolveAccount(services, v.account) : undefined;
-      const [accounts, all] = await Promise.all([accountsOverview(services.pool, { accountId }), streamStatuses(services.pool, { accountId })]);
+      const [accounts, all, polling] = await Promise.all([
+        accountsOverview(services.pool, { accountId }),
+        streamStatuses(services.pool, { accountId }),
+        pollingOverview(services.pool, { ...(accountId ? { accountId } : {}), next: 5 }),
+      ]);
+      const now = Date.now();
+      const due = (iso: string | null) => (iso === null ? '-' : Date.parse(iso) <= now ? 'next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
       const statuses = v.failed ? all.filter((s) => s.state === 'failed') : all;
       const anyFailed = all.some((s) => s.state === 'failed');
       if (v.json) {
@@ -23,7 +32,12 @@ export const statusCommand: Command = {
           JSON.stringify(
             {
               generatedAt: new Date().toISOString(),
-              accounts: accounts.map((a) => ({ ...a, resources: summarise(byAccount(a.id)).map(withLag(byAccount(a.id))), streams: byAccount(a.id) })),
+              accounts: accounts.map((a) => ({
+                ...a,
+                resources: summarise(byAccount(a.id)).map(withLag(byAccount(a.id))),
+                polling: polling.groups.filter((g) => g.accountId === a.id),
+                streams: byAccount(a.id),
+              })),
             },
             null,
             2,
@@ -46,8 +60,8 @@ export const statusCommand: Command = {
           console.log(
             indent(
               table(
-                ['resource', 'scope', 'state', '>records', 'last fresh', '>lag', 'last error'],
-                mine.map((s) => [s.resource, clip(s.scope || '-', 48), s.state, s.liveRecords, s.lastFreshAt ?? 'never', age(s.lagSeconds), clip(s.lastError, 70)]),
+                ['resource', 'scope', 'state', '>records', 'last fresh', '>lag', 'next due', 'why', 'last error'],
+                mine.map((s) => [s.resource, clip(s.scope || '-', 48), s.state, s.liveRecords, s.lastFreshAt ?? 'never', age(s.lagSeconds), due(s.nextDueAt), clip(s.dueReason, 60), clip(s.lastError, 70)]),
               ),
             ),
           );
@@ -62,6 +76,14 @@ export const statusCommand: Command = {
               ),
             ),
           );
+          // Incremental passes' polling: a few lines whatever the number of streams.
+          const groups = polling.groups.filter((g) => g.accountId === a.id);
+          const next = polling.next.filter((n) => n.accountId === a.id);
+          console.log(`\n  Polling (when incremental passes list streams next):`);
+          console.log(indent(table(['>streams', 'why', 'first due'], groups.map((g) => [g.streams, clip(g.reason, 70), due(g.nextDueAt)]))));
+          if (next.length > 0) {
+            console.log(indent(table(['next due', 'resource', 'scope', 'why'], next.map((n) => [due(n.nextDueAt), n.resource, clip(n.scope || '-', 48), clip(n.reason, 60)]))));
+          }
         }
       }
       if (anyFailed) console.log(`\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`);

@@ -100,9 +100,12 @@ describe('lists across projects', { timeout: 300_000 }, () => {
       const upstream = await upstreamAll(h, '/budget-line-items', { 'account-token': account.accountToken, 'project-id': String(p.id) });
       assert.deepEqual(await live('budget-line-items', `project=${String(p.id)}`), upstream.map((r) => String(r.id)));
     }
-    // The next pass does not ask again.
+    // The next passes do not ask again: an incremental one (right after the full pass no project's list
+    // is due yet: adaptive polling, mirror/polling.ts), and a full one, which lists every project's.
     const again = await fullPass('incremental');
     assert.deepEqual(again.failed, []);
+    assert.equal(requests.filter((r) => r.path === '/budget-line-items').length, 0, 'not asked for `*` again, no project list due yet');
+    assert.deepEqual((await fullPass()).failed, []);
     assert.equal(requests.filter((r) => r.path === '/budget-line-items' && r.project === '*').length, 0, 'not asked for `*` again');
     assert.equal(requests.filter((r) => r.path === '/budget-line-items').length, projects.length, 'one list per project');
   });

@@ -1,24 +1,24 @@
-// Workflows already running in users' deployments replay under new code. Histories recorded with the
-// code before issue 22 (lists across projects, children of changed parents, sweeps, removed projects:
-// a BuildPro and a GraphLedger account, a full and an incremental pass each, and a children workflow)
-// must replay without a nondeterminism error: the new commands are behind `patched()`.
+// Workflows already running in users' deployments replay under new code. Every history recorded for a
+// release (test/workflows/histories/<release>/, `npx mirror record-histories --release <name>`) must
+// replay against the current workflows without a nondeterminism error: changes to the commands of a
+// running workflow go behind `patched()` (README "Contributing"). Among them: passes recorded before
+// issue 22 and before adaptive polling, and today's full and incremental passes, stream passes of
+// several slices and of async pages, the change workflow across a continue-as-new, a delivery and an
+// async request.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { test } from 'node:test';
-import { Worker } from '@temporalio/worker';
 import { workflowBundlePath } from '../../../bin/workflow-bundle.ts';
+import { historiesRoot, historyFiles, readHistory, replayFiles, workflowTypeOf } from '../../workflows/replay.ts';
 
-const dir = join(import.meta.dirname, 'histories');
-
-test('histories recorded before issue 22 replay under the current workflows', { timeout: 180_000 }, async () => {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.json.gz'));
-  assert.ok(files.length >= 6, `histories in ${dir}`);
-  const codePath = await workflowBundlePath();
-  for (const file of files) {
-    // The JSON form (the Temporal UI's and CLI's export): the worker reads it as it is.
-    const history: unknown = JSON.parse(gunzipSync(readFileSync(join(dir, file))).toString('utf8'));
-    await Worker.runReplayHistory({ workflowBundle: { codePath } }, history, file);
+test('every recorded history replays under the current workflows', { timeout: 300_000 }, async () => {
+  const files = historyFiles();
+  const releases = new Set(files.map((f) => f.split('/')[0]));
+  assert.ok(releases.size >= 3 && files.length >= 20, `recorded histories in ${historiesRoot}: ${files.length} in ${releases.size} releases`);
+  const types = new Set(files.map((f) => workflowTypeOf(readHistory(join(historiesRoot, f)))));
+  for (const workflow of ['accountSyncWorkflow', 'streamSyncWorkflow', 'accountChangesWorkflow', 'subscriptionDeliveryWorkflow', 'asyncRequestWorkflow']) {
+    assert.ok(types.has(workflow), `a recorded history of ${workflow}`);
   }
+  const failures = await replayFiles(await workflowBundlePath(), files);
+  assert.deepEqual(failures.map((f) => f.message), [], `${failures.length} of ${files.length} histories diverge`);
 });
