@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type { Bindings, ChildLoggerOptions, LogFn } from 'pino';
 import { createCallbackGuard, type CallbackPolicy } from '../lib/address-guard.ts';
+import { buildInfo } from '../lib/build-info.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { AccountStore } from '../mirror/accounts.ts';
 import type { Pool } from '../mirror/pool.ts';
@@ -145,7 +146,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
   registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator, upstream: deps.upstream?.client });
-  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/healthz', async () => ({ ok: true, ...buildInfo() }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
   registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: forwardTarget, sync: deps.sync, projects, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}) });

@@ -3,7 +3,8 @@
 // a worker at `mirror worker --metrics-port`. What Postgres holds for the whole cluster is added by
 // mirror/metrics.ts at scrape time. Here in lib/: connectors/ and api/ feed it, mirror/ only renders
 // beside it, and none of them has to import another for it.
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { buildInfo } from './build-info.ts';
 
 /** What the registry counts of one upstream attempt (connectors/upstream-client.ts's observation has more). */
 export interface UpstreamAttempt {
@@ -57,6 +58,15 @@ export function createProcessMetrics(options: { process: string; defaultMetrics?
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
+  // The release this process runs (lib/build-info.ts): a constant 1, its labels are the information.
+  const build = new Gauge({
+    name: 'mirror_build_info',
+    help: 'The release this process runs: package version and git commit ("unknown" when neither MIRROR_COMMIT nor git says).',
+    labelNames: ['version', 'commit'] as const,
+    registers: [registry],
+  });
+  const info = buildInfo();
+  build.set({ version: info.version, commit: info.commit ?? 'unknown' }, 1);
   return {
     registry,
     observeUpstream(o) {

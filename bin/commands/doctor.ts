@@ -1,6 +1,8 @@
 // `mirror doctor`: checks what the mirror needs, each with what to do when it is wrong: the
 // configuration, Postgres, migrations, clocks, Temporal (and a worker on the task queue), the upstream
-// and its credentials, the mirror's own credentials and keys, and the API. Exits 1 if a check failed.
+// and its credentials, the mirror's own credentials and keys, and the API; and which release this CLI,
+// the workers polling the task queue and the API run (a mixed set is a warning). Exits 1 if a check failed.
+import { buildInfo, releaseLabel } from '../../lib/build-info.ts';
 import { parseConfig, loadEnvFile, type Config } from '../../lib/config.ts';
 import { decryptSecret, decodeKey, sha256Hex } from '../../lib/crypto.ts';
 import { DiagnosticConnection } from '../../mirror/diagnostics.ts';
@@ -32,6 +34,9 @@ export async function diagnose(env: Record<string, string | undefined>, options:
   const timeoutMs = options.timeoutMs ?? 5000;
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
+  const release = releaseLabel();
+  const info = buildInfo();
+  add({ name: 'release', status: 'ok', detail: `this CLI runs construction-mirror ${info.version}, commit ${info.commit ?? 'unknown (no MIRROR_COMMIT and no git)'}` });
 
   // 1. Configuration.
   let config: Config;
@@ -134,7 +139,11 @@ export async function diagnose(env: Record<string, string | undefined>, options:
     const url = `http://${host}:${config.API_PORT}/healthz`;
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-      add(res.ok ? { name: 'api', status: 'ok', detail: `${url} answers` } : { name: 'api', status: 'warn', detail: `${url} answered ${res.status}`, fix: 'check the API process logs.' });
+      const body = (await res.json().catch(() => ({}))) as { version?: unknown; commit?: unknown };
+      const apiRelease = typeof body.version === 'string' ? releaseLabel({ version: body.version, commit: typeof body.commit === 'string' ? body.commit : null }) : 'unknown';
+      if (!res.ok) add({ name: 'api', status: 'warn', detail: `${url} answered ${res.status}`, fix: 'check the API process logs.' });
+      else if (apiRelease !== release) add({ name: 'api', status: 'warn', detail: `${url} answers, running release ${apiRelease}; this CLI is ${release}`, fix: 'restart the API on the new release.' });
+      else add({ name: 'api', status: 'ok', detail: `${url} answers, release ${apiRelease}` });
     } catch {
       add({ name: 'api', status: 'warn', detail: `no API answers at ${url}`, fix: 'start it with `npx mirror api` (applications read the mirror through it).' });
     }
@@ -176,11 +185,18 @@ async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) 
       connection.workflowService.describeTaskQueue({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: { name: config.TEMPORAL_TASK_QUEUE }, taskQueueType: 1 }),
     );
     const pollers = res.pollers?.length ?? 0;
-    add(
-      pollers > 0
-        ? { name: 'worker', status: 'ok', detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}"` }
-        : { name: 'worker', status: 'warn', detail: `no worker polls task queue "${config.TEMPORAL_TASK_QUEUE}": syncs would wait`, fix: 'start one with `npx mirror worker` (as many as you like).' },
-    );
+    // Each worker's identity ends with the release it runs (lib/build-info.ts `workerIdentity`).
+    const releases = [...new Set((res.pollers ?? []).map((p) => /construction-mirror\/(\S+)$/.exec(p.identity ?? '')?.[1] ?? 'unknown'))].sort();
+    const others = releases.filter((r) => r !== releaseLabel());
+    if (pollers === 0) add({ name: 'worker', status: 'warn', detail: `no worker polls task queue "${config.TEMPORAL_TASK_QUEUE}": syncs would wait`, fix: 'start one with `npx mirror worker` (as many as you like).' });
+    else if (others.length > 0) {
+      add({
+        name: 'worker',
+        status: 'warn',
+        detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}" run ${releases.join(', ')}; this CLI is ${releaseLabel()}`,
+        fix: 'finish the upgrade: restart every worker on the new release (a worker of an older release cannot replay a workflow a newer one patched).',
+      });
+    } else add({ name: 'worker', status: 'ok', detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}", release ${releases.join(', ')}` });
   } catch (error) {
     add({ name: 'worker', status: 'warn', detail: `could not ask Temporal about task queue "${config.TEMPORAL_TASK_QUEUE}": ${oneLine((error as Error).message)}`, fix: 'check the Temporal server.' });
   } finally {
