@@ -19,7 +19,7 @@ import { liveRecordIds } from '../mirror/known-ids.ts';
 import type { Pool } from '../mirror/pool.ts';
 import { crossProjectSupport, rememberCrossProject } from '../mirror/cross-project.ts';
 import { CrossProjectScopeError, crossProjectKey, finishPass, keepUnchangedPage, knownPages, retireRemovedProjects, writePage, type KnownPage, type PageRecords } from '../mirror/records-store.ts';
-import { beginOrResumePass, committedPageIds, markStreamFailed, parentsToRefresh, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
+import { beginOrResumePass, committedPageIds, markStreamFailed, parentsToRefresh, retireStream, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
 import { defaultPollingPolicy, pollingDecision, pollingDecisions, recordPoll, webhookCoverage, type PollDecision, type PollingPolicy, type WebhookCoverage } from '../mirror/polling.ts';
 import { asActivity } from './failures.ts';
 import { PageHistory, storedFingerprint } from './page-history.ts';
@@ -401,8 +401,12 @@ export function createSyncActivities(deps: SyncDeps) {
           const system = (await accounts.get(input.accountId)).sourceSystem;
           await rememberCrossProject(pool, system, input.resource, false, refusal).catch(() => undefined);
           error = new CrossProjectScopeError(`${input.resource} of ${system} cannot be listed across projects (${refusal}); it is listed project by project instead`, { cause: caught });
+          // Not a failure of the account's sync: the stream across projects is gone, and the
+          // per-project streams the pass starts instead are what the status page shows.
+          await retireStream(pool, key).catch(() => undefined);
+        } else {
+          await markStreamFailed(pool, key, error instanceof Error ? error.message : String(error)).catch(() => undefined);
         }
-        await markStreamFailed(pool, key, error instanceof Error ? error.message : String(error)).catch(() => undefined);
         return asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error))));
       }
     },

@@ -220,6 +220,19 @@ export async function committedPageIds(pool: Pool, pass: { streamId: number; gen
   return rows;
 }
 
+/**
+ * Drops a stream that will never run again (a list across projects the upstream refused: the
+ * resource is listed project by project instead), with its runs and committed page ids. Its records
+ * stay: each is keyed under its own project, where the per-project streams reconcile it.
+ */
+export async function retireStream(pool: Pool, key: StreamKey): Promise<void> {
+  await pool.query(
+    `DELETE FROM stream_pages WHERE stream_id IN (SELECT id FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3)`,
+    [key.accountId, key.resource, key.scope],
+  );
+  await pool.query(`DELETE FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
+}
+
 export async function markStreamFailed(pool: Pool, key: StreamKey, message: string): Promise<void> {
   await pool.query(
     `UPDATE streams SET state = 'failed', last_error = $4, updated_at = now()

@@ -94,6 +94,9 @@ describe('lists across projects', { timeout: 300_000 }, () => {
     assert.deepEqual(refused, ['budget-line-items']);
     assert.match(rows.find((r) => r.resource === 'budget-line-items')!.reason ?? '', /not accepted/);
     assert.ok(rows.filter((r) => r.accepted).length >= 7, 'the others are remembered as accepted');
+    // A refusal is not a failure: no stream is left failed (`mirror status` would exit 1 for it).
+    const failed = await h.services.pool.query<{ resource: string; scope: string }>(`SELECT resource, scope FROM streams WHERE state = 'failed'`);
+    assert.deepEqual(failed.rows, [], 'no failed stream after the fallback');
     // Its records are there per project, as the upstream lists them.
     const projects = await upstreamAll(h, '/projects', { 'account-token': account.accountToken });
     for (const p of projects) {
