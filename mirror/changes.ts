@@ -1,6 +1,9 @@
 // The mirror's own change feed: records in order of (mirrored_at, scope, id). Outbound webhooks and
 // the read API's changes endpoint follow it with a cursor. Rows younger than a short settle window
 // are held back, so a page transaction that commits late cannot slip behind a cursor.
+// A cursor's time is a JavaScript Date, to the millisecond, while Postgres keeps microseconds: the feed
+// is ordered and compared on the millisecond (date_trunc), or the last row delivered would stay after
+// its own cursor and be delivered again on every poll (3 updates were 492 deliveries in 20 s).
 import type { Pool } from './pool.ts';
 
 export const settleMs = 2000;
@@ -40,9 +43,10 @@ export async function changesSince(
        FROM records
       WHERE account_id = $1 AND resource = $2
         AND ($3::text IS NULL OR scope = $3 OR scope LIKE $3 || '/%')
-        AND (mirrored_at, scope || '/' || id) > ($4::timestamptz, $5::text)
+        AND mirrored_at >= $4::timestamptz
+        AND (date_trunc('milliseconds', mirrored_at), scope || '/' || id) > ($4::timestamptz, $5::text)
         AND mirrored_at < now() - make_interval(secs => $7)
-      ORDER BY mirrored_at, scope || '/' || id
+      ORDER BY date_trunc('milliseconds', mirrored_at), scope || '/' || id
       LIMIT $6`,
     [q.accountId, q.resource, q.scopePrefix ?? null, q.after.at, q.after.key, q.limit, settleMs / 1000],
   );
@@ -85,9 +89,10 @@ export async function syncedSince(
        FROM sync_runs r JOIN streams s ON s.id = r.stream_id
       WHERE s.account_id = $1 AND s.resource = $2 AND r.status = 'succeeded'
         AND ($3::text IS NULL OR s.scope = $3 OR s.scope LIKE $3 || '/%')
-        AND (r.finished_at, lpad(r.id::text, 20, '0')) > ($4::timestamptz, $5::text)
+        AND r.finished_at >= $4::timestamptz
+        AND (date_trunc('milliseconds', r.finished_at), lpad(r.id::text, 20, '0')) > ($4::timestamptz, $5::text)
         AND r.finished_at < now() - make_interval(secs => $7)
-      ORDER BY r.finished_at, r.id
+      ORDER BY date_trunc('milliseconds', r.finished_at), r.id
       LIMIT $6`,
     [q.accountId, q.resource, q.scopePrefix ?? null, q.after.at, q.after.key, q.limit, settleMs / 1000],
   );

@@ -63,6 +63,8 @@ export interface MirrorProcessOptions {
   name?: string;
   /** Start it again when it exits without being asked to, as a supervisor (systemd, Kubernetes) would. */
   restartOnCrash?: boolean;
+  /** The checkout to run it from (another release's, for the upgrade drill); this project's by default. */
+  root?: string;
 }
 
 /** One mirror process that can be started, killed with SIGKILL and started again. */
@@ -105,10 +107,11 @@ export class MirrorProcess {
     this.supervising = true;
     this.incarnation++;
     const label = this.incarnation === 1 ? this.name : `${this.name}#${this.incarnation}`;
-    const args = [join(projectRoot, 'bin/mirror.js'), this.options.command];
+    const root = this.options.root ?? projectRoot;
+    const args = [join(root, 'bin/mirror.js'), this.options.command];
     if (this.options.command === 'api') args.push('--port', String(this.options.port));
     const child = spawn(process.execPath, args, {
-      cwd: projectRoot,
+      cwd: root,
       env: { ...process.env, ...this.options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
