@@ -183,7 +183,8 @@ export class MirrorEnv {
       for (const taskQueueType of [1, 2]) {
         // 1: workflow tasks, 2: activity tasks.
         const res = await this.shared.temporal.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType });
-        for (const p of res.pollers ?? []) if (p.identity) seen.add(`${taskQueueType}:${p.identity}`);
+        // A worker's identity is `<pid>@<host> construction-mirror/<release>` (lib/build-info.ts workerIdentity).
+        for (const p of res.pollers ?? []) if (p.identity) seen.add(`${taskQueueType}:${p.identity.split(' ')[0]}`);
       }
       if (children.every((c) => seen.has(`1:${c.pid}@${host}`) && seen.has(`2:${c.pid}@${host}`))) return;
       if (Date.now() > deadline) throw new Error(`workers did not poll ${taskQueue} within 120 s:\n${children.map((c) => logTail(c.logFile, 5)).join('\n')}`);
