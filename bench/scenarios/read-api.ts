@@ -1,5 +1,6 @@
 // Scenario 5: the read API against a minimal raw `pg` + `node:http` baseline on the same rows, side by
-// side: single-object GET and 100-record list GET, req/s and p99, each measured with autocannon.
+// side: single-object GET, 100-record list GET at random pages, and the same list's page 1 (what a random
+// page should cost: issue 26), req/s and p99, each measured with autocannon.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,7 +19,7 @@ export interface LoadResult {
 }
 
 export interface ReadComparison {
-  kind: 'single' | 'list';
+  kind: 'single' | 'list' | 'first';
   mirror: LoadResult;
   baseline: LoadResult;
 }
@@ -75,6 +76,7 @@ export async function readApi(
   const paths = {
     single: () => `/customers/${pick(ids)}`,
     list: () => `/customers?page=${1 + Math.floor(Math.random() * pages)}&per_page=100`,
+    first: () => `/customers?page=1&per_page=100`,
   };
   // Both answer the same object and the same page byte for byte (modulo the mirror's headers).
   const baseline = await startBaseline(env, account);
@@ -87,7 +89,7 @@ export async function readApi(
     ]);
     if (m !== b) throw new Error(`the mirror and the baseline answer differently for /customers/${sample}`);
     const out: ReadComparison[] = [];
-    for (const kind of ['single', 'list'] as const) {
+    for (const kind of ['single', 'list', 'first'] as const) {
       const next = paths[kind];
       await load(env.api.url, mirrorHeaders, next, options.warmupSeconds, options.connections);
       await load(baseline.url, {}, next, options.warmupSeconds, options.connections);
