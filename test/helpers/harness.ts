@@ -125,6 +125,23 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions>;
   return harness;
 }
 
+/** What a mirror CLI process (`node bin/mirror.js <command>`) needs to reach this harness's database, Temporal, upstream and keys. */
+export function cliEnv(h: Harness): Record<string, string> {
+  const c = h.services.config;
+  return {
+    DATABASE_URL: c.DATABASE_URL,
+    TEMPORAL_ADDRESS: c.TEMPORAL_ADDRESS,
+    TEMPORAL_TASK_QUEUE: c.TEMPORAL_TASK_QUEUE,
+    UPSTREAM_BASE_URL: c.UPSTREAM_BASE_URL,
+    UPSTREAM_CLIENT_ID: c.UPSTREAM_CLIENT_ID,
+    UPSTREAM_CLIENT_SECRET: c.UPSTREAM_CLIENT_SECRET,
+    MIRROR_CLIENT_ID: c.MIRROR_CLIENT_ID,
+    MIRROR_CLIENT_SECRET: c.MIRROR_CLIENT_SECRET,
+    MIRROR_ENCRYPTION_KEY: c.MIRROR_ENCRYPTION_KEY,
+    MIRROR_SIGNING_KEY: c.MIRROR_SIGNING_KEY,
+  };
+}
+
 /** Links an account and runs its first full pass to the end; throws if any stream failed. */
 export async function linkAndSync(h: Harness, sourceSystem: string, referenceId?: string): Promise<{ accountId: string; accountToken: string }> {
   const linked = await h.link(sourceSystem, referenceId);

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { buildOverview } from '../../api/status-page/overview.ts';
 import { renderMain } from '../../api/status-page/page.ts';
 import { applyObjects } from '../../mirror/records-store.ts';
-import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
+import { cliEnv, sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 
 const minute = 60_000;
 /** The periods the worker runs with here: incremental passes every 15 min, full passes every 2 h. */
@@ -190,20 +190,10 @@ describe('adaptive polling', { timeout: 300_000 }, () => {
     assert.match(html, /<section id="polling">/);
     assert.match(html, /webhook-covered: full pass only/);
 
-    const c = h.services.config;
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
-      DATABASE_URL: c.DATABASE_URL,
-      TEMPORAL_ADDRESS: c.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: c.TEMPORAL_TASK_QUEUE,
-      UPSTREAM_BASE_URL: c.UPSTREAM_BASE_URL,
-      UPSTREAM_CLIENT_ID: c.UPSTREAM_CLIENT_ID,
-      UPSTREAM_CLIENT_SECRET: c.UPSTREAM_CLIENT_SECRET,
-      MIRROR_CLIENT_ID: c.MIRROR_CLIENT_ID,
-      MIRROR_CLIENT_SECRET: c.MIRROR_CLIENT_SECRET,
-      MIRROR_ENCRYPTION_KEY: c.MIRROR_ENCRYPTION_KEY,
-      MIRROR_SIGNING_KEY: c.MIRROR_SIGNING_KEY,
+      ...cliEnv(h),
       LOG_LEVEL: 'silent',
     };
     const cli = (...args: string[]) =>

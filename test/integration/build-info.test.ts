@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { diagnose, type Check } from '../../bin/commands/doctor.ts';
 import { createProcessMetrics } from '../../lib/process-metrics.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { cliEnv, startHarness, type Harness } from '../helpers/harness.ts';
 import { startOperatorApp, type OperatorApp } from '../helpers/operator-app.ts';
 
 const root = join(import.meta.dirname, '../..');
@@ -46,19 +46,9 @@ describe('the release each process reports', { timeout: 120_000 }, () => {
   });
 
   it('mirror doctor names the release of the CLI, the workers and the API, and warns when they differ', async () => {
-    const c = h.services.config;
     const url = new URL(op.url);
     const env = {
-      DATABASE_URL: c.DATABASE_URL,
-      TEMPORAL_ADDRESS: c.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: c.TEMPORAL_TASK_QUEUE,
-      UPSTREAM_BASE_URL: c.UPSTREAM_BASE_URL,
-      UPSTREAM_CLIENT_ID: c.UPSTREAM_CLIENT_ID,
-      UPSTREAM_CLIENT_SECRET: c.UPSTREAM_CLIENT_SECRET,
-      MIRROR_CLIENT_ID: c.MIRROR_CLIENT_ID,
-      MIRROR_CLIENT_SECRET: c.MIRROR_CLIENT_SECRET,
-      MIRROR_ENCRYPTION_KEY: c.MIRROR_ENCRYPTION_KEY,
-      MIRROR_SIGNING_KEY: c.MIRROR_SIGNING_KEY,
+      ...cliEnv(h),
       API_HOST: url.hostname,
       API_PORT: url.port,
     };

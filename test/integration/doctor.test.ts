@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { diagnose, type Check } from '../../bin/commands/doctor.ts';
 import { randomSecret } from '../../lib/crypto.ts';
 import { createTestDatabase } from '../helpers/database.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { cliEnv, startHarness, type Harness } from '../helpers/harness.ts';
 
 const mirrorBin = fileURLToPath(new URL('../../bin/mirror.js', import.meta.url));
 
@@ -34,19 +34,9 @@ describe('mirror doctor', { timeout: 120_000 }, () => {
 
   before(async () => {
     h = await startHarness();
-    const c = h.services.config;
     await h.link('crmcloud');
     env = {
-      DATABASE_URL: c.DATABASE_URL,
-      TEMPORAL_ADDRESS: c.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: c.TEMPORAL_TASK_QUEUE,
-      UPSTREAM_BASE_URL: c.UPSTREAM_BASE_URL,
-      UPSTREAM_CLIENT_ID: c.UPSTREAM_CLIENT_ID,
-      UPSTREAM_CLIENT_SECRET: c.UPSTREAM_CLIENT_SECRET,
-      MIRROR_CLIENT_ID: c.MIRROR_CLIENT_ID,
-      MIRROR_CLIENT_SECRET: c.MIRROR_CLIENT_SECRET,
-      MIRROR_ENCRYPTION_KEY: c.MIRROR_ENCRYPTION_KEY,
-      MIRROR_SIGNING_KEY: c.MIRROR_SIGNING_KEY,
+      ...cliEnv(h),
     };
   });
   after(async () => {
