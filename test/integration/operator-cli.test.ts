@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ScheduleNotFoundError } from '@temporalio/client';
 import { decodeKey, decryptSecret, generateKey, keyedHash } from '../../lib/crypto.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { cliEnv, startHarness, type Harness } from '../helpers/harness.ts';
 
 const mirrorBin = fileURLToPath(new URL('../../bin/mirror.js', import.meta.url));
 
@@ -32,21 +32,7 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 15 } });
-    const c = h.services.config;
-    env = {
-      DATABASE_URL: c.DATABASE_URL,
-      TEMPORAL_ADDRESS: c.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: c.TEMPORAL_TASK_QUEUE,
-      UPSTREAM_BASE_URL: c.UPSTREAM_BASE_URL,
-      UPSTREAM_CLIENT_ID: c.UPSTREAM_CLIENT_ID,
-      UPSTREAM_CLIENT_SECRET: c.UPSTREAM_CLIENT_SECRET,
-      UPSTREAM_ASSUME_LIMITS: 'false',
-      MIRROR_CLIENT_ID: c.MIRROR_CLIENT_ID,
-      MIRROR_CLIENT_SECRET: c.MIRROR_CLIENT_SECRET,
-      MIRROR_ENCRYPTION_KEY: c.MIRROR_ENCRYPTION_KEY,
-      MIRROR_SIGNING_KEY: c.MIRROR_SIGNING_KEY,
-      LOG_LEVEL: 'silent',
-    };
+    env = { ...cliEnv(h), UPSTREAM_ASSUME_LIMITS: 'false', LOG_LEVEL: 'silent' };
   });
   after(async () => {
     if (accountId) await h?.sync.deleteSchedules(accountId).catch(() => undefined);
