@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../lib/logger.ts';
 import type { ProjectSkew } from './data/dataset.ts';
-import type { RateLimitSettings } from './rate-limits/limiter.ts';
+import type { RateLimitSettings, SourceSystemWindow } from './rate-limits/limiter.ts';
 
 export interface SandboxOptions {
   /** Default 1; all data derives deterministically from it. */
@@ -26,7 +26,12 @@ export interface SandboxOptions {
    */
   projectSkew?: ProjectSkew;
   /** Default: realistic limits on; false: off. */
-  rateLimits?: false | { windowMs?: number; accountLimit?: number; sourceSystemLimits?: Record<string, number> };
+  /**
+   * `sourceSystemWindows`: source systems (by slug) that enforce several windows at once, e.g.
+   * `{ procloud: [{ limit: 3600, windowMs: 3_600_000 }, { limit: 100, windowMs: 10_000 }] }`; their
+   * headers report the window nearer to running out (rate-limits/limiter.ts).
+   */
+  rateLimits?: false | { windowMs?: number; accountLimit?: number; sourceSystemLimits?: Record<string, number>; sourceSystemWindows?: Record<string, readonly SourceSystemWindow[]> };
   logger?: Logger | false;
   /** Base for Link page and storage URLs; default the listen URL. */
   publicUrl?: string;
@@ -79,6 +84,7 @@ export function resolveOptions(o: SandboxOptions): ResolvedOptions {
       windowOverride: Boolean(rl && rl.windowMs),
       accountLimit: (rl && rl.accountLimit) || 150,
       sourceSystemLimits: (rl && rl.sourceSystemLimits) || {},
+      ...(rl && rl.sourceSystemWindows ? { sourceSystemWindows: resolveWindows(rl.sourceSystemWindows) } : {}),
     },
     publicUrl: o.publicUrl?.replace(/\/+$/, ''),
     storageUrlTtlMs: o.storageUrlTtlMs ?? 6 * 3_600_000,
@@ -86,6 +92,19 @@ export function resolveOptions(o: SandboxOptions): ResolvedOptions {
     recordCacheBytes: cacheBytes(o.recordCacheMb ?? 64),
     signingKey: createHash('sha256').update(`sandbox-storage|${seed}|${o.clientSecret}`).digest(),
   };
+}
+
+function resolveWindows(windows: Record<string, readonly SourceSystemWindow[]>): Record<string, SourceSystemWindow[]> {
+  const out: Record<string, SourceSystemWindow[]> = {};
+  for (const [slug, list] of Object.entries(windows)) {
+    for (const w of list) {
+      if (!Number.isInteger(w.limit) || w.limit < 1 || !Number.isFinite(w.windowMs) || w.windowMs <= 0) {
+        throw new RangeError(`sandbox rateLimits.sourceSystemWindows.${slug}: each window needs a whole limit >= 1 and a windowMs > 0 (got ${JSON.stringify(w)})`);
+      }
+    }
+    out[slug] = list.map((w) => ({ limit: w.limit, windowMs: w.windowMs }));
+  }
+  return out;
 }
 
 function cacheBytes(mb: number): number {

@@ -133,11 +133,29 @@ export function blockAfterRejection(facts: WindowFacts, now: number, options: Pa
  * (more remaining than before, or all of it but our request), a new window began, and the distance between the two resets is a
  * whole number of windows: at least one window long, so the smaller of it and what was known is
  * never shorter than the real window (no 429 for pacing too fast), and converges on it as soon as
- * two consecutive windows are seen. Resets are whole seconds, hence the 1 s floor.
+ * two consecutive windows are seen. Resets are whole seconds, hence the 1 s floor. Also from one
+ * answer, when our request (sent at `sentAt`) began the window: see {@link freshSpan}.
  */
-export function learnWindowMs(previous: WindowFacts, reported: RateLimitWindow): number {
-  const distance = resetDistance(previous, reported);
-  return distance === undefined ? previous.windowMs : Math.min(previous.windowMs, distance);
+export function learnWindowMs(previous: WindowFacts, reported: RateLimitWindow, sentAt?: number): number {
+  return Math.min(previous.windowMs, resetDistance(previous, reported) ?? Infinity, freshSpan(reported, sentAt) ?? Infinity);
+}
+
+/**
+ * The span from our request to the reset of a window it began: the answer counts it as the window's
+ * only request (all of the total remains but ours), so the window began after the request was sent
+ * and resets no later than `sentAt` plus its length; the span is at least the window's length (the
+ * reset's whole-second rounding only adds to it), never shorter. It teaches a first length from the
+ * very first answer, instead of keeping the 60 s guess until a second reset: past the first reset
+ * the guess paced one slot 3 s after the last (60 s / 20 / 0.98, for 20 per 2 s window), which the
+ * length learned a moment later could not take back, and an application's call behind it waited
+ * 1.4 s or was refused (governor-first-reset.test.ts; bench [10] saw a 300 ms wait in its second
+ * window). Like the reset times it compares our clock with the upstream's: a clock of theirs behind
+ * ours by d reads d short, as `resetBound` would.
+ */
+function freshSpan(reported: RateLimitWindow, sentAt: number | undefined): number | undefined {
+  if (sentAt === undefined || reported.resetsAt === undefined || reported.total === undefined) return undefined;
+  if (reported.remaining !== reported.total - 1 || reported.resetsAt <= sentAt) return undefined;
+  return Math.max(1_000, reported.resetsAt - sentAt);
 }
 
 /** The distance between two resets when a new window began between them (see learnWindowMs). */
@@ -153,18 +171,25 @@ function resetDistance(previous: WindowFacts, reported: RateLimitWindow): number
 /**
  * Folds one reported window into what is known, ignoring a report that arrives after a fresher one.
  * `receivedAt` (when its response came back) bounds the reset of a window first seen in it (see
- * {@link WindowFacts.resetBound}).
+ * {@link WindowFacts.resetBound}); `sentAt` (when its request went) bounds the length of a window
+ * the request began (see {@link freshSpan}).
  */
-export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, receivedAt?: number): WindowFacts {
+export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, receivedAt?: number, sentAt?: number): WindowFacts {
   const sameWindow = reported.resetsAt !== undefined && reported.resetsAt === previous.resetsAt;
   const stale = sameWindow && previous.remaining !== undefined && reported.remaining > previous.remaining;
-  const windowMs = learnWindowMs(previous, reported);
-  const lengthGuessed = previous.lengthGuessed === true && resetDistance(previous, reported) === undefined;
+  // Another window than the one last reported: a source system with two limits at once (an hourly and
+  // a 10 s one) reports whichever is nearer to running out, told apart by their totals. The length
+  // known is the other window's: it neither bounds this one's reset (an hourly window's remainder
+  // was spread over 1 s and spent, 4 of 40 answered 429 per window in governor-dual-window.test.ts),
+  // nor does the distance between the two windows' resets say anything of either length.
+  const otherWindow = previous.remaining !== undefined && previous.total !== undefined && reported.total !== previous.total;
+  const windowMs = otherWindow ? Math.min(previous.windowMs, freshSpan(reported, sentAt) ?? Infinity) : learnWindowMs(previous, reported, sentAt);
+  const lengthGuessed = previous.lengthGuessed === true && windowMs === previous.windowMs && (otherWindow || resetDistance(previous, reported) === undefined);
   let resetBound: number | undefined;
   if (reported.resetsAt !== undefined) {
     if (sameWindow) resetBound = previous.resetBound;
     // The first answer seen from this window: the window began before it came back.
-    else if (receivedAt !== undefined) resetBound = Math.min(reported.resetsAt, receivedAt + windowMs);
+    else if (receivedAt !== undefined && !otherWindow) resetBound = Math.min(reported.resetsAt, receivedAt + windowMs);
   }
   return {
     windowMs,

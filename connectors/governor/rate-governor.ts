@@ -193,7 +193,7 @@ export abstract class RateGovernor implements Governor {
     // A 429 blocks the windows it reports spent; when none says so, every window of the request.
     const spent = observed.filter(([, w]) => w !== undefined && w.remaining <= 0).map(([v]) => v);
     for (const [view, window] of observed) {
-      if (window) view.facts = observeWindow(view.facts, window, now);
+      if (window) view.facts = observeWindow(view.facts, window, now, sentAt);
       else if (!rejected) continue;
       let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view, sentAt) }, this.options.pacing);
       if (rejected && (spent.length === 0 || spent.includes(view))) {
@@ -203,10 +203,12 @@ export abstract class RateGovernor implements Governor {
       const share = this.options.syncShare;
       if (share < 1 && view.facts.total !== undefined) {
         // The lane keeps the window's even pace, `1 / share` slower (the budget's own schedule slows
-        // it further when others spend the window), and takes the budget's blocks.
+        // it further when others spend the window), and takes the budget's blocks. A blocked lane's
+        // pace is the one after the block: paced by the span of what was left of the window, it
+        // would let the sync take the next window's slots a few ms apart.
         const lane = this.view(laneOf(view.spec, share));
         lane.facts = view.facts;
-        this.applyPace(lane, { ...pace, spacingMs: laneSpacing(view.facts, now, share, this.options.pacing) }, now);
+        this.applyPace(lane, { ...pace, spacingMs: laneSpacing(view.facts, Math.max(now, pace.blockedUntil ?? now), share, this.options.pacing) }, now);
       }
     }
   }
