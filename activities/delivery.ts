@@ -18,6 +18,7 @@ import type { Pool } from '../mirror/pool.ts';
 import type { PrismaClient } from '../mirror/prisma.ts';
 import { advanceSubscription, findSubscription, recordDeliveryFailure } from '../mirror/subscriptions.ts';
 import { asActivity } from './failures.ts';
+import { withHeartbeat } from './heartbeat.ts';
 
 export interface DeliveryDeps {
   pool: Pool;
@@ -95,7 +96,9 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
   const dispatcher = guardedAgent(createCallbackGuard(deps.callbacks));
   return {
     async deliverChanges(input: { subscriptionId: string; limit?: number }): Promise<DeliveryResult> {
-      return asActivity(async () => {
+      // A slow subscriber makes a delivery long (up to 50 posts of `timeoutMs`): beats tell Temporal the
+      // worker is alive, and their absence that it died (retried after the workflow's heartbeat timeout).
+      return withHeartbeat(() => asActivity(async () => {
         const sub = await findSubscription(deps.prisma, input.subscriptionId);
         if (!sub) return { delivered: 0, active: false };
         const def = resourceForWebhookType(sub.type);
@@ -172,7 +175,7 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
           await advanceSubscription(deps.prisma, { id: sub.id, cursor: change.cursor, delivered: sub.event === change.event || sub.event === '*' });
         }
         return { delivered, active: true };
-      });
+      }));
     },
   };
 }

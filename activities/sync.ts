@@ -22,6 +22,7 @@ import { CrossProjectScopeError, crossProjectKey, finishPass, keepUnchangedPage,
 import { beginOrResumePass, committedPageIds, markStreamFailed, parentsToRefresh, retireStream, saveCheckpoint, type Checkpoint, type PassMode, type StreamPass } from '../mirror/streams.ts';
 import { defaultPollingPolicy, pollingDecision, pollingDecisions, recordPoll, webhookCoverage, type PollDecision, type PollingPolicy, type WebhookCoverage } from '../mirror/polling.ts';
 import { asActivity } from './failures.ts';
+import { withHeartbeat } from './heartbeat.ts';
 import { PageHistory, storedFingerprint } from './page-history.ts';
 
 export interface SyncDeps {
@@ -256,7 +257,9 @@ export function createSyncActivities(deps: SyncDeps) {
   return {
     /** Which resources to mirror for an account: from its source system's profile, else by probing. */
     async planAccount(input: { accountId: string }): Promise<AccountPlan> {
-      return asActivity(async () => {
+      // Beats on a timer (activities/heartbeat.ts), as the other plan activities: probing an unknown
+      // source system's lists can take a while, and a dead worker's plan is retried within 20 s.
+      return withHeartbeat(() => asActivity(async () => {
         const account = await accounts.get(input.accountId);
         const profile = knownProfile(account.sourceSystem);
         let supported: string[];
@@ -283,16 +286,16 @@ export function createSyncActivities(deps: SyncDeps) {
         });
         planned.sort((a, b) => scopeOrder[a.scope] - scopeOrder[b.scope]);
         return { sourceSystem: account.sourceSystem, resources: planned };
-      });
+      }));
     },
 
     /** Ids of the live records of a parent stream: the scopes of its children (projects, invoices, ...). */
     async listParentIds(input: ParentScopesInput): Promise<string[]> {
       if (input.changedFor !== undefined) {
-        const due = await asActivity(() => parentsToRefresh(pool, { accountId: input.accountId, parentResource: input.parentResource, parentScopes: [input.parentScope], childResource: input.changedFor!, ...(input.passKey ? { passKey: input.passKey } : {}) }));
+        const due = await withHeartbeat(() => asActivity(() => parentsToRefresh(pool, { accountId: input.accountId, parentResource: input.parentResource, parentScopes: [input.parentScope], childResource: input.changedFor!, ...(input.passKey ? { passKey: input.passKey } : {}) })));
         return due.get(input.parentScope) ?? [];
       }
-      return asActivity(() => liveRecordIds(pool, { accountId: input.accountId, resource: input.parentResource, scope: input.parentScope }));
+      return withHeartbeat(() => asActivity(() => liveRecordIds(pool, { accountId: input.accountId, resource: input.parentResource, scope: input.parentScope })));
     },
 
     /**
@@ -300,7 +303,7 @@ export function createSyncActivities(deps: SyncDeps) {
      * (swept by `sweepScopes`), and the big scopes (left to a children workflow of their own).
      */
     async planChildren(input: ChildrenPlanInput): Promise<ChildrenPlan> {
-      return asActivity(async () => {
+      return withHeartbeat(() => asActivity(async () => {
         const parents = await parentsToRefresh(pool, { ...input, every: !input.changedOnly });
         const plan: ChildrenPlan = { inline: {}, big: [] };
         // Ids travel through the workflow's history: past `inlineTotalMax` of them, scopes get their own workflow.
@@ -313,7 +316,7 @@ export function createSyncActivities(deps: SyncDeps) {
           }
         }
         return plan;
-      });
+      }));
     },
 
     /**
@@ -373,7 +376,7 @@ export function createSyncActivities(deps: SyncDeps) {
      * are marked deleted (mirror/records-store.ts `retireRemovedProjects`). Returns how many.
      */
     async retireRemovedProjects(input: { accountId: string; passKey: string }): Promise<number> {
-      return asActivity(() => retireRemovedProjects(pool, input.accountId, input.passKey));
+      return withHeartbeat(() => asActivity(() => retireRemovedProjects(pool, input.accountId, input.passKey)));
     },
 
     /** Fetches and writes up to `maxPages` pages of a stream's pass; finishes the pass at its end. */

@@ -55,9 +55,82 @@ export interface MigrateResult {
   alreadyApplied: string[];
 }
 
-/** Applies pending migrations. Each runs in its own transaction; a failure is recorded and stops the run. */
-export async function migrate(databaseUrl: string, options: { dir?: string } = {}): Promise<MigrateResult> {
-  const migrations = await readMigrations(options.dir);
+/**
+ * The first line of a migration that must run outside a transaction block: `CREATE INDEX CONCURRENTLY`
+ * (the only way to index a big table without blocking its writers) refuses to run inside one, and so does
+ * a multi-statement query string, which Postgres runs as one implicit transaction. Such a migration's
+ * statements run one at a time, each committed on its own: write each so that running it again after a
+ * failure is harmless (`IF NOT EXISTS`, and drop an index a failed CONCURRENTLY build left INVALID).
+ */
+export const noTransactionMarker = '-- migrate: no-transaction';
+
+export function runsOutsideTransaction(sql: string): boolean {
+  return sql.replace(/^\uFEFF/, '').split('\n', 1)[0]!.trim() === noTransactionMarker;
+}
+
+/**
+ * The statements of a migration, split at the semicolons that end them: not inside quotes ('...',
+ * "..."), dollar quotes ($$...$$, $tag$...$tag$) or comments (-- and nested /* *\/). Statements holding
+ * only comments are dropped.
+ */
+export function splitStatements(sql: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  let i = 0;
+  const n = sql.length;
+  const push = (end: number) => {
+    const text = sql.slice(start, end).trim();
+    const code = text.replace(/--[^\n]*/g, '').replace(/\/\*[\s\S]*?\*\//g, '').trim();
+    if (code !== '') out.push(text);
+  };
+  while (i < n) {
+    const c = sql[i]!;
+    if (c === '-' && sql[i + 1] === '-') {
+      const nl = sql.indexOf('\n', i);
+      i = nl < 0 ? n : nl + 1;
+    } else if (c === '/' && sql[i + 1] === '*') {
+      let depth = 1;
+      i += 2;
+      while (i < n && depth > 0) {
+        if (sql[i] === '/' && sql[i + 1] === '*') {
+          depth++;
+          i += 2;
+        } else if (sql[i] === '*' && sql[i + 1] === '/') {
+          depth--;
+          i += 2;
+        } else i++;
+      }
+    } else if (c === "'" || c === '"') {
+      i++;
+      while (i < n) {
+        if (sql[i] === c && sql[i + 1] === c) i += 2;
+        else if (sql[i] === c) break;
+        else i++;
+      }
+      i++;
+    } else if (c === '$') {
+      const tag = /^\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i));
+      if (tag) {
+        const close = sql.indexOf(tag[0], i + tag[0].length);
+        i = close < 0 ? n : close + tag[0].length;
+      } else i++;
+    } else if (c === ';') {
+      push(i);
+      start = ++i;
+    } else i++;
+  }
+  push(n);
+  return out;
+}
+
+/**
+ * Applies pending migrations. Each runs in its own transaction (or statement by statement, see
+ * noTransactionMarker); a failure is recorded and stops the run. `before`: apply only the migrations
+ * whose names sort before it (a database as the release before that migration left it).
+ */
+export async function migrate(databaseUrl: string, options: { dir?: string; before?: string } = {}): Promise<MigrateResult> {
+  const before = options.before;
+  const migrations = (await readMigrations(options.dir)).filter((m) => before === undefined || m.name < before);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
@@ -92,9 +165,13 @@ export async function migrate(databaseUrl: string, options: { dir?: string } = {
         [id, m.checksum, m.name],
       );
       try {
-        await client.query('BEGIN');
-        await client.query(m.sql);
-        await client.query('COMMIT');
+        if (runsOutsideTransaction(m.sql)) {
+          for (const statement of splitStatements(m.sql)) await client.query(statement);
+        } else {
+          await client.query('BEGIN');
+          await client.query(m.sql);
+          await client.query('COMMIT');
+        }
       } catch (error) {
         await client.query('ROLLBACK').catch(() => undefined);
         const message = error instanceof Error ? error.message : String(error);
