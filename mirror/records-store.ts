@@ -11,6 +11,7 @@ import { BufferPool } from '../lib/buffer-pool.ts';
 import { MirrorError } from '../lib/errors.ts';
 import { allProjectsScope, resourceDef } from '../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
+import { computePositions, invalidatePositions } from './record-positions.ts';
 import { recordScopeSql, saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
 
 export interface WriteCounts {
@@ -174,7 +175,8 @@ WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
   }
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
 )${seen ? `, seen AS (${seenPageSql((i) => `$${fixedParams(upsert) + 1 + i}`)}\n)` : ''}
-SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated FROM up`;
+SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated,
+       count(*)::int AS written FROM up`;
 const rowSources = { objects: objectRows, body: bodyRows, split: splitRows };
 const statements = new Map<string, { name: string; text: string }>();
 /**
@@ -259,8 +261,12 @@ async function commitPageCheckpoint(
   checkpoint: Checkpoint | (() => Promise<Checkpoint>),
   counts: WriteCounts,
   records: number,
+  beforeCommit?: () => Promise<void>,
 ): Promise<void> {
   const base = typeof checkpoint === 'function' ? await checkpoint() : checkpoint;
+  // After the page before this one committed (`checkpoint` waits for it), so no page holds what the
+  // page before it waits for (the position sets' row locks, see record-positions.ts).
+  if (beforeCommit) await beforeCommit();
   const c = base.counts;
   const next: Checkpoint = {
     ...base,
@@ -296,8 +302,10 @@ export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCoun
   const records = write.records;
   if (write.key.scope === allProjectsScope) {
     // A list across projects: its objects, keyed by project and id (ids repeat across projects).
-    const { param, ids } = encodeRows('json' in records ? records.parse() : records.items, (item) => crossProjectKey(item, write.key.resource));
-    return writeRows(pool, write, { kind: 'objects', param, ids });
+    const items = 'json' in records ? records.parse() : records.items;
+    const { param, ids } = encodeRows(items, (item) => crossProjectKey(item, write.key.resource));
+    const scopes = [...new Set(items.map((item) => allProjectsScope.replace('*', String(item.project_id))))];
+    return writeRows(pool, write, { kind: 'objects', param, ids, scopes });
   }
   if ('json' in records) {
     // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
@@ -325,6 +333,8 @@ interface Rows {
   kind: keyof typeof rowSources;
   param: string | Buffer;
   ids: readonly string[];
+  /** The scopes the records go to, where not the stream's own (a list across projects). */
+  scopes?: readonly string[];
 }
 
 /** The write: inserted where the records are likely all new (and upserted where that fails), else upserted. */
@@ -350,6 +360,8 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
     pool,
     async (client, tx) => {
       const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
+      // Records inserted or rewritten (content, liveness or place in the order): the stream's positions no longer hold.
+      let written = 0;
       if (count > 0) {
         const params: unknown[] = [write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
         if (upsert) params.push(write.keepOrdinal ?? false);
@@ -357,7 +369,7 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
         params.push(rows.param);
         const perProject = write.key.scope === allProjectsScope;
         const { rows: result } = await client
-          .query<{ inserted: number; updated: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen), perProject), values: params })
+          .query<{ inserted: number; updated: number; written: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen), perProject), values: params })
           .catch((error: unknown) => {
             if (perProject && (error as { code?: string }).code === notNullViolation) {
               throw new CrossProjectScopeError(`A record of the ${write.key.resource} list across projects (Project-Id: *) has no project_id: the mirror cannot tell which project it belongs to`, { cause: error });
@@ -367,11 +379,16 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
         counts.inserted = result[0]!.inserted;
         counts.updated = result[0]!.updated;
         counts.unchanged = count - counts.inserted - counts.updated;
+        written = result[0]!.written;
       } else if (write.seen) {
         await recordSeenPage(client, write.pass, write.seen, rows.ids);
       }
+      const invalidate =
+        written > 0 ? () => invalidatePositions(client, write.key.accountId, (rows.scopes ?? [write.key.scope]).map((scope) => ({ resource: write.key.resource, scope }))) : undefined;
+      // Position sets before the stream's row, in every writer and in finishPass: one lock order.
+      if (!write.checkpoint && invalidate) await invalidate();
       if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
-      if (write.checkpoint) await commitPageCheckpoint(client, tx, write.pass, write.checkpoint, counts, count);
+      if (write.checkpoint) await commitPageCheckpoint(client, tx, write.pass, write.checkpoint, counts, count, invalidate);
       return counts;
     },
     write.checkpoint ? relaxedCommit : genericPlan,
@@ -393,18 +410,28 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       // Records written since the pass began (by events) are the upstream's too, seen or not.
       // A list across projects saw its records by project and id (`crossProjectKey`).
       const seenKey = key.scope === allProjectsScope ? `r.scope || '|' || r.id` : 'r.id';
-      const res = await client.query(
+      const res = await client.query<{ scope: string; n: number }>(
         `WITH seen AS MATERIALIZED (
            SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
-         )
+         ), marked AS (
          UPDATE records r SET deleted_at = now(), mirrored_at = now()
           WHERE r.account_id = $1 AND r.resource = $2 AND ${recordScopeSql(key.scope, 'r.scope', '$3')} AND r.deleted_at IS NULL
             AND r.mirrored_at < (SELECT pass_started_at FROM streams WHERE id = $4)
-            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = ${seenKey})`,
+            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = ${seenKey})
+         RETURNING r.scope
+         )
+         SELECT scope, count(*)::int AS n FROM marked GROUP BY scope`,
         [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
       );
-      deleted = res.rowCount ?? 0;
+      deleted = res.rows.reduce((sum, r) => sum + r.n, 0);
+      // The scopes it marked records of have positions no more (this stream's own are computed below).
+      await invalidatePositions(client, key.accountId, res.rows.map((r) => ({ resource: key.resource, scope: r.scope })));
     }
+    // The stream's dense positions, for pages at any offset (record-positions.ts): computed here, where
+    // its records are as complete as a pass leaves them, before the stream's row is locked (below) so
+    // the computation (~1 s at 200k records on a loaded machine) does not hold it. A list across
+    // projects keeps OFFSET reads; its projects' positions are computed by their own passes.
+    if (key.scope !== allProjectsScope) await computePositions(client, key);
     if (checkpoint.mode === 'full') {
       // This pass's pages are the next pass's reference; older passes' are not needed any more.
       await client.query('DELETE FROM stream_pages WHERE stream_id = $1 AND generation < $2', [pass.streamId, pass.generation]);
@@ -465,15 +492,20 @@ export async function retireRemovedProjects(pool: Pool, accountId: string, passK
     );
     if (!rows[0]) return 0;
     // Records written since the projects' pass began (an event of a project created meanwhile) stay.
-    const res = await client.query(
-      `UPDATE records r SET deleted_at = now(), mirrored_at = now()
-        WHERE r.account_id = $1 AND r.resource <> 'projects' AND r.scope LIKE 'project=%' AND r.deleted_at IS NULL
-          AND r.mirrored_at < $2
-          AND NOT EXISTS (SELECT 1 FROM records p WHERE p.account_id = $1 AND p.resource = 'projects' AND p.scope = ''
-                             AND p.deleted_at IS NULL AND p.id = split_part(substr(r.scope, 9), '/', 1))`,
+    const res = await client.query<{ resource: string; scope: string; n: number }>(
+      `WITH marked AS (
+         UPDATE records r SET deleted_at = now(), mirrored_at = now()
+          WHERE r.account_id = $1 AND r.resource <> 'projects' AND r.scope LIKE 'project=%' AND r.deleted_at IS NULL
+            AND r.mirrored_at < $2
+            AND NOT EXISTS (SELECT 1 FROM records p WHERE p.account_id = $1 AND p.resource = 'projects' AND p.scope = ''
+                               AND p.deleted_at IS NULL AND p.id = split_part(substr(r.scope, 9), '/', 1))
+         RETURNING r.resource, r.scope
+       )
+       SELECT resource, scope, count(*)::int AS n FROM marked GROUP BY resource, scope`,
       [accountId, rows[0].started],
     );
-    return res.rowCount ?? 0;
+    await invalidatePositions(client, accountId, res.rows);
+    return res.rows.reduce((sum, r) => sum + r.n, 0);
   });
 }
 
@@ -493,7 +525,10 @@ export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly stri
         WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = ANY($4::text[]) AND deleted_at IS NULL`,
       [key.accountId, key.resource, key.scope, ids],
     );
-    if ((res.rowCount ?? 0) > 0) await touchStream(client, key);
+    if ((res.rowCount ?? 0) > 0) {
+      await invalidatePositions(client, key.accountId, [key]);
+      await touchStream(client, key);
+    }
     return res.rowCount ?? 0;
   });
 }
@@ -507,20 +542,26 @@ export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly stri
  */
 export async function markDeletedWithChildren(pool: Pool, key: StreamKey, id: string, children: { resources: readonly string[]; scope: string }): Promise<number> {
   return inTransaction(pool, async (client) => {
-    const res = await client.query(
-      `UPDATE records SET deleted_at = now(), mirrored_at = now()
-        WHERE account_id = $1 AND deleted_at IS NULL
-          AND ((resource = $2 AND scope = $3 AND id = $4) OR (resource = ANY($5::text[]) AND scope = $6))`,
+    const res = await client.query<{ resource: string; scope: string; n: number }>(
+      `WITH marked AS (
+         UPDATE records SET deleted_at = now(), mirrored_at = now()
+          WHERE account_id = $1 AND deleted_at IS NULL
+            AND ((resource = $2 AND scope = $3 AND id = $4) OR (resource = ANY($5::text[]) AND scope = $6))
+         RETURNING resource, scope
+       )
+       SELECT resource, scope, count(*)::int AS n FROM marked GROUP BY resource, scope`,
       [key.accountId, key.resource, key.scope, id, children.resources, children.scope],
     );
-    if ((res.rowCount ?? 0) > 0) {
+    const marked = res.rows.reduce((sum, r) => sum + r.n, 0);
+    if (marked > 0) {
+      await invalidatePositions(client, key.accountId, res.rows);
       await client.query(
         `UPDATE streams SET touched_at = now()
           WHERE account_id = $1 AND ((resource = $2 AND scope = $3) OR (resource = ANY($4::text[]) AND scope = $5))`,
         [key.accountId, key.resource, key.scope, children.resources, children.scope],
       );
     }
-    return res.rowCount ?? 0;
+    return marked;
   });
 }
 

@@ -1,0 +1,212 @@
+// Dense positions per stream (issue 26): once a pass finishes, every plain page of a list is read by
+// position (a range, not an OFFSET) and is byte for byte the page the OFFSET query serves, at every page
+// size; any write that changes the stream's records (a pass's page, an event, a delete) makes readers
+// fall back to OFFSET until the next pass finishes, and they stay correct meanwhile. `listReadPaths`
+// says which way each page was read.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { createPool, type Pool } from '../../mirror/pool.ts';
+import { listReadPaths, listRecords, type ListQuery } from '../../mirror/records-read.ts';
+import { applyObjects, finishPass, markDeleted, writePage } from '../../mirror/records-store.ts';
+import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+
+describe('list pages by dense positions', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+
+  before(async () => {
+    db = await createTestDatabase('mirror_positions');
+    pool = createPool(db.url);
+  });
+  after(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  async function account(): Promise<StreamKey> {
+    const accountId = randomUUID();
+    await pool.query(
+      `INSERT INTO linked_accounts (id, reference_id, source_system, source_system_name, token_ciphertext, token_hash, updated_at)
+       VALUES ($1, 'ref', 'fieldops', 'FieldOps', '\\x00', $2, now())`,
+      [accountId, randomBytes(32).toString('hex')],
+    );
+    return { accountId, resource: 'customers', scope: '' };
+  }
+
+  const query = (key: StreamKey, page: number, perPage: number, includeSourceData = false): ListQuery => ({
+    accountId: key.accountId, resource: key.resource, scopes: [key.scope], page, perPage, includeSourceData,
+  });
+
+  /** Every page of the list as served (each page's JSON and has_more), and how many were read by position. */
+  async function readAll(key: StreamKey, perPage: number, includeSourceData = false): Promise<{ pages: string[]; positioned: number; offset: number }> {
+    const before = { ...listReadPaths };
+    const pages: string[] = [];
+    for (let page = 1; ; page++) {
+      const r = await listRecords(pool, query(key, page, perPage, includeSourceData));
+      pages.push(`${JSON.stringify(r.rows)} ${r.hasMore}`);
+      if (!r.hasMore) break;
+    }
+    // One page past the end: empty, either way.
+    const past = await listRecords(pool, query(key, pages.length + 1, perPage, includeSourceData));
+    assert.deepEqual([past.rows, past.hasMore], [[], false]);
+    return { pages, positioned: listReadPaths.positioned - before.positioned, offset: listReadPaths.offset - before.offset };
+  }
+
+  /** The same pages by OFFSET: the positions marked out of date for the read, then as they were. */
+  async function readAllByOffset(key: StreamKey, perPage: number, includeSourceData = false): Promise<string[]> {
+    const { rows } = await pool.query<{ valid_version: string | null }>(
+      `SELECT valid_version FROM record_position_sets WHERE account_id = $1 AND resource = $2 AND scope = $3`,
+      [key.accountId, key.resource, key.scope],
+    );
+    await pool.query(`UPDATE record_position_sets SET valid_version = NULL WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
+    try {
+      const r = await readAll(key, perPage, includeSourceData);
+      assert.equal(r.positioned, 0);
+      return r.pages;
+    } finally {
+      await pool.query(`UPDATE record_position_sets SET valid_version = $4 WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope, rows[0]?.valid_version ?? null]);
+    }
+  }
+
+  async function upstreamOrder(key: StreamKey): Promise<string[]> {
+    const { rows } = await pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY ordinal, id`,
+      [key.accountId, key.resource, key.scope],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  const ids = (pages: string[]) => pages.flatMap((p) => (JSON.parse(p.slice(0, p.lastIndexOf(' '))) as string[]).map((j) => (JSON.parse(j) as { id: string }).id));
+
+  const customers = (from: number, n: number) =>
+    Array.from({ length: n }, (_, i) => ({ id: `c${String(from + i).padStart(5, '0')}`, name: `customer ${from + i}`, source_data: { n: from + i } }));
+
+  /** A full pass of `pages` (each a page of objects, in order), finished. */
+  async function fullPass(key: StreamKey, passKey: string, pages: Record<string, unknown>[][], perPage: number): Promise<void> {
+    const p = await beginOrResumePass(pool, key, { passKey, mode: 'full', perPage });
+    for (const [i, items] of pages.entries()) {
+      await writePage(pool, { key, pass: p, records: { items }, ordinalBase: i * perPage, seen: { page: i + 1, perPage, digest: null, hasMore: i + 1 < pages.length }, checkpoint: { ...p.checkpoint, page: i + 2 } });
+    }
+    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
+    await finishPass(pool, key, p, rows[0]!.checkpoint);
+  }
+
+  it('serves every page by position after a pass, byte for byte the OFFSET pages, at every page size', async () => {
+    const key = await account();
+    // 1,234 records over pages of 300, with ties (the second page's ordinals overlap the first's) so
+    // the order falls back to the id.
+    const pages = [customers(2000, 300), customers(1000, 300), customers(3000, 300), customers(500, 300), customers(9000, 34)];
+    const p = await beginOrResumePass(pool, key, { passKey: 'one', mode: 'full', perPage: 300 });
+    for (const [i, items] of pages.entries()) {
+      const ordinalBase = i === 1 ? 150 : i * 300;
+      await writePage(pool, { key, pass: p, records: { items }, ordinalBase, seen: { page: i + 1, perPage: 300, digest: null, hasMore: i < 4 }, checkpoint: { ...p.checkpoint, page: i + 2 } });
+    }
+    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
+    await finishPass(pool, key, p, rows[0]!.checkpoint);
+
+    const expected = await upstreamOrder(key);
+    assert.equal(expected.length, 1234);
+    for (const perPage of [1, 7, 100, 499, 500, 501, 1000]) {
+      const byPosition = await readAll(key, perPage);
+      assert.equal(byPosition.offset, 0, `per_page=${perPage}: every page by position`);
+      assert.equal(byPosition.positioned, byPosition.pages.length + 1);
+      assert.deepEqual(ids(byPosition.pages), expected, `per_page=${perPage}`);
+      assert.deepEqual(byPosition.pages, await readAllByOffset(key, perPage), `per_page=${perPage}: the same bytes as OFFSET`);
+    }
+    const withSource = await readAll(key, 100, true);
+    assert.equal(withSource.offset, 0);
+    assert.deepEqual(withSource.pages, await readAllByOffset(key, 100, true), 'with source data');
+  });
+
+  it('falls back to OFFSET after any write that changes the list, until the next pass finishes', async () => {
+    const key = await account();
+    const first = [customers(0, 250), customers(250, 250), customers(500, 100)];
+    await fullPass(key, 'one', first, 250);
+    assert.equal((await readAll(key, 100)).offset, 0);
+
+    // An event's new record (appended), then an event's delete: each falls back, and is right.
+    await applyObjects(pool, key, customers(7000, 1));
+    let r = await readAll(key, 100);
+    assert.equal(r.positioned, 0, 'a new record: positions out of date');
+    assert.deepEqual(ids(r.pages), await upstreamOrder(key));
+    assert.equal(ids(r.pages).at(-1), 'c07000');
+
+    await fullPass(key, 'two', [...first.slice(0, 2), [...first[2]!, ...customers(7000, 1)]], 250);
+    assert.equal((await readAll(key, 100)).offset, 0, 'the pass that finished computed them again');
+    await markDeleted(pool, key, ['c00003']);
+    r = await readAll(key, 100);
+    assert.equal(r.positioned, 0, 'a delete: positions out of date');
+    assert.deepEqual(ids(r.pages), await upstreamOrder(key));
+    assert.ok(!ids(r.pages).includes('c00003'));
+
+    // A pass running: its first page moves records to the front; every page falls back while it runs.
+    const p = await beginOrResumePass(pool, key, { passKey: 'three', mode: 'full', perPage: 250 });
+    await writePage(pool, { key, pass: p, records: { items: [...customers(400, 50), ...customers(0, 200)] }, ordinalBase: 0, seen: { page: 1, perPage: 250, digest: null, hasMore: true }, checkpoint: { ...p.checkpoint, page: 2 } });
+    r = await readAll(key, 100);
+    assert.equal(r.positioned, 0, 'a pass page: positions out of date');
+    assert.deepEqual(ids(r.pages), await upstreamOrder(key));
+    await writePage(pool, { key, pass: p, records: { items: customers(200, 100) }, ordinalBase: 250, seen: { page: 2, perPage: 250, digest: null, hasMore: false }, checkpoint: { ...p.checkpoint, page: 3 } });
+    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
+    await finishPass(pool, key, p, rows[0]!.checkpoint);
+    // The finish marked the records it did not see deleted (c00300.. and c07000) and computed positions.
+    r = await readAll(key, 100);
+    assert.equal(r.offset, 0);
+    const expected = await upstreamOrder(key);
+    assert.equal(expected.length, 350);
+    assert.deepEqual(ids(r.pages), expected);
+    assert.deepEqual(r.pages, await readAllByOffset(key, 100));
+  });
+
+  it('a write racing the computation of positions waits for it, then marks them out of date', async () => {
+    const key = await account();
+    await fullPass(key, 'one', [customers(0, 300)], 300);
+    await applyObjects(pool, key, customers(4000, 1));
+    // A computation in progress, as finishPass runs it on positions out of date: the set row locked,
+    // then the positions marked valid in the same transaction. An event's write meanwhile (whose
+    // snapshot sees them out of date already) must not leave them valid.
+    const computing = await pool.connect();
+    let wrote = false;
+    try {
+      await computing.query('BEGIN');
+      await computing.query(`UPDATE record_position_sets SET version = version + 1 WHERE account_id = $1`, [key.accountId]);
+      const event = applyObjects(pool, key, customers(5000, 1)).then(() => (wrote = true));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(wrote, false, 'the write waits for the computation');
+      await computing.query(`UPDATE record_position_sets SET valid_version = version WHERE account_id = $1`, [key.accountId]);
+      await computing.query('COMMIT');
+      await event;
+    } finally {
+      computing.release();
+    }
+    const r = await readAll(key, 100);
+    assert.equal(r.positioned, 0, 'the write that committed after the computation marked its positions out of date');
+    assert.deepEqual(ids(r.pages), await upstreamOrder(key));
+    assert.equal(ids(r.pages).at(-1), 'c05000');
+  });
+
+  it('a pass that changed nothing keeps the positions; a page whose records went from under them is read by OFFSET', async () => {
+    const key = await account();
+    const pages = [customers(0, 300), customers(300, 300)];
+    await fullPass(key, 'one', pages, 300);
+    const version = async () =>
+      (await pool.query<{ v: string }>(`SELECT version || '/' || valid_version AS v FROM record_position_sets WHERE account_id = $1`, [key.accountId])).rows[0]!.v;
+    const computed = await version();
+    await fullPass(key, 'two', pages, 300);
+    assert.equal(await version(), computed, 'nothing written: nothing to compute');
+    assert.equal((await readAll(key, 100)).offset, 0);
+
+    // Deletes that bypass the mirror's writers (a purge does): a page holding a record its positions
+    // name but that is gone no longer matches them, and is read by OFFSET.
+    await pool.query(`DELETE FROM records WHERE account_id = $1 AND id = 'c00450'`, [key.accountId]);
+    const before = { ...listReadPaths };
+    const page5 = await listRecords(pool, query(key, 5, 100));
+    assert.equal(listReadPaths.offset - before.offset, 1);
+    assert.deepEqual(page5.rows.map((j) => (JSON.parse(j) as { id: string }).id), (await upstreamOrder(key)).slice(400, 500));
+    await pool.query(`DELETE FROM records WHERE account_id = $1`, [key.accountId]);
+    const purged = await listRecords(pool, query(key, 1, 100));
+    assert.deepEqual([purged.rows, purged.hasMore], [[], false]);
+    assert.equal(listReadPaths.offset - before.offset, 2);
+  });
+});
