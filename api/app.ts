@@ -14,6 +14,7 @@ import { registerErrorHandling } from './errors.ts';
 import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
+import { registerAggregateRoutes } from './routes/aggregates.ts';
 import { registerForwardedRoutes } from './routes/forwarded.ts';
 import { registerWriteRoutes } from './routes/writes.ts';
 import { registerStorageRoutes } from './routes/storage.ts';
@@ -150,6 +151,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
   registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: forwardTarget, sync: deps.sync, projects, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}) });
+  registerAggregateRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, projects });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey, callbacks: createCallbackGuard(deps.callbacks) });
   if (deps.upstream) {

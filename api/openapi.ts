@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { resourceDef, resources, type ResourceDef } from '../lib/resources.ts';
 import { apiVersion } from './auth.ts';
 import { docsPage } from './openapi-page.ts';
+import { aggregatesQuerySchema, aggregatesResponseSchema } from './routes/aggregates.ts';
 import { inboundEventSchema } from './routes/webhooks-inbound.ts';
 
 export interface RouteEntry {
@@ -157,6 +158,16 @@ const fixed: Record<string, Operation> = {
     security: 'account',
     query: changesQuerySchema,
     responses: { '200': { description: 'A page of changes.', schema: changesResponseSchema } },
+  },
+  'GET /mirror/aggregates/:resource': {
+    summary: "Counts, sums, averages, minimums and maximums of a resource's records, grouped by a field (beyond the upstream's API)",
+    description:
+      'Over the caller\'s records only, live ones unless `include_deleted=true`, with the same filter forms as list reads (`filters=`, `filters[]=`, a JSON body `{"filters": [...]}` on the GET) and `Project-Id` as lists take it. Numeric aggregates read JSON numbers and strings that are decimal numbers (`"1250.00"`); any other value is left out (the sum of no value is null). Example: `?count&sum=balance&avg=balance&group_by=status` answers `{"data": [{"group": "active", "count": 120, "sum": {"balance": 1250.5}, "avg": {"balance": 10.42}}], "meta": {"group_by": "status", "has_more_results": false}}`. A field, operator or aggregate it cannot evaluate is a 400 that names it.',
+    tag: 'mirror',
+    security: 'account',
+    query: aggregatesQuerySchema,
+    headers: [{ name: 'Project-Id', description: 'The project (its id, `source_id:<id>`, or `*`): required for project-scoped resources; narrows account-level resources whose records carry `project_id`.' }],
+    responses: { '200': { description: 'One entry per group (one entry when not grouped).', schema: aggregatesResponseSchema }, '400': { description: 'A parameter, field, operator or aggregate it cannot evaluate, named.', schema: errorSchema } },
   },
   'POST /mirror/accounts': {
     summary: 'Adopt an account linked before the mirror, by its account token',

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { allowEntryProblem } from './address-guard.ts';
 import { ConfigError } from './errors.ts';
+import { parseIndexedFields } from './indexed-fields.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const base64Key = z
@@ -67,6 +68,18 @@ export const configSchema = z.object({
    * at once with a 429 and the upstream's rate-limit headers (as the mirror knows them), not held.
    */
   MIRROR_INTERACTIVE_MAX_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
+  /**
+   * Fields that get an expression index at `mirror migrate` (lib/indexed-fields.ts): comma-separated
+   * `<resource>.<field>[:number]`, e.g. `customers.status,customers.source_data.Region`.
+   */
+  MIRROR_INDEXED_FIELDS: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      const r = parseIndexedFields(v);
+      for (const problem of r.problems) ctx.addIssue({ code: 'custom', message: problem });
+      return r.fields;
+    }),
 
   MIRROR_CLIENT_ID: z.string().length(36, 'must be a 36-character id clients of the mirror present'),
   MIRROR_CLIENT_SECRET: z.string().length(40, 'must be a 40-character secret clients of the mirror present'),

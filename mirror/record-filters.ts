@@ -34,10 +34,10 @@ export const sourceDataPrefix = 'source_data.';
  */
 const rawSource = `(CASE WHEN jsonb_typeof(source_data) = 'object' AND source_data ? 'data' AND (source_data ? 'content_type' OR source_data ? 'path') THEN source_data->'data' ELSE source_data END)`;
 
-type Param = (value: unknown) => string;
+export type Param = (value: unknown) => string;
 
 /** The field's JSON value (NULL when missing). Time fields: the text the record carries. */
-function jsonOf(field: string, p: Param): string {
+export function jsonOf(field: string, p: Param): string {
   if (field.startsWith(sourceDataPrefix)) return `(${rawSource}->${p(field.slice(sourceDataPrefix.length))}::text)`;
   return `(data->${p(field)}::text)`;
 }

@@ -48,7 +48,7 @@ export const maxGetBodyBytes = 1024 * 1024;
  * deadline (request-timeouts.ts) covers it as it covers any buffered body; kept as the bytes that
  * came, so a forwarded read sends them as they are.
  */
-async function readGetBody(request: FastifyRequest): Promise<void> {
+export async function readGetBody(request: FastifyRequest): Promise<void> {
   const h = request.headers;
   const announced = (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined;
   if (!announced || request.body !== undefined || request.raw.readableEnded) return;

@@ -5,7 +5,7 @@ import type { Command } from './shared.ts';
 export const migrateCommand: Command = {
   summary: 'Apply pending migrations (recorded in _prisma_migrations as Prisma does)',
   usage: 'mirror migrate',
-  help: 'Creates the database if missing, then applies prisma/migrations in order. Safe to run from several processes at once (an advisory lock serialises them).',
+  help: 'Creates the database if missing, then applies prisma/migrations in order, then makes the expression indexes of MIRROR_INDEXED_FIELDS exactly those listed (CREATE INDEX CONCURRENTLY: writes go on). Safe to run from several processes at once (advisory locks serialise them).',
   async run() {
     const { loadEnvFile } = await import('../../lib/config.ts');
     const { ensureDatabase } = await import('../../mirror/database.ts');
@@ -15,6 +15,10 @@ export const migrateCommand: Command = {
     await ensureDatabase(config.DATABASE_URL);
     const r = await migrate(config.DATABASE_URL);
     console.log(r.applied.length ? `Applied: ${r.applied.join(', ')}` : `Up to date (${r.alreadyApplied.length} migrations).`);
+    // The operator's field indexes (MIRROR_INDEXED_FIELDS), after the migrations that made the partitions.
+    const { applyFieldIndexes } = await import('../../mirror/field-indexes.ts');
+    const ix = await applyFieldIndexes(config.DATABASE_URL, config.MIRROR_INDEXED_FIELDS, (line) => console.log(line));
+    if (ix.created.length + ix.kept.length + ix.dropped.length > 0) console.log(`Field indexes: ${ix.created.length} created, ${ix.kept.length} kept, ${ix.dropped.length} dropped.`);
   },
 };
 
