@@ -336,11 +336,14 @@ export function createSyncActivities(deps: SyncDeps) {
       try {
         const coverage = await webhookCoverage(pool, input.accountId);
         // Which streams an adaptive pass lists (a retried sweep decides again: the streams it finished
-        // are this pass's, so due and done).
-        const decisions =
-          input.adaptive && input.mode === 'incremental'
-            ? await pollingDecisions(pool, { accountId: input.accountId, passKey: input.passKey, streams: input.items, policy: polling, coverage })
-            : new Map<string, PollDecision>();
+        // are this pass's, so due and done), within the pass's poll budget (mirror/polling.ts): by
+        // default as many project lists due only by their clock as the source system serves resources.
+        const adaptive = input.adaptive && input.mode === 'incremental';
+        const profile = adaptive ? await profileFor(input.accountId) : undefined;
+        const budget = profile ? { resources: resources.filter((r) => r.name in profile.resources).length } : {};
+        const decisions = adaptive
+          ? await pollingDecisions(pool, { accountId: input.accountId, passKey: input.passKey, streams: input.items, policy: polling, coverage, budget })
+          : new Map<string, PollDecision>();
         // Every stream ends (or fails) before the sweep does: a retry must not race a stream still running.
         const settled = await Promise.allSettled(
           input.items.map((item) =>

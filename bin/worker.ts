@@ -60,7 +60,8 @@ export async function startWorker(services: Services, options: { address?: strin
       encryptionKey: services.keys.encryptionKey,
       maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
       // The schedules' periods (api/sync-control.ts): the shortest and longest intervals of adaptive polling.
-      polling: { incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000, fullMs: config.SYNC_FULL_HOURS * 3_600_000 },
+      // SYNC_POLLS_PER_PASS: the incremental passes' poll budget (0: the source system's resources).
+      polling: { incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000, fullMs: config.SYNC_FULL_HOURS * 3_600_000, pollsPerPass: config.SYNC_POLLS_PER_PASS },
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),

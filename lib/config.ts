@@ -120,6 +120,8 @@ export const configSchema = z.object({
   SANDBOX_PORT: port.default(4010),
   SYNC_INCREMENTAL_MINUTES: z.coerce.number().positive().default(15),
   SYNC_FULL_HOURS: z.coerce.number().positive().default(24),
+  /** Most project lists due only by their clock that an incremental pass lists (adaptive polling); 0: as many as the source system serves resources. */
+  SYNC_POLLS_PER_PASS: z.coerce.number().int().min(0).default(0),
   SYNC_STREAM_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   /** Most pages one pass of a stream may take before it stops with an error (an upstream whose pages never end). */
   SYNC_MAX_PAGES_PER_PASS: z.coerce.number().int().positive().default(100_000),

@@ -6,10 +6,13 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { sourceSystemProfiles } from '../../sandbox/source-systems/profiles.ts';
 import { sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 
-/** Project-scoped resources of BuildPro in the sandbox (budget-line-items refuses `*` there). */
-const projectScoped = ['cost-codes', 'budget-line-items', 'actual-production-quantities', 'drawings', 'documents', 'specification-sections', 'photos', 'folders', 'files'];
+/** Project-scoped resources of BuildPro in the sandbox (budget-line-items refuses `*` there): its profile's, as the catalog grows. */
+const projectScoped = Object.entries(sourceSystemProfiles.find((p) => p.slug === 'buildpro')!.resources)
+  .filter(([, support]) => support?.scope === 'project')
+  .map(([name]) => name);
 
 describe('lists across projects', { timeout: 300_000 }, () => {
   let h: Harness;
