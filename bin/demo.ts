@@ -6,10 +6,11 @@ import { Client, Connection } from '@temporalio/client';
 import { linkWithPublicToken } from '../api/link-service.ts';
 import { SyncControl, type AccountSyncSummary } from '../api/sync-control.ts';
 import { createLinkToken } from '../connectors/operations.ts';
+import { knownProfile } from '../connectors/source-systems/index.ts';
 import { createLogger } from '../lib/logger.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { startApi } from './api.ts';
-import { createServices } from './services.ts';
+import { createServices, type Services } from './services.ts';
 import { projectRoot, setup } from './setup.ts';
 import { portOpen, splitAddress, startDevServer, type DevServer } from './temporal-cli.ts';
 import { freePort } from './test-runner.ts';
@@ -17,6 +18,38 @@ import { untilSignal } from './signals.ts';
 import { startWorker, workerPoolSize } from './worker.ts';
 
 export const demoSourceSystems = ['buildpro', 'sqlerp', 'crmcloud', 'fieldops'] as const;
+
+/**
+ * Per linked account: how many resources its source system serves (the mirror's profile of it),
+ * how many the pass mirrored records of, and which it mirrored none of (issue 25: the demo mirrors
+ * records of every resource it links).
+ */
+export function coverageOf(sourceSystem: string, byResource: Readonly<Record<string, number>>): { served: number; mirrored: number; missing: string[] } {
+  const served = Object.keys(knownProfile(sourceSystem)?.resources ?? {});
+  const missing = served.filter((r) => (byResource[r] ?? 0) === 0);
+  return { served: served.length, mirrored: served.length - missing.length, missing };
+}
+
+/**
+ * Links the demo account of one source system on the sandbox (idempotent: the same reference id
+ * keeps its account): a Link token, the sandbox's public token for the system, the exchange.
+ */
+export async function linkDemoAccount(
+  services: Pick<Services, 'upstream' | 'accounts'>,
+  sandbox: { url: string; clientId: string; clientSecret: string },
+  system: string,
+): Promise<{ accountId: string; sourceSystem: string; accountToken: string }> {
+  const linkToken = await createLinkToken(services.upstream, `demo-${system}`);
+  const res = await fetch(`${sandbox.url}/_admin/link/public-token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'api-version': '2021-11-21', 'client-id': sandbox.clientId, 'client-secret': sandbox.clientSecret },
+    body: JSON.stringify({ link_token: linkToken, source_system: system }),
+  });
+  if (!res.ok) throw new Error(`The sandbox refused to mint a public token for ${system}: ${res.status}`);
+  const { public_token } = (await res.json()) as { public_token: string };
+  const { account, linked } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts }, public_token);
+  return { accountId: account.id, sourceSystem: system, accountToken: linked.account_token };
+}
 
 export async function runDemo(options: { once: boolean; size?: number }): Promise<number> {
   const started = Date.now();
@@ -67,18 +100,7 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
   try {
     // Link one demo account per source system (idempotent: the same reference id keeps its account).
     const linked: { accountId: string; sourceSystem: string; accountToken: string }[] = [];
-    for (const system of demoSourceSystems) {
-      const linkToken = await createLinkToken(services.upstream, `demo-${system}`);
-      const res = await fetch(`${sandbox.url}/_admin/link/public-token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'api-version': '2021-11-21', 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET },
-        body: JSON.stringify({ link_token: linkToken, source_system: system }),
-      });
-      if (!res.ok) throw new Error(`The sandbox refused to mint a public token for ${system}: ${res.status}`);
-      const { public_token } = (await res.json()) as { public_token: string };
-      const { account, linked: l } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts }, public_token);
-      linked.push({ accountId: account.id, sourceSystem: system, accountToken: l.account_token });
-    }
+    for (const system of demoSourceSystems) linked.push(await linkDemoAccount(services, { url: sandbox.url, clientId: config.UPSTREAM_CLIENT_ID, clientSecret: config.UPSTREAM_CLIENT_SECRET }, system));
 
     // Periodic passes as Temporal Schedules (visible, and triggerable, in the Temporal UI).
     if (!options.once) for (const a of linked) await sync.ensureSchedules(a.accountId, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
@@ -102,16 +124,19 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     const failed = results.flatMap((r) => r.failed);
     const seconds = Math.round((Date.now() - started) / 100) / 10;
     const total = Object.values(records).reduce((a, b) => a + b, 0);
+    const coverage = Object.fromEntries(results.map((r, i) => [linked[i]!.sourceSystem, coverageOf(linked[i]!.sourceSystem, r.byResource)]));
+    const uncovered = Object.values(coverage).reduce((n, c) => n + c.missing.length, 0);
 
     if (options.once) {
-      console.log(JSON.stringify({ accounts: linked.length, streams: results.reduce((a, r) => a + r.streams, 0), failedStreams: failed.length, records: total, recordsByResource: records, seconds }));
+      console.log(JSON.stringify({ accounts: linked.length, streams: results.reduce((a, r) => a + r.streams, 0), failedStreams: failed.length, records: total, recordsByResource: records, resourcesByAccount: coverage, seconds }));
       await shutdown();
-      return failed.length === 0 && total > 0 ? 0 : 1;
+      return failed.length === 0 && total > 0 && uncovered === 0 ? 0 : 1;
     }
 
     const first = linked[0]!;
     say('');
     say(`Mirrored ${total} records from ${linked.length} accounts in ${seconds} s${failed.length ? ` (${failed.length} streams failed: see the Temporal UI)` : ''}.`);
+    for (const [system, c] of Object.entries(coverage)) say(`  ${system.padEnd(10)} ${c.mirrored}/${c.served} resources mirrored${c.missing.length ? ` (none yet: ${c.missing.join(', ')})` : ''}`);
     say('');
     say(`  Read API:     ${api.url}`);
     say(`  Client-Id:    ${config.MIRROR_CLIENT_ID}`);

@@ -1,6 +1,9 @@
 // The contract's resources (part 2) as data: the one catalog from which the mirror's partitions,
 // typed SQL views, read routes and sync order are derived. Facts of the contract only; which source
-// system serves what lives in connectors/source-systems/.
+// system serves what lives in connectors/source-systems/. The contract's 21 entries are written out
+// below; every other listable collection of the real service comes from real-catalog.generated.ts
+// (regenerated from the reference by scripts/generate-real-catalog.ts), one entry each.
+import { realEntries } from './real-catalog.generated.ts';
 
 export type ScopeKind =
   /** One list per linked account (or company). */
@@ -22,6 +25,11 @@ export interface ResourceDef {
   fields: readonly string[];
   /** Fields that hold a storage-proxy URL. */
   urlFields?: readonly string[];
+  /**
+   * A list of another resource's children across every parent (`/vendors/compliances`: every
+   * vendor's compliances). Listed and mirrored as an account-level resource of its own; no objects.
+   */
+  aggregateOf?: string;
 }
 
 const ids = ['id', 'source_id', 'source_create_time', 'source_update_time'] as const;
@@ -30,7 +38,7 @@ function def(d: ResourceDef): ResourceDef {
   return { ...d, fields: [...ids, ...d.fields.filter((f) => !(ids as readonly string[]).includes(f))] };
 }
 
-export const resources: readonly ResourceDef[] = [
+const contractResources: readonly ResourceDef[] = [
   def({ name: 'projects', path: '/projects', scope: 'account', fields: ['address', 'amount', 'completion_date', 'name', 'number', 'start_date', 'status', 'type'] }),
   def({ name: 'jobs', path: '/jobs', scope: 'account', fields: ['name', 'status', 'description'] }),
   def({ name: 'customers', path: '/customers', scope: 'account', fields: ['addresses', 'balance', 'currency_code', 'email', 'name', 'parent_id', 'phone', 'status', 'tax_code_id', 'terms', 'type', 'website'] }),
@@ -53,6 +61,26 @@ export const resources: readonly ResourceDef[] = [
   def({ name: 'files', path: '/files', scope: 'project', fields: ['creator_id', 'file_version_id', 'filename', 'folder_id', 'name', 'notes', 'preview_url', 'project_id', 'size', 'type', 'url', 'version'], urlFields: ['url', 'preview_url'] }),
   def({ name: 'file-versions', path: 'versions', scope: 'child', parent: 'files', fields: ['creator_id', 'file_version_id', 'file_id', 'filename', 'name', 'preview_url', 'url', 'version'], urlFields: ['url', 'preview_url'] }),
 ];
+
+/** The contract's resources (in their order, which sync order and partitions follow), then the real service's others. */
+export const resources: readonly ResourceDef[] = [
+  ...contractResources,
+  ...realEntries
+    .filter((e) => !contractResources.some((c) => c.name === e.name))
+    .map((e) =>
+      def({
+        name: e.name,
+        path: e.path,
+        scope: e.scope,
+        ...(e.parent ? { parent: e.parent } : {}),
+        ...(e.aggregateOf ? { aggregateOf: e.aggregateOf } : {}),
+        fields: e.fields,
+      }),
+    ),
+];
+
+/** The names of the contract's own resources (the catalog before the real service's others joined it). */
+export const contractResourceNames: readonly string[] = contractResources.map((r) => r.name);
 
 const byName = new Map(resources.map((r) => [r.name, r]));
 

@@ -2,7 +2,7 @@
 // (seed, account, resource, scope, i), with the live-mutation overlay applied on top. Nothing is
 // materialised, so a list can hold any number of records and one page costs only its own records.
 import { BadRequestError } from '../../lib/errors.ts';
-import { childSpecs, isChild, listSize, type ResourceName } from './catalog.ts';
+import { childSpecs, contractResourceNames, isChild, listSize, type ResourceName } from './catalog.ts';
 import type { Filter, FieldRef, OrderKey, SortKey } from './filters.ts';
 import { compareSortKeys, instantOf, matchesFilters, passes, sortKeyOf, timeOnly } from './filters.ts';
 import { generate, type Fields, type GenInput } from './generators.ts';
@@ -165,7 +165,8 @@ export class Dataset {
       return spec.min + (hash32(`${this.opts.seed}|${acct.key}|${resource}|${scopeKey(scope)}`) % (spec.max - spec.min + 1));
     }
     const skew = this.opts.projectSkew;
-    if (skew && scope.project && scope.project.index !== null && resource !== 'folders') return scope.project.index < skew.bigProjects ? skew.big : skew.small;
+    // The skew sizes the contract's project lists; the real service's others keep a handful per project.
+    if (skew && scope.project && scope.project.index !== null && resource !== 'folders' && contractResourceNames.has(resource)) return scope.project.index < skew.bigProjects ? skew.big : skew.small;
     return listSize(resource, this.opts.size, this.opts.sizes);
   }
 

@@ -1,6 +1,7 @@
 // Field generators: the unified fields of record i of a resource, from its own seeded Rng.
 // Identity (id, source_id) and timestamps are added by the dataset; storage URLs come from a callback.
-import type { ResourceName } from './catalog.ts';
+import { resourceDef } from '../../lib/resources.ts';
+import { childSpecs, isChild, type ResourceName } from './catalog.ts';
 import type { Rng } from './random.ts';
 import * as w from './vocabulary.ts';
 
@@ -90,7 +91,7 @@ function creator(g: GenInput): string | null {
   return g.userId(g.rng.int(0, 9));
 }
 
-const generators: Record<ResourceName, (g: GenInput) => Fields> = {
+const generators: Partial<Record<ResourceName, (g: GenInput) => Fields>> = {
   projects(g) {
     const r = g.rng;
     const start = EPOCH + r.int(-400, 500) * DAY;
@@ -452,6 +453,92 @@ function rng2city(r: Rng): string {
   return r.pick(w.cities)[0];
 }
 
+/** Status words by what a resource is (its name), for the generic generator. */
+function statusesOf(resource: string): readonly string[] {
+  if (/rfi|submittal|observation|issue|checklist|transmittal|coordination/.test(resource)) return w.workflowStatuses;
+  if (/contract|order|change|claim|compliance/.test(resource)) return w.contractStatuses;
+  if (/invoice|payment|expense|journal|batch|receipt|estimate|transfer/.test(resource)) return w.invoiceStatuses;
+  return w.recordStatuses;
+}
+
+/** The resource a `*_id` field names, if the account's source system serves one (`cost_code_id` -> `cost-codes`). */
+function referenced(field: string): ResourceName[] {
+  const base = field.replace(/_ids?$/, '').replace(/_/g, '-');
+  const last = base.split('-').at(-1)!;
+  const people = ['assignee', 'creator', 'technician-employee', 'employee', 'contact'];
+  const out: string[] = [`${base}s`, base.replace(/y$/, 'ies'), base];
+  if (people.includes(base)) out.push('employees', 'contacts');
+  if (base === 'package') out.push('submittal-packages');
+  if (base.endsWith('location')) out.push('locations', 'inventory-locations');
+  if (base.endsWith('account')) out.push('ledger-accounts', 'bank-accounts');
+  out.push(`${last}s`);
+  return out as ResourceName[];
+}
+
+const dateField = /(^|_)date$/;
+const timeField = /_time$/;
+const moneyField = /(^|_)(amount|balance|cost_impact)$|^(unit_cost|unit_price|cost_at_completion|actual_unit_cost|payment_rate)$/;
+const quantityField = /(^|_)quantity$|^hours$/;
+const percentField = /_percent$|^probability$/;
+
+/**
+ * Fields of a record of the real service's other resources, from the field names its catalog entry
+ * lists (the reference's write fields): ids reference records of this account's other lists (the
+ * parent's own id for `<parent>_id`), dates and times, amounts, quantities, statuses, names and
+ * numbers. Every value draws from the record's own Rng, in the entry's field order.
+ */
+function genericFields(resource: ResourceName, g: GenInput): Fields {
+  const r = g.rng;
+  const def = resourceDef(resource);
+  const parentField = isChild(resource) ? `${childSpecs[resource].parent.replace(/ies$/, 'y').replace(/s$/, '').replace(/-/g, '_')}_id` : null;
+  const title = resource.replace(/^all-/, '').replace(/-/g, ' ').replace(/ies$/, 'y').replace(/s$/, '').replace(/\b\w/g, (c) => c.toUpperCase());
+  const prefix = resource.replace(/^all-/, '').split('-').map((p) => p[0]!.toUpperCase()).join('');
+  const out: Fields = {};
+  const refOf = (field: string): string | null => {
+    for (const target of referenced(field)) {
+      if (target === resource) continue;
+      const n = g.count(target);
+      if (n > 0) return g.ref(target, r.int(0, n - 1));
+    }
+    return null;
+  };
+  for (const f of def?.fields ?? []) {
+    if (f === 'id' || f === 'source_id' || f === 'source_create_time' || f === 'source_update_time') continue;
+    if (f === parentField) out[f] = g.parent?.id ?? null;
+    else if (f === 'project_id') out[f] = g.projectId ?? refOf(f);
+    else if (f === 'parent_id') out[f] = g.i > 0 && r.chance(0.5) ? g.ref(resource, r.int(0, g.i - 1)) : null;
+    else if (f === 'creator_id') out[f] = creator(g);
+    else if (f.endsWith('_ids')) out[f] = [refOf(f), refOf(f)].filter((x): x is string => x !== null).filter((x, k, a) => a.indexOf(x) === k);
+    else if (f.endsWith('_id')) out[f] = refOf(f) ?? `${f.slice(0, -3).replace(/_/g, '-').toUpperCase()}-${r.int(1, 40)}`;
+    else if (dateField.test(f)) out[f] = someDate(r, 0, 800);
+    else if (timeField.test(f)) out[f] = new Date(EPOCH + r.int(0, 700) * DAY + r.int(7, 17) * 3_600_000).toISOString();
+    else if (moneyField.test(f)) out[f] = r.money(50, 250_000);
+    else if (quantityField.test(f)) out[f] = r.int(1, 400) / 2;
+    else if (percentField.test(f)) out[f] = r.int(0, 10) * 5;
+    else if (f === 'status') out[f] = r.pick(statusesOf(resource));
+    else if (f === 'type' || f === 'category' || f === 'ownership_type' || f === 'earnings_type' || f === 'contract_type') out[f] = r.pick(w.recordTypes);
+    else if (f === 'name' || f === 'subject') out[f] = `${title} ${g.i + 1}: ${r.pick(w.costCodeNames)}`;
+    else if (f === 'number' || f === 'code' || f === 'claim_number' || f === 'ap_invoice_number' || f === 'serial_number') out[f] = `${prefix}-${String(g.i + 1).padStart(3, '0')}`;
+    else if (f === 'first_name') out[f] = r.pick(w.firstNames);
+    else if (f === 'last_name') out[f] = r.pick(w.lastNames);
+    else if (f === 'full_name' || f === 'contact_name') out[f] = person(r).name;
+    else if (f === 'email') out[f] = `${r.pick(w.firstNames).toLowerCase()}.${r.pick(w.lastNames).toLowerCase()}@example.com`;
+    else if (f.endsWith('phone')) out[f] = phone(r);
+    else if (f === 'address' || f === 'delivery_address') out[f] = address(r);
+    else if (f === 'attachments') out[f] = [];
+    else if (f === 'unit_of_measure' || f === 'actual_unit_of_measure') out[f] = r.pick(w.units);
+    else if (f === 'currency_code') out[f] = r.pick(w.currencies);
+    else if (f === 'terms') out[f] = r.pick(w.terms);
+    else if (f === 'job_title') out[f] = r.pick(w.jobTitles);
+    else if (f === 'company' || f === 'provider_name' || f === 'make' || f === 'manufacturer') out[f] = companyName(r);
+    else if (f === 'website' || f === 'image_url') out[f] = null;
+    else if (f === 'version') out[f] = String(g.i + 1);
+    else out[f] = `${title} ${f.replace(/_/g, ' ')}: ${r.pick(w.costCodeNames).toLowerCase()}`;
+  }
+  return out;
+}
+
 export function generate(resource: ResourceName, g: GenInput): Fields {
-  return generators[resource](g);
+  const own = generators[resource];
+  return own ? own(g) : genericFields(resource, g);
 }

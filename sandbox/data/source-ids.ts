@@ -1,10 +1,12 @@
 // Source-system identifiers in each system's own style. They depend only on the account, the
 // resource and the index, like the service ids, so the k-th line item of every invoice shares one.
 import type { SourceIdStyle } from '../source-systems/profiles.ts';
-import { topLevelResources, childResources, type ResourceName } from './catalog.ts';
+import { childResources, contractResourceNames, topLevelResources, type ResourceName } from './catalog.ts';
 import { hash32 } from './random.ts';
 
-const ordinals = new Map<string, number>([...topLevelResources, ...childResources].map((r, n) => [r, n]));
+// The contract's resources first, in their order, so their source ids never move when resources join.
+const contract = [...topLevelResources, ...childResources].filter((r) => contractResourceNames.has(r));
+const ordinals = new Map<string, number>([...contract, ...topLevelResources.filter((r) => !contractResourceNames.has(r))].map((r, n) => [r, n]));
 
 const sqlCodes: Partial<Record<ResourceName, string>> = {
   projects: 'PRJ',

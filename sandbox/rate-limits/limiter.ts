@@ -69,7 +69,10 @@ export class RateLimiter {
     const several = this.settings.sourceSystemWindows?.[profile.slug];
     if (several && several.length > 0) return several;
     const one = this.sourceLimit(profile);
-    return [{ limit: one.limit, windowMs: one.windowMs }];
+    // The profile's own burst windows, unless a setting scales this system's limit or window (tests and
+    // the bench set one window then).
+    const scaled = this.settings.windowOverride || this.settings.sourceSystemLimits[profile.slug] !== undefined;
+    return [{ limit: one.limit, windowMs: one.windowMs }, ...(scaled ? [] : (profile.burstLimits ?? []))];
   }
 
   /** Counts one request of an account and says whether it may proceed. */

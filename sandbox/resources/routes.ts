@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
-import { childOf, childSpecs, isTopLevel, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
+import { aggregates, childOf, childSpecs, isTopLevel, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
 import type { PageVisitor, Ref, Scope } from '../data/dataset.ts';
 import { compareSortKeys, compileFilter, fieldResolver, instantOf, passes, sortKeyOf, type FieldRef, type Filter, type OrderKey } from '../data/filters.ts';
 import type { Fields } from '../data/generators.ts';
@@ -32,7 +32,8 @@ function routeNotFound(request: FastifyRequest): never {
 }
 
 function topLevel(request: FastifyRequest, name: string): TopLevelResource {
-  if (!isTopLevel(name)) routeNotFound(request);
+  // An aggregate list is reached at its own path only (`/vendors/compliances`).
+  if (!isTopLevel(name) || aggregates.has(name)) routeNotFound(request);
   return name;
 }
 
@@ -184,22 +185,32 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     return folderView(request, account, scope!, d.find(account, 'folders', scope!, String(root.id))!);
   });
 
-  app.get('/:resource', listOpts, async (request, reply) => {
-    const { resource: name } = request.params as Params;
-    const resource = topLevel(request, name);
+  function listTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource) {
     const account = accountOf(request.svc);
     const scopes = scopesFor(ctx, account, request, resource, true);
     return listPage(request, reply, account, resource, scopes, undefined, projectNarrowing(request, account, resource));
-  });
+  }
 
-  app.get('/:resource/:id', opts, async (request, reply) => {
-    const { resource: name, id } = request.params as Params;
-    const resource = topLevel(request, name);
+  function getTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource, id: string) {
     const account = accountOf(request.svc);
-    const { scope, ref } = parentOf(account, request, resource, id!);
+    const { scope, ref } = parentOf(account, request, resource, id);
     dataHeaders(reply);
     if (resource === 'folders') return folderView(request, account, scope, ref);
     return render(request, account, resource, scope, ref.fields);
+  }
+
+  // Lists at a path of two names (`/vendors/compliances`): resources of their own, routed before an
+  // object of the first (a vendor called "compliances").
+  for (const [resource, { path }] of aggregates) {
+    app.get(path, listOpts, async (request, reply) => listTop(request, reply, resource));
+    app.get(`${path}/:id`, opts, async (request, reply) => getTop(request, reply, resource, (request.params as Params).id!));
+  }
+
+  app.get('/:resource', listOpts, async (request, reply) => listTop(request, reply, topLevel(request, (request.params as Params).resource)));
+
+  app.get('/:resource/:id', opts, async (request, reply) => {
+    const { resource: name, id } = request.params as Params;
+    return getTop(request, reply, topLevel(request, name), id!);
   });
 
   /** Children (line items, versions) and a folder's files and subfolders. */

@@ -7,10 +7,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { BadRequestError, isMirrorError, NotFoundError } from '../../lib/errors.ts';
+import { resourceDef } from '../../lib/resources.ts';
 import { realServiceCollections, type CollectionOperation } from '../../lib/upstream-surface.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
-import { childOf, childSpecs, isTopLevel, webhookTypeOf, type ChildResource, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
+import { childOf, childSpecs, contractResourceNames, isTopLevel, webhookTypeOf, type ChildResource, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
 import type { Ref, Scope } from '../data/dataset.ts';
 import type { Fields } from '../data/generators.ts';
 import { uuidFromKey } from '../data/random.ts';
@@ -69,6 +70,16 @@ const referenceTargets: Record<string, TopLevelResource> = {
   folder_id: 'folders',
   opportunity_id: 'opportunities',
 };
+
+/**
+ * The parent's id on a new child of the real service's other resources, when its catalog entry
+ * lists the field (`subcontract_id` on a subcontract's line item), as their generated records carry it.
+ */
+function realParentField(child: ChildResource, parentId: string): Fields {
+  if (contractResourceNames.has(child)) return {};
+  const field = `${childSpecs[child].parent.replace(/ies$/, 'y').replace(/s$/, '').replace(/-/g, '_')}_id`;
+  return resourceDef(child)?.fields.includes(field) ? { [field]: parentId } : {};
+}
 
 const verbs: Partial<Record<CollectionOperation, string>> = { create: 'Creating', update: 'Updating', delete: 'Deleting', 'bulk-patch': 'Bulk writing' };
 
@@ -287,7 +298,7 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
     gate(request, account, template, 'create', child);
     const { scope, ref } = parentOf(account, request, resource, id!);
     const childScope = { ...scope, parent: ref };
-    const extra: Fields = child === 'file-versions' ? { file_id: ref.id, version: String(d.all(account, child, childScope).length + 1) } : {};
+    const extra: Fields = child === 'file-versions' ? { file_id: ref.id, version: String(d.all(account, child, childScope).length + 1) } : realParentField(child, ref.id);
     const view = create(request, reply, account, child, childScope, template, resource, extra);
     dataHeaders(reply);
     return reply.code(201).send(view);

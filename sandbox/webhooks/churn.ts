@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { Logger } from '../../lib/logger.ts';
-import { isTopLevel, type TopLevelResource } from '../data/catalog.ts';
+import { contractResourceNames, isTopLevel, type TopLevelResource } from '../data/catalog.ts';
 import type { Scope } from '../data/dataset.ts';
 import { Rng } from '../data/random.ts';
 import { applyChange, type ChangeContext } from './changes.ts';
@@ -20,7 +20,11 @@ export const churnSchema = z.object({
   account_token: z.string().min(1),
   per_second: z.number().positive().max(1000).default(5),
   seconds: z.number().positive().max(86_400).default(60),
-  /** Restrict churn to these resources (top-level); default every resource of the source system. */
+  /**
+   * Restrict churn to these resources (top-level, any the source system serves). Default: every
+   * resource of the contract the source system serves. The real service's other resources churn only
+   * when named, so a run that names none changes exactly what it changed before they were added.
+   */
   resources: z.array(z.string()).optional(),
   /** Relative weights of create / update / delete. */
   mix: z.object({ create: z.number().nonnegative(), update: z.number().nonnegative(), delete: z.number().nonnegative() }).default({ create: 1, update: 6, delete: 1 }),
@@ -39,7 +43,7 @@ export class ChurnRunner {
   private n = 0;
 
   start(ctx: ChurnContext, account: LinkedAccount, req: ChurnRequest): { id: string; resources: string[] } {
-    const resources = (req.resources ?? Object.keys(account.profile.resources)).filter((r): r is TopLevelResource => isTopLevel(r) && account.profile.resources[r] !== undefined);
+    const resources = (req.resources ?? Object.keys(account.profile.resources).filter((r) => contractResourceNames.has(r))).filter((r): r is TopLevelResource => isTopLevel(r) && account.profile.resources[r] !== undefined);
     const rng = new Rng(`churn|${ctx.options.seed}|${account.key}|${++this.n}`);
     const id = randomUUID();
     const intervalMs = Math.max(1, Math.round(1000 / req.per_second));

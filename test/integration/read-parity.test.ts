@@ -10,7 +10,7 @@ import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index
 import { resourceDef, resources, type ResourceDef } from '../../lib/resources.ts';
 import { linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
 
-const systems = ['buildpro', 'docvault', 'sqlerp', 'xmlbooks', 'graphledger', 'crmcloud', 'fieldops'];
+const systems = ['buildpro', 'docvault', 'sqlerp', 'xmlbooks', 'graphledger', 'crmcloud', 'fieldops', 'sitecloud', 'jobsiteerp', 'cloudbooks'];
 
 type Json = Record<string, unknown>;
 interface Answer {

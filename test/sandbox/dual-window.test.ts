@@ -56,3 +56,24 @@ test('a profile without two windows keeps its one, as before', async () => {
     await bad.close();
   }, /sourceSystemWindows\.crmcloud/);
 });
+
+test('SiteCloud enforces its 10-second burst limit beside its hourly one, as its profile declares', async () => {
+  const sb = await start({ rateLimits: { accountLimit: 1_000 } });
+  try {
+    const a = await link(sb, 'sitecloud');
+    const statuses: number[] = [];
+    let last = await call(sb, 'GET', '/projects?per_page=1', { headers: a.headers });
+    statuses.push(last.status);
+    for (let k = 1; k < 21; k++) {
+      last = await call(sb, 'GET', '/projects?per_page=1', { headers: a.headers });
+      statuses.push(last.status);
+    }
+    assert.deepEqual(statuses.slice(0, 20), Array<number>(20).fill(200), 'the first 20 within 10 s pass');
+    assert.equal(statuses[20], 429, 'the 21st within 10 s is refused, though the hour has 3,580 left');
+    const h = (name: string) => [...last.headers.entries()].find(([k]) => k.endsWith(`-ratelimit-${name}`))?.[1];
+    assert.equal(h('total'), '20', 'the nearer window is reported: the burst one');
+    assert.equal(h('remaining'), '0');
+  } finally {
+    await sb.close();
+  }
+});

@@ -2,6 +2,7 @@
 // trees, source data, filters, Project-Id, unsupported resources.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { resourceDef } from '../../lib/resources.ts';
 import type { Sandbox } from '../../sandbox/server.ts';
 import { all, call, link, start, type Linked, type Rec } from './helpers.ts';
 
@@ -282,7 +283,7 @@ describe('every source system serves its resources', () => {
   test('each listed resource answers 200 with records', async () => {
     const admin = await call(sb, 'GET', '/_admin/source-systems', { headers: { 'client-id': build.headers['client-id']!, 'client-secret': build.headers['client-secret']! } });
     const systems = admin.body.data as Array<{ slug: string; resources: Record<string, { scope: string }>; default_per_page: number; max_per_page: number }>;
-    assert.equal(systems.length, 7);
+    assert.equal(systems.length, 10);
     const covered = new Set<string>();
     for (const s of systems) {
       const a = await link(sb, s.slug, `all-${s.slug}`);
@@ -291,7 +292,8 @@ describe('every source system serves its resources', () => {
         if (support.scope === 'child') continue;
         covered.add(resource);
         const headers = support.scope === 'project' ? { ...a.headers, 'project-id': String(p!.id) } : a.headers;
-        const r = await call(sb, 'GET', `/${resource}`, { headers });
+        // Aggregate lists have a path of their own (`/subcontracts/compliances`).
+        const r = await call(sb, 'GET', resourceDef(resource)?.path ?? `/${resource}`, { headers });
         assert.equal(r.status, 200, `${s.slug} ${resource}: ${r.text}`);
         assert.ok(r.body.data.length > 0, `${s.slug} ${resource}`);
         assert.ok(r.body.data.length <= s.default_per_page);
