@@ -29,8 +29,12 @@ export interface RealEntry {
 /** Collections the catalog holds by hand (lib/resources.ts) or that are no list of records of their own. */
 const handled = new Set(['/folders/{id}/files']);
 
-/** Scope by hand where the collection's Project-Id hint misleads (AR invoices are kept per account with a project_id). */
-const scopeHints: Record<string, 'account' | 'project'> = { '/ar-invoices': 'account', '/contacts': 'account', '/issues': 'project' };
+/**
+ * Scope by hand where the collection's Project-Id hint misleads (AR invoices are kept per account with a
+ * project_id; coordination issues belong to a project's model, and a list across projects must say
+ * which project each came from).
+ */
+const scopeHints: Record<string, 'account' | 'project'> = { '/ar-invoices': 'account', '/contacts': 'account', '/issues': 'project', '/coordination-issues': 'project' };
 
 /** Fields of collections whose writes name none (list-only collections), or too few to be useful. */
 const fieldHints: Record<string, string[]> = {

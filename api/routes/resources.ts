@@ -171,6 +171,15 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     return forward(request, reply, deps.upstream, { account });
   }
 
+  /**
+   * A catalog resource the account's source system does not serve is never mirrored for it: the
+   * upstream's own answer (usually a refusal) is relayed, as it came.
+   */
+  function notServed(account: AccountSummary, def: ResourceDef): string | undefined {
+    const profile = knownProfile(account.sourceSystem);
+    return profile && !(def.name in profile.resources) ? `${profile.name} does not serve ${def.name} (nothing of it is mirrored for this account)` : undefined;
+  }
+
   const readRequest = (request: FastifyRequest, def: ResourceDef): ReadRequest => ({
     url: request.url,
     headers: request.headers,
@@ -195,6 +204,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
 
   const list = (def: ResourceDef) => async (request: FastifyRequest<{ Params: { parentId?: string } }>, reply: FastifyReply) => {
     const account = await auth.account(request);
+    const unserved = notServed(account, def);
+    if (unserved) return forwarded(request, reply, account, unserved);
     const plan = planList(readRequest(request, def), debugIdHeader);
     const sd = sourceDataOptions(request.headers);
     const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);
@@ -230,6 +241,8 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
     if (def.scope !== 'child' && collectionsUnderObjects.has(`${def.path}/${request.params.id}`)) {
       return forwarded(request, reply, account, `unknown resource (${def.path}/${request.params.id} is a collection the mirror does not hold)`);
     }
+    const unserved = notServed(account, def);
+    if (unserved) return forwarded(request, reply, account, unserved);
     const plan = planGet(readRequest(request, def), debugIdHeader);
     const sd = sourceDataOptions(request.headers);
     const scopes = await scopesFor(pool, projects, account, def, request, request.params.parentId);

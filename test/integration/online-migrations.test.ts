@@ -44,10 +44,21 @@ const afterMs = 1000;
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const git = (...args: string[]) => execFileSync('git', ['-C', root, ...args], { encoding: 'utf8' }).trim();
 
-/** The commit whose code serves while `name` is applied: the parent of the commit that added it, else HEAD. */
-function releaseBefore(name: string): string {
-  const added = git('log', '--format=%H', '--diff-filter=A', '-1', '--', `prisma/migrations/${name}/migration.sql`);
-  return git('rev-parse', added === '' ? 'HEAD' : `${added}^`);
+/**
+ * The commit whose code serves while `name` is applied: the release before the first commit that added
+ * it or any later migration (migrations are applied in name order, but may be committed in another: a
+ * release that already holds a later migration's code would read what that migration makes), else HEAD.
+ */
+function releaseBefore(name: string, all: readonly string[]): string {
+  const added = all
+    .filter((n) => n >= name)
+    .map((n) => git('log', '--format=%H', '--diff-filter=A', '-1', '--', `prisma/migrations/${n}/migration.sql`))
+    .filter((c) => c !== '');
+  if (added.length === 0) return git('rev-parse', 'HEAD');
+  // The earliest of them: the one with the fewest ancestors (the history is linear).
+  const depth = (c: string) => Number(git('rev-list', '--count', c));
+  const first = added.reduce((a, b) => (depth(b) < depth(a) ? b : a));
+  return git('rev-parse', `${first}^`);
 }
 
 interface Api {
@@ -199,7 +210,7 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
     const reads: Read[] = [];
     const failures: string[] = [];
     let stop = false;
-    let target = await apiOf(releaseBefore(pending[0]!));
+    let target = await apiOf(releaseBefore(pending[0]!, pending));
     const pages = records / perPage;
     const one = async (path: string, check: (body: { data?: unknown[]; id?: unknown }) => boolean) => {
       const start = performance.now();
@@ -234,7 +245,7 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
       const baseline = reads.filter((r) => r.at >= warm);
       lines.push(`baseline: ${baseline.length} reads in ${afterMs} ms, max ${max(baseline)} ms`);
       for (const [i, name] of pending.entries()) {
-        const release = releaseBefore(name);
+        const release = releaseBefore(name, pending);
         target = await apiOf(release);
         const next = pending[i + 1];
         const t0 = performance.now();

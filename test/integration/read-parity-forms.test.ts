@@ -210,8 +210,9 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
     await forwarded('crmcloud', '/customers?per_page=5', { body: { filters: [f('name', '>', 'C')], limit: 5 } }, /body key "limit"/);
     await forwarded('crmcloud', `/customers?per_page=5&filters=${q([f('source_data.a.b', '=', 1)])}`, {}, /nested source_data key/);
     await forwarded('graphledger', `/ap-invoices?per_page=5&filters[]=${q(f('line_items', '!=', 'x'))}`, {}, /field "line_items"/);
-    // A collection of the upstream under an object route of the mirror: not a vendor named "compliances".
-    await forwarded('buildpro', '/vendors/compliances', {}, /unknown resource/);
+    // A collection of the upstream under an object route of the mirror, not a vendor named "compliances":
+    // the catalog's all-vendor-compliances, which BuildPro does not serve.
+    await forwarded('buildpro', '/vendors/compliances', {}, /BuildPro does not serve all-vendor-compliances/);
     // A resource whose records carry no project_id: the real service may narrow it through links.
     await served('buildpro', '/vendors?per_page=5', { headers: { 'project-id': '*' } }, 'Project-Id: * narrows nothing');
     const projects = await all('buildpro', '/projects');

@@ -86,7 +86,9 @@ describe('the Link script in a browser', { timeout: 150_000, skip }, () => {
     const frame = page.frameLocator('#SvcLink-frame');
     // sourceSystem: only that one is offered.
     await frame.locator('input[name=source_system]').first().waitFor();
-    assert.deepEqual(await frame.locator('input[name=source_system]').evaluateAll<string[], undefined>('(xs) => xs.map((x) => x.value)', undefined), ['fieldops']);
+    const offered: string[] = [];
+    for (const input of await frame.locator('input[name=source_system]').all()) offered.push((await input.getAttribute('value')) ?? '');
+    assert.deepEqual(offered, ['fieldops']);
     await frame.locator('input[name=username]').fill('someone');
     await frame.locator('input[name=password]').fill('secret');
     await frame.locator('button[type=submit]').click();
