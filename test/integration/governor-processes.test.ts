@@ -144,7 +144,7 @@ describe('one budget across processes: two workers and an API process', { timeou
     // 5 slots fit in a window, not 6, once the window is known. While it is being learned (the two
     // windows after the sync's first), the sandbox reports its reset in whole seconds, so where a window
     // ends is known to a second: a slot the governors place in the second before a reset may land in the
-    // next window, which then holds one more (seen in 2 of 4 loaded runs: 6 in the second or third
+    // next window, which then holds one more (seen in 3 of 5 runs: 6 in the second or third
     // window, never later). The limit itself, and the application's calls, hold in every window.
     // The first window is the sync's first (a window before it holds only the application's first call).
     const after = ordered.slice(ordered.findIndex((w) => w.sync > 0) + 1);
