@@ -5,48 +5,21 @@
 // and with MIRROR_SYNC_BUDGET_SHARE=0.5 a sync by two worker processes keeps to half of each window
 // while an application's steady pass-through through a third (API) process is never refused.
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
 import { startWorker, type WorkerHandle } from '../../bin/worker.ts';
 import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
+import { recordWindows } from '../helpers/rate-windows.ts';
 
 const limit = 10;
 const windowMs = 5_000;
 const header = 'crmcloud-ratelimit';
 
-interface Seen {
-  t: number;
-  path: string;
-  status: number;
-  resetsAt: number | undefined;
-}
-
 /** Every answer the sandbox gives this account, with the window (its reset) it fell in. */
-function record(h: Harness, accountToken: string): { seen: Seen[]; stop(): void } {
-  const seen: Seen[] = [];
-  const server = h.sandbox.app.server;
-  const listener = (req: IncomingMessage, res: ServerResponse) => {
-    if (req.headers['account-token'] !== accountToken) return;
-    const t = Date.now();
-    let resetsAt: number | undefined;
-    const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-    res.writeHead = ((...args: unknown[]) => {
-      const headers = args.find((a): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a));
-      const key = headers && Object.keys(headers).find((k) => k.toLowerCase() === `${header}-resetsattimestamp`);
-      if (key) resetsAt = Number(headers[key]);
-      return writeHead(...args);
-    });
-    res.once('close', () => {
-      const reset = resetsAt ?? res.getHeader(`${header}-resetsattimestamp`);
-      seen.push({ t, path: (req.url ?? '').split('?')[0]!, status: res.statusCode, resetsAt: reset === undefined ? undefined : Number(reset) });
-    });
-  };
-  server.on('request', listener);
-  return { seen, stop: () => server.off('request', listener) };
-}
+const record = (h: { sandbox: { app: { server: Server } } }, accountToken: string) => recordWindows(h.sandbox.app.server, accountToken, header);
 
 const forwardedPath = (p: string) => p.startsWith('/passthrough') || p.startsWith('/link/');
 

@@ -10,46 +10,19 @@
 // in windows of 5 allowed, and a 429.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { startChaosMirror, type ChaosMirror } from '../chaos/env.ts';
 import { MirrorProcess } from '../helpers/processes.ts';
+import { recordWindows } from '../helpers/rate-windows.ts';
 
 const limit = 10;
 const windowMs = 5_000;
 const share = 0.5;
 const header = 'crmcloud-ratelimit';
 
-interface Seen {
-  t: number;
-  path: string;
-  status: number;
-  resetsAt: number | undefined;
-}
-
 /** Every answer the sandbox gives this account, with the window (its reset) it fell in. */
-function record(m: ChaosMirror, accountToken: string): { seen: Seen[]; stop(): void } {
-  const seen: Seen[] = [];
-  const server = m.sandbox.app.server;
-  const listener = (req: IncomingMessage, res: ServerResponse) => {
-    if (req.headers['account-token'] !== accountToken) return;
-    const t = Date.now();
-    let resetsAt: number | undefined;
-    const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-    res.writeHead = (...args: unknown[]) => {
-      const headers = args.find((a): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a));
-      const key = headers && Object.keys(headers).find((k) => k.toLowerCase() === `${header}-resetsattimestamp`);
-      if (key) resetsAt = Number(headers[key]);
-      return writeHead(...args);
-    };
-    res.once('close', () => {
-      const reset = resetsAt ?? res.getHeader(`${header}-resetsattimestamp`);
-      seen.push({ t, path: (req.url ?? '').split('?')[0]!, status: res.statusCode, resetsAt: reset === undefined ? undefined : Number(reset) });
-    });
-  };
-  server.on('request', listener);
-  return { seen, stop: () => server.off('request', listener) };
-}
+const record = (m: { sandbox: { app: { server: Server } } }, accountToken: string) => recordWindows(m.sandbox.app.server, accountToken, header);
 
 /** Which of `roots` is `pid` or an ancestor of it (Linux /proc), if any. */
 function ancestorAmong(pid: number, roots: readonly number[]): number | undefined {
