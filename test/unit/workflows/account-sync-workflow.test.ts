@@ -9,13 +9,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import type { Worker } from '@temporalio/worker';
 import type { AccountPlan, ChildrenPlan, ChildrenPlanInput, ParentScopesInput, SweepInput, SweepResult, SyncSliceInput, SyncSliceResult } from '../../../activities/sync.ts';
-import { workflowBundlePath } from '../../../bin/workflow-bundle.ts';
 import { allProjectsScope } from '../../../lib/resources.ts';
 import type { AccountSyncInput, AccountSyncResult } from '../../../workflows/account-sync.ts';
-import { temporalForTests } from '../../helpers/temporal.ts';
+import { startWorkflowTestEnv, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
 
 interface Fakes {
   plan: AccountPlan;
@@ -98,24 +96,16 @@ const construction: AccountPlan = {
 const projects = (n: number) => Array.from({ length: n }, (_, i) => `p${i + 1}`);
 
 describe('the account pass workflow, with its activities faked', { timeout: 180_000 }, () => {
-  let env: TestWorkflowEnvironment;
-  let stopTemporal: () => Promise<void>;
-  let bundle: string;
+  let t: WorkflowTestEnv;
 
   before(async () => {
-    // The SDK's own log lines (a worker's state changes) follow LOG_LEVEL as the worker's do (bin/worker.ts).
-    if ((process.env.LOG_LEVEL ?? 'silent') === 'silent') Runtime.install({ logger: new DefaultLogger('ERROR', () => undefined) });
-    const temporal = await temporalForTests();
-    stopTemporal = () => temporal.stop();
-    env = await TestWorkflowEnvironment.createFromExistingServer({ address: temporal.address });
-    bundle = await workflowBundlePath();
+    t = await startWorkflowTestEnv();
   });
 
   after(async () => {
     worker?.shutdown();
     await running;
-    await env?.teardown();
-    await stopTemporal?.();
+    await t?.close();
   });
 
   // One worker for the file's passes; each pass gets its own fakes (passes run one at a time).
@@ -131,11 +121,11 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
       const activities = Object.fromEntries(
         Object.keys(fakeActivities(f, calls)).map((name) => [name, (...args: unknown[]) => (fakeActivities(current!.f, current!.calls) as unknown as Record<string, (...a: unknown[]) => unknown>)[name]!(...args)]),
       );
-      worker = await Worker.create({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle: { codePath: bundle }, activities });
+      worker = await t.worker(taskQueue, activities);
       running = worker.run();
     }
     const accountId = randomUUID();
-    const result = (await env.client.workflow.execute('accountSyncWorkflow', { taskQueue, workflowId: `account-unit-${accountId}`, args: [{ accountId, ...input }] })) as AccountSyncResult;
+    const result = (await t.env.client.workflow.execute('accountSyncWorkflow', { taskQueue, workflowId: `account-unit-${accountId}`, args: [{ accountId, ...input }] })) as AccountSyncResult;
     return { result, calls };
   }
 
@@ -205,26 +195,20 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
 });
 
 describe('the stream and children workflows, with their activities faked', { timeout: 120_000 }, () => {
-  let env: TestWorkflowEnvironment;
-  let stopTemporal: () => Promise<void>;
-  let bundle: string;
+  let t: WorkflowTestEnv;
 
   before(async () => {
-    const temporal = await temporalForTests();
-    stopTemporal = () => temporal.stop();
-    env = await TestWorkflowEnvironment.createFromExistingServer({ address: temporal.address });
-    bundle = await workflowBundlePath();
+    t = await startWorkflowTestEnv();
   });
 
   after(async () => {
-    await env?.teardown();
-    await stopTemporal?.();
+    await t?.close();
   });
 
   async function run<T>(workflowType: string, args: unknown[], activities: object): Promise<T> {
     const taskQueue = `workflow-unit-${randomUUID()}`;
-    const worker = await Worker.create({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle: { codePath: bundle }, activities });
-    return worker.runUntil(env.client.workflow.execute(workflowType, { taskQueue, workflowId: `unit-${randomUUID()}`, args }) as Promise<T>);
+    const worker = await t.worker(taskQueue, activities);
+    return worker.runUntil(t.env.client.workflow.execute(workflowType, { taskQueue, workflowId: `unit-${randomUUID()}`, args }) as Promise<T>);
   }
 
   it('a stream pass runs slices until one says done, adding their counts, and waits out an async page', async () => {

@@ -9,30 +9,20 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import type { SyncChildrenInput } from '../../../activities/sync.ts';
-import { workflowBundlePath } from '../../../bin/workflow-bundle.ts';
 import type { ChildStreamsInput, ChildStreamsResult } from '../../../workflows/child-streams.ts';
-import { temporalForTests } from '../../helpers/temporal.ts';
+import { startWorkflowTestEnv, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
 
 const zero = { pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 };
 
 describe('the children workflow of a big parent scope, with its activities faked', { timeout: 180_000 }, () => {
-  let env: TestWorkflowEnvironment;
-  let stopTemporal: () => Promise<void>;
-  let bundle: string;
+  let t: WorkflowTestEnv;
 
   before(async () => {
-    if ((process.env.LOG_LEVEL ?? 'silent') === 'silent') Runtime.install({ logger: new DefaultLogger('ERROR', () => undefined) });
-    const temporal = await temporalForTests();
-    stopTemporal = () => temporal.stop();
-    env = await TestWorkflowEnvironment.createFromExistingServer({ address: temporal.address });
-    bundle = await workflowBundlePath();
+    t = await startWorkflowTestEnv();
   });
   after(async () => {
-    await env?.teardown();
-    await stopTemporal?.();
+    await t?.close();
   });
 
   async function run(parents: string[], o: { failBatchWith?: string } = {}) {
@@ -60,10 +50,10 @@ describe('the children workflow of a big parent scope, with its activities faked
       },
     };
     const taskQueue = `children-unit-${randomUUID()}`;
-    const worker = await Worker.create({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle: { codePath: bundle }, activities });
+    const worker = await t.worker(taskQueue, activities);
     const input: ChildStreamsInput = { accountId: randomUUID(), resource: 'ap-invoice-line-items', parentResource: 'ap-invoices', parentScope: '', passKey: randomUUID(), mode: 'full' };
     const outcome = await worker
-      .runUntil(env.client.workflow.execute('childStreamsWorkflow', { taskQueue, workflowId: `children-unit-${randomUUID()}`, args: [input], retry: { maximumAttempts: 1 } }) as Promise<ChildStreamsResult>)
+      .runUntil(t.env.client.workflow.execute('childStreamsWorkflow', { taskQueue, workflowId: `children-unit-${randomUUID()}`, args: [input], retry: { maximumAttempts: 1 } }) as Promise<ChildStreamsResult>)
       .then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
