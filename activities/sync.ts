@@ -4,7 +4,7 @@
 // A pass whose upstream pages loop (a page repeats any earlier page of the pass) or never end (past
 // SYNC_MAX_PAGES_PER_PASS) fails, never retried, before it can finish: nothing is marked deleted.
 import { Context } from '@temporalio/activity';
-import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
+import { isMirrored, knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
 import { listPage, pollListPage, startListPage, type Page, type PageOrPending } from '../connectors/operations.ts';
 import { pageFingerprint, pageVerdict } from '../connectors/pagination.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
@@ -269,7 +269,7 @@ export function createSyncActivities(deps: SyncDeps) {
           // Unknown source system: probe each top-level list once.
           const token = await accounts.token(input.accountId);
           supported = [];
-          for (const r of resources.filter((d) => d.scope === 'account')) {
+          for (const r of resources.filter((d) => d.scope === 'account' && isMirrored(d.name))) {
             try {
               await listPage(upstream, { accountToken: token, accountId: input.accountId, path: r.path, page: 1, perPage: 1 });
               supported.push(r.name);

@@ -2,6 +2,7 @@
 // (with the other files in bin/) that knows every layer.
 import type { UpstreamTarget } from '../api/forward.ts';
 import { PostgresRateGovernor } from '../connectors/governor/index.ts';
+import { selectResources } from '../connectors/source-systems/index.ts';
 import { UpstreamClient } from '../connectors/upstream-client.ts';
 import type { Config } from '../lib/config.ts';
 import { decodeKey } from '../lib/crypto.ts';
@@ -26,6 +27,8 @@ export interface Services {
 
 export function createServices(config: Config, options: { logger?: Logger; name?: string; poolSize?: number } = {}): Services {
   const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
+  // One selection per process: the profiles every layer reads list only the mirrored resources.
+  selectResources(config.MIRROR_RESOURCES);
   const pool = createPool(config.DATABASE_URL, {
     max: options.poolSize ?? 10,
     application: options.name,

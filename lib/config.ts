@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { allowEntryProblem } from './address-guard.ts';
 import { ConfigError } from './errors.ts';
 import { parseIndexedFields } from './indexed-fields.ts';
+import { parseResourceSelection } from './resource-selection.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const base64Key = z
@@ -79,6 +80,20 @@ export const configSchema = z.object({
       const r = parseIndexedFields(v);
       for (const problem of r.problems) ctx.addIssue({ code: 'custom', message: problem });
       return r.fields;
+    }),
+
+  /**
+   * Which resources to mirror (lib/resource-selection.ts): `*` every resource the source system serves,
+   * `contract` the contract's own, or a comma-separated list of names (their parents and `projects`
+   * come with them). Reads of a resource left out are forwarded to the upstream.
+   */
+  MIRROR_RESOURCES: z
+    .string()
+    .default('*')
+    .transform((v, ctx) => {
+      const r = parseResourceSelection(v);
+      for (const problem of r.problems) ctx.addIssue({ code: 'custom', message: problem });
+      return r.selection;
     }),
 
   MIRROR_CLIENT_ID: z.string().length(36, 'must be a 36-character id clients of the mirror present'),

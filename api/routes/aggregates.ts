@@ -6,7 +6,7 @@
 // account. There is no upstream to forward to: anything it cannot evaluate is a 400 naming it.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
+import { isMirrored, knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { formatScope, resourceDef, resources, type ResourceDef } from '../../lib/resources.ts';
 import type { AccountSummary } from '../../mirror/accounts.ts';
@@ -168,6 +168,8 @@ export function registerAggregateRoutes(app: FastifyInstance, deps: AggregateRou
     const account = await auth.account(request);
     const def = resourceDef(request.params.resource);
     if (!def) throw new NotFoundError(`No resource ${quoted(request.params.resource)}; resources: ${resources.map((r) => r.name).join(', ')}.`);
+    // Aggregates are the mirror's own: a resource it does not keep has no copy to count.
+    if (!isMirrored(def.name)) throw new NotFoundError(`${def.name} is not among the resources this mirror keeps (MIRROR_RESOURCES); aggregates are computed over the mirror's copy.`);
     const q = request.url.indexOf('?');
     const pairs = q < 0 ? [] : [...new URLSearchParams(request.url.slice(q + 1))];
     // Repeated parameters as arrays (a list function may be repeated; a single one may not).

@@ -6,7 +6,7 @@
 // here; anything else is forwarded as it came, with `{Prefix}-Warnings` saying why.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../../connectors/source-systems/index.ts';
+import { isMirrored, knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../../connectors/source-systems/index.ts';
 import { BadRequestError, NotFoundError, PayloadTooLargeError } from '../../lib/errors.ts';
 import { formatScope, resources, resourceDef, type ResourceDef } from '../../lib/resources.ts';
 import { realServiceCollections } from '../../lib/upstream-surface.ts';
@@ -172,10 +172,11 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   }
 
   /**
-   * A catalog resource the account's source system does not serve is never mirrored for it: the
-   * upstream's own answer (usually a refusal) is relayed, as it came.
+   * A catalog resource the account's source system does not serve, or that this mirror does not keep
+   * (MIRROR_RESOURCES), is never mirrored for it: the upstream's own answer is relayed, as it came.
    */
   function notServed(account: AccountSummary, def: ResourceDef): string | undefined {
+    if (!isMirrored(def.name)) return `${def.name} is not among the resources this mirror keeps (MIRROR_RESOURCES)`;
     const profile = knownProfile(account.sourceSystem);
     return profile && !(def.name in profile.resources) ? `${profile.name} does not serve ${def.name} (nothing of it is mirrored for this account)` : undefined;
   }

@@ -9,7 +9,7 @@
 // when the upstream refuses or fails, nor for a bulk item that failed; a write is never resent (it
 // is not idempotent). Writes elsewhere on the upstream's surface go through the catch-all forwarder.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
+import { isMirrored, knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
 import { NotFoundError } from '../../lib/errors.ts';
 import { childrenOf, formatScope, resourceDef, resources, type ResourceDef } from '../../lib/resources.ts';
 import { realServiceCollections } from '../../lib/upstream-surface.ts';
@@ -163,7 +163,8 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
         capture: {
           maxBytes: maxAnswerBytes,
           async onAnswer(status, body) {
-            if (status < 200 || status >= 300) return;
+            // A resource this mirror does not keep (MIRROR_RESOURCES) has no copy to update.
+            if (status < 200 || status >= 300 || !isMirrored(resource.name)) return;
             if (place === undefined) return notApplied(reply, def, resource);
             await apply(request, account, place, body);
           },

@@ -1,5 +1,6 @@
 // Profiles of the source systems the mirror knows: the sandbox's ten (as its documentation
 // describes them) and real-world figures from the reference notes. Unknown systems are probed.
+import { isSelected, type ResourceSelection } from '../../lib/resource-selection.ts';
 import { sourceSystemProfileSchema, type SourceSystemProfile } from './profile.ts';
 
 type Support = { scope?: 'account' | 'project'; maxPerPage?: number; updateTimeFilter?: boolean; crossProject?: boolean };
@@ -100,8 +101,26 @@ export const knownProfiles: readonly SourceSystemProfile[] = [
   },
 ].map((p) => sourceSystemProfileSchema.parse(p));
 
-const bySlug = new Map(knownProfiles.map((p) => [p.slug, p]));
+let bySlug = new Map(knownProfiles.map((p) => [p.slug, p]));
+let selected: ResourceSelection = null;
 
+/**
+ * The resources this process mirrors (MIRROR_RESOURCES, set once at start by bin/services.ts): every
+ * profile then lists only those, so planning, reads (which forward the rest) and the demo agree.
+ */
+export function selectResources(selection: ResourceSelection): void {
+  selected = selection;
+  bySlug = new Map(
+    knownProfiles.map((p) => [p.slug, selection === null ? p : { ...p, resources: Object.fromEntries(Object.entries(p.resources).filter(([name]) => selection.has(name))) }]),
+  );
+}
+
+/** Whether this process mirrors a resource (an unknown source system is probed only for those). */
+export function isMirrored(resource: string): boolean {
+  return isSelected(selected, resource);
+}
+
+/** A source system's profile, its resources narrowed to the mirrored ones. */
 export function knownProfile(slug: string): SourceSystemProfile | undefined {
   return bySlug.get(slug);
 }

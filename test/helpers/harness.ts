@@ -65,6 +65,9 @@ export async function startHarness(options: { sandbox?: Partial<SandboxOptions>;
     UPSTREAM_ASSUME_LIMITS: options.sandbox?.rateLimits ? 'true' : 'false',
     // Tests' subscribers listen on loopback: allowed here, as an operator would allow an internal receiver.
     MIRROR_CALLBACK_ALLOW: '127.0.0.1',
+    // The contract's resources only, unless a test asks for the real catalog (`MIRROR_RESOURCES: '*'`):
+    // a full pass of BuildPro or SQL ERP lists 18-30 more resources, which the catalog's own tests cover.
+    MIRROR_RESOURCES: 'contract',
     ...options.config,
   });
   const logger = createLogger({ level: config.LOG_LEVEL });

@@ -80,7 +80,7 @@ describe('drop-in: every list of the real service\'s collection, in every read f
   const tally = { served: 0, forwarded: 0 };
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 6 } });
+    h = await startHarness({ sandbox: { size: 6 }, config: { MIRROR_RESOURCES: '*' } });
     for (const slug of ['buildpro', 'graphledger']) {
       const { accountId, accountToken } = await linkAndSync(h, slug, `collection-${slug}`);
       accounts.push({ slug, token: accountToken, projectId: await firstProjectId(h, accountId) });

@@ -51,7 +51,7 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
     proxy = await recordingProxy(() => sandboxUrl);
     // The harness starts the sandbox itself; the mirror is pointed at the proxy, which learns the
     // sandbox's address before any request reaches it.
-    h = await startHarness({ sandbox: { size: 4 }, config: { UPSTREAM_BASE_URL: proxy.url } });
+    h = await startHarness({ sandbox: { size: 4 }, config: { UPSTREAM_BASE_URL: proxy.url, MIRROR_RESOURCES: '*' } });
     sandboxUrl = h.sandbox.url;
     ({ accountToken: token } = await linkAndSync(h, 'graphledger', 'drop-in'));
   });

@@ -38,7 +38,7 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
   const tokens = new Map<string, string>();
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 7 } });
+    h = await startHarness({ sandbox: { size: 7 }, config: { MIRROR_RESOURCES: '*' } });
     for (const slug of systems) {
       tokens.set(slug, (await linkAndSync(h, slug, `parity-${slug}`)).accountToken);
     }

@@ -15,7 +15,7 @@ describe('writes of the real service\'s other resources through the mirror', { t
   let projectId: string;
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 4 } });
+    h = await startHarness({ sandbox: { size: 4 }, config: { MIRROR_RESOURCES: '*' } });
     for (const slug of ['buildpro', 'sqlerp']) accounts.set(slug, await linkAndSync(h, slug, `real-writes-${slug}`));
     projectId = await firstProjectId(h, accounts.get('buildpro')!.accountId);
   });

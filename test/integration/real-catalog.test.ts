@@ -35,7 +35,7 @@ describe('the real service\'s catalog: every listable path served from the mirro
   const served: string[] = [];
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 4 } });
+    h = await startHarness({ sandbox: { size: 4 }, config: { MIRROR_RESOURCES: '*' } });
     const systems = new Set(realListablePaths.map((p) => resourceOfPath(p)).flatMap((d) => (d ? [systemFor(d)] : [])).filter((s): s is string => s !== undefined));
     for (const slug of systems) {
       const { accountId, accountToken } = await linkAndSync(h, slug, `real-catalog-${slug}`);
