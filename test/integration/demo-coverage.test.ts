@@ -15,7 +15,8 @@ describe('the demo mirrors records of every resource it links', { timeout: 900_0
   const passes = new Map<string, { accountId: string; result: AccountSyncSummary }>();
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 4 } });
+    // The demo mirrors every resource (MIRROR_RESOURCES defaults to *).
+    h = await startHarness({ sandbox: { size: 4 }, config: { MIRROR_RESOURCES: '*' } });
     const upstream = { url: h.sandbox.url, clientId: h.upstreamHeaders['client-id']!, clientSecret: h.upstreamHeaders['client-secret']! };
     const linked: Awaited<ReturnType<typeof linkDemoAccount>>[] = [];
     for (const system of demoSourceSystems) linked.push(await linkDemoAccount(h.services, upstream, system));
