@@ -46,7 +46,7 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
   const accounts = new Map<string, { token: string; ref: string }>();
 
   before(async () => {
-    h = await startHarness({ sandbox: { size: 24 } });
+    h = await startHarness({ sandbox: { size: 24 }, config: { MIRROR_RESOURCES: '*' } });
     for (const slug of ['crmcloud', 'graphledger', 'buildpro', 'sqlerp']) {
       const ref = `forms-${slug}`;
       accounts.set(slug, { token: (await linkAndSync(h, slug, ref)).accountToken, ref });
