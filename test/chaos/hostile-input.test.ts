@@ -79,7 +79,7 @@ describe('chaos: hostile input on every API route', { timeout: scaled(300_000, 1
   const seen = new Map<number, number>();
 
   before(async () => {
-    m = await startChaosMirror({ name: 'hostile-input', sandbox: { size: 6 } });
+    m = await startChaosMirror({ name: 'hostile-input', sandbox: { size: 6 }, env: { MIRROR_RESOURCES: '*' } });
     a = await m.link('buildpro');
     b = await m.link('sqlerp');
     const [ra, rb] = await Promise.all([m.runPass(a.accountId, { registerWebhooks: true }), m.runPass(b.accountId)]);
