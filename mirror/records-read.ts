@@ -71,7 +71,7 @@ export const listReadPaths = { first: 0, positioned: 0, offset: 0 };
 
 /**
  * The partition of `records` that holds each resource's rows (list partitions by resource; the default
- * partition is not listed), per pool, read again after `partitionsTtlMs`. A plain page names it in
+ * partition is not listed), per pool, read again after `partitionsTtlMs`. A list page names it in
  * place of `records`: a statement on the parent is planned for each execution (its generic plan locks
  * and prunes every partition at each run: 0.5 s with the real catalog's 96, where a custom plan costs
  * ~0.5 ms of the page's ~1.1 ms of Postgres CPU), one on the partition is planned once per connection.
@@ -105,7 +105,7 @@ const tableTag = (table: string): number => {
   return tag;
 };
 
-/** The table a plain page of `resource` reads: its own partition (quoted), else `records`. */
+/** The table a list of `resource` reads: its own partition (quoted), else `records`. */
 async function recordsTable(pool: Pool, resource: string): Promise<string> {
   const now = Date.now();
   let entry = partitionMaps.get(pool);
@@ -199,11 +199,11 @@ function firstPageStatement(includeSourceData: boolean, table: string): { name: 
  * snapshot, or, as a guard against a write that did not mark them, a page whose records are not the
  * ones its positions name).
  */
-async function positionedPage(pool: Pool, q: ListQuery, scope: string): Promise<{ rows: string[]; hasMore: boolean } | undefined> {
+async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: string): Promise<{ rows: string[]; hasMore: boolean } | undefined> {
   const offset = (q.page - 1) * q.perPage;
   // Positions are int4; an offset past them is past any list the mirror holds (the OFFSET query answers it).
   if (offset + q.perPage >= 2 ** 31) return undefined;
-  const { rows } = await pool.query<{ live: number; expected: number; j: string | null; ok: boolean | null }>(positionedStatement(q.includeSourceData, await recordsTable(pool, q.resource)), [q.accountId, q.resource, scope, offset, offset + q.perPage]);
+  const { rows } = await pool.query<{ live: number; expected: number; j: string | null; ok: boolean | null }>(positionedStatement(q.includeSourceData, table), [q.accountId, q.resource, scope, offset, offset + q.perPage]);
   if (rows.length === 0) return undefined;
   const page: string[] = [];
   for (const r of rows) {
@@ -218,6 +218,7 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string): Promise<
 }
 
 export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
+  const table = await recordsTable(pool, q.resource);
   const params: unknown[] = [q.accountId, q.resource, q.perPage + 1, (q.page - 1) * q.perPage];
   const where = ['account_id = $1', 'resource = $2'];
   if (q.scopes !== 'all' && q.scopes.length === 1) {
@@ -257,11 +258,11 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   // straight off the (scope, ordinal) index, each turned into text once, as the raw SQL would.
   const direct = q.page === 1 && q.scopes !== 'all' && q.scopes.length === 1 && !q.orderBy?.length;
   const sql = direct
-    ? `SELECT ${objectSql(q.includeSourceData)}, scope FROM records WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
+    ? `SELECT ${objectSql(q.includeSourceData)}, scope FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
     : `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope
-                 FROM (SELECT scope, ordinal, id${keys} FROM records WHERE ${where.join(' AND ')}
+                 FROM (SELECT scope, ordinal, id${keys} FROM ${table} WHERE ${where.join(' AND ')}
                         ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
-                 JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
+                 JOIN ${table} r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
                 ORDER BY ${outerOrder}p.scope, p.ordinal, p.id`;
   // One stream read (a single scope): its freshness as remembered (see freshnessTtlMs), else asked for.
   const cache = freshnessOf(pool);
@@ -282,7 +283,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   // A plain page of one stream: by its dense positions where they hold, else by OFFSET (below).
   const plain = q.scopes !== 'all' && q.scopes.length === 1 && !q.includeDeleted && !q.modifiedAfter && !q.filters?.length && !q.orderBy?.length;
   if (plain && q.page === 1) {
-    const [res, at] = await Promise.all([recordsTable(pool, q.resource).then((table) => pool.query<{ j: string }>(firstPageStatement(q.includeSourceData, table), [q.accountId, q.resource, q.scopes[0], q.perPage + 1])), freshness]);
+    const [res, at] = await Promise.all([pool.query<{ j: string }>(firstPageStatement(q.includeSourceData, table), [q.accountId, q.resource, q.scopes[0], q.perPage + 1]), freshness]);
     listReadPaths.first++;
     const hasMore = res.rows.length > q.perPage;
     const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r.j);
@@ -290,7 +291,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   }
   if (plain) {
     const scope = q.scopes[0]!;
-    const [positioned, at] = await Promise.all([positionedPage(pool, q, scope), freshness]);
+    const [positioned, at] = await Promise.all([positionedPage(pool, q, scope, table), freshness]);
     if (positioned) {
       listReadPaths.positioned++;
       return { rows: positioned.rows, rowScopes: positioned.rows.map(() => scope), hasMore: positioned.hasMore, retrievedAt: at };
