@@ -157,6 +157,27 @@ describe('list pages by dense positions', () => {
     }
   });
 
+  it('reads a filtered first page straight off the index, with no lookup per record', async () => {
+    const key = await account();
+    await fullPass(key, 'one', [customers(0, 500), customers(500, 500)], 500);
+    await pool.query('ANALYZE records');
+    const client = await pool.connect();
+    const scans = async () =>
+      (await client.query<{ n: number }>(`SELECT coalesce(sum(idx_scan), 0)::int AS n FROM pg_stat_xact_user_tables WHERE starts_with(relname, 'records')`)).rows[0]!.n;
+    try {
+      await client.query('BEGIN');
+      const s0 = await scans();
+      const r = await listRecords(client as unknown as Pool, { ...query(key, 1, 100), filters: [{ field: 'source_data.n', operator: '>=', value: 250 }] });
+      const s1 = await scans();
+      assert.deepEqual(r.rows.map((j) => (JSON.parse(j) as { id: string }).id), (await upstreamOrder(key)).slice(250, 350));
+      assert.equal(r.hasMore, true);
+      assert.ok(s1 - s0 <= 1, `${s1 - s0} scans of the records' indexes`);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   it('falls back to OFFSET after any write that changes the list, until the next pass finishes', async () => {
     const key = await account();
     const first = [customers(0, 250), customers(250, 250), customers(500, 100)];
