@@ -216,6 +216,17 @@ export interface Schedule {
    * grants at most one request more than its pace allows.
    */
   banks?: boolean;
+  /**
+   * A banking lane's view of the window's reset: it lies somewhere in [from, to) (the reported reset is
+   * known only to its resolution, a whole second here; `to` is the tightest bound). A slot there may
+   * fall in either window, and so may the first slot after it: such a slot may begin a window, so it
+   * counts against both, the window ending and the next. Its banked credit is then only the slack
+   * the spacing leaves in a window of `windowMs` (the time `ceil(windowMs / spacing)` slots take
+   * beyond it; none while the length is a guess), so the next window's requests that follow it
+   * still keep to the spacing's count: banking a full spacing across the edge let a late first slot
+   * and the ones banked behind it make 6 lane requests in a window of 5 (share 0.5 of 10 per 5 s).
+   */
+  edge?: { from: number; to: number; windowMs?: number };
 }
 
 /**
@@ -234,5 +245,57 @@ export interface Schedule {
 export function reserveSlot(schedules: readonly Schedule[], now: number, early = false): { at: number; schedules: Schedule[] } {
   let at = now;
   for (const s of schedules) at = Math.max(at, s.nextAt - (early ? s.spacingMs : 0), s.blockedUntil ?? at);
-  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - s.spacingMs) : Math.max(s.nextAt, at)) + s.spacingMs })) };
+  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - bankedCredit(s, at)) : Math.max(s.nextAt, at)) + s.spacingMs })) };
+}
+
+/**
+ * How late a banking lane's slot at `at` may be without pushing its next slot back: a spacing (see
+ * Schedule.banks), less when the slot may be the lane's first of a window (see Schedule.edge). Then
+ * the `n`th slot after it (`n = ceil(window / spacing)`, the most a window holds at the lane's
+ * spacing) must come no earlier than the latest that window may end, so the window holds no more
+ * than `n`: a window's length after the slot for the next window (its reset is not reported yet; it
+ * began at the slot or before), `to` for the current one. The lane's last slot lies no earlier than
+ * a spacing before its next free one. While the window's length is a guess, no credit.
+ */
+export function bankedCredit(s: Schedule, at: number): number {
+  const edge = s.edge;
+  const spacing = s.spacingMs;
+  if (!edge || !(spacing > 0)) return spacing;
+  const last = s.nextAt - spacing;
+  const w = edge.windowMs;
+  let credit = spacing;
+  // The next window begins at the reset, some time in [from, to): a slot from `from` on may be its
+  // first, unless the last one was already past `to`.
+  if (at >= edge.from && last < edge.to) credit = Math.min(credit, windowSlack(w, spacing));
+  // The current window began a window's length before its reset: a slot may be its first while the
+  // last one may lie before that.
+  if (last < edge.to - (w ?? 0)) credit = Math.min(credit, w === undefined ? 0 : at + slotsPerWindow(w, spacing) * spacing - edge.to);
+  return Math.max(0, credit);
+}
+
+/** The most slots a window holds at this spacing. */
+function slotsPerWindow(windowMs: number, spacingMs: number): number {
+  return Math.ceil(windowMs / spacingMs - 1e-9);
+}
+
+/** The time `ceil(windowMs / spacingMs)` slots take beyond the window, at most a spacing; 0 without a known length. */
+export function windowSlack(windowMs: number | undefined, spacingMs: number): number {
+  if (windowMs === undefined || !(spacingMs > 0)) return 0;
+  return Math.max(0, Math.min(spacingMs, slotsPerWindow(windowMs, spacingMs) * spacingMs - windowMs));
+}
+
+/**
+ * The interval a window's reported reset may lie in: from the report less its resolution (whole
+ * seconds: a reset on a whole second is taken as rounded, one not on it as exact to the ms) to the
+ * tightest bound known. Undefined without a reported reset.
+ */
+export function resetEdge(facts: WindowFacts): { from: number; to: number; windowMs?: number } | undefined {
+  if (facts.resetsAt === undefined) return undefined;
+  const to = facts.resetBound ?? facts.resetsAt;
+  return { from: facts.resetsAt - resetResolution(facts.resetsAt), to, ...(facts.lengthGuessed ? {} : { windowMs: facts.windowMs }) };
+}
+
+/** How finely a reported reset is known: a whole second when it falls on one (the header's epoch seconds), else a millisecond. */
+export function resetResolution(resetsAt: number): number {
+  return resetsAt % 1000 === 0 ? 1000 : 1;
 }
