@@ -15,7 +15,7 @@ import type { Pool } from './pool.ts';
 // connectors/governor/pacing.ts, the same arithmetic): the row's resets_at is the latest bound on the
 // window's reset, which lies no earlier than that less $5 ms (the reported reset's resolution); the
 // lane's last slot lies no earlier than a spacing before next_at; the rows of $6 have a length that
-// is still a guess (no credit at an edge, and the current window may have begun any time before its reset).
+// is still a guess (no credit at an edge).
 const reserveSql = `
 WITH cur AS (
   SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
@@ -23,19 +23,16 @@ WITH cur AS (
   SELECT greatest(clock_timestamp(), max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS at,
          count(*) AS n FROM cur
 ), edge AS (
-  SELECT c.key, c.spacing_ms, c.resets_at IS NOT NULL AND c.spacing_ms > 0 AS known, c.key = ANY($6::text[]) AS guessed,
-         c.next_at - c.spacing_ms * interval '1 millisecond' AS last,
+  SELECT c.key, c.spacing_ms, c.key = ANY($6::text[]) AS guessed, c.window_ms,
+         -- the lane's last slot may lie before the reset's latest bound: this slot may begin a window
+         c.resets_at IS NOT NULL AND c.spacing_ms > 0 AND c.next_at - c.spacing_ms * interval '1 millisecond' < c.resets_at AS at_edge,
          ceil(c.window_ms / nullif(c.spacing_ms, 0) - 1e-9) * c.spacing_ms AS slots_ms,
-         c.window_ms, c.resets_at, (extract(epoch FROM slot.at - c.resets_at) * 1000)::float8 AS at_after_reset_ms,
+         (extract(epoch FROM slot.at - c.resets_at) * 1000)::float8 AS at_after_reset_ms,
          slot.at >= c.resets_at - $5::float8 * interval '1 millisecond' AS past_from
     FROM cur c CROSS JOIN slot
 ), credit AS (
-  SELECT key, greatest(0, least(
-           spacing_ms,
-           CASE WHEN known AND past_from AND last < resets_at
-                THEN CASE WHEN guessed THEN 0 ELSE least(spacing_ms, slots_ms - window_ms) END END,
-           CASE WHEN known AND last < resets_at - CASE WHEN guessed THEN 0 ELSE window_ms END * interval '1 millisecond'
-                THEN CASE WHEN guessed THEN 0 ELSE at_after_reset_ms + slots_ms END END)) AS ms
+  SELECT key, CASE WHEN NOT at_edge THEN spacing_ms WHEN guessed THEN 0
+                   ELSE greatest(0, least(spacing_ms, at_after_reset_ms + slots_ms, CASE WHEN past_from THEN slots_ms - window_ms END)) END AS ms
     FROM edge
 ), upd AS (
   UPDATE rate_budgets b

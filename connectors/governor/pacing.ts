@@ -218,13 +218,13 @@ export interface Schedule {
   banks?: boolean;
   /**
    * A banking lane's view of the window's reset: it lies somewhere in [from, to) (the reported reset is
-   * known only to its resolution, a whole second here; `to` is the tightest bound). A slot there may
-   * fall in either window, and so may the first slot after it: such a slot may begin a window, so it
-   * counts against both, the window ending and the next. Its banked credit is then only the slack
-   * the spacing leaves in a window of `windowMs` (the time `ceil(windowMs / spacing)` slots take
-   * beyond it; none while the length is a guess), so the next window's requests that follow it
-   * still keep to the spacing's count: banking a full spacing across the edge let a late first slot
-   * and the ones banked behind it make 6 lane requests in a window of 5 (share 0.5 of 10 per 5 s).
+   * known only to its resolution, a whole second here; `to` is the tightest bound), and of the
+   * window's length (none while it is a guess). A slot in that interval may fall in either window,
+   * so it counts against both, the window ending and the next; and a slot while the lane's last one
+   * may lie before `to` may be the lane's first of the current window. Such a slot banks less (see
+   * {@link bankedCredit}), so the window it may begin holds no more lane requests than the spacing
+   * allows: banking a full spacing there let a late first slot and the ones banked behind it make 6
+   * lane requests in a window of 5 (share 0.5 of 10 per 5 s; governor-window-edge.test.ts).
    */
   edge?: { from: number; to: number; windowMs?: number };
 }
@@ -250,26 +250,23 @@ export function reserveSlot(schedules: readonly Schedule[], now: number, early =
 
 /**
  * How late a banking lane's slot at `at` may be without pushing its next slot back: a spacing (see
- * Schedule.banks), less when the slot may be the lane's first of a window (see Schedule.edge). Then
- * the `n`th slot after it (`n = ceil(window / spacing)`, the most a window holds at the lane's
- * spacing) must come no earlier than the latest that window may end, so the window holds no more
- * than `n`: a window's length after the slot for the next window (its reset is not reported yet; it
- * began at the slot or before), `to` for the current one. The lane's last slot lies no earlier than
- * a spacing before its next free one. While the window's length is a guess, no credit.
+ * Schedule.banks), less when the slot may be the lane's first of a window (see Schedule.edge), that
+ * is while the lane's last slot may lie before the reset's latest bound `to` (it lies no earlier than
+ * a spacing before the lane's next free slot). Then the `n`th slot after it (`n = ceil(window /
+ * spacing)`, the most a window holds at the lane's spacing) must come no earlier than the latest the
+ * slot's window may end, so that window holds no more than `n`: `to` for the current window; a
+ * window's length after the slot for the next one, which begins at the reset, some time from `from`
+ * on (its own reset is not reported yet; it began at the slot or before). While the window's length
+ * is a guess, no credit.
  */
 export function bankedCredit(s: Schedule, at: number): number {
   const edge = s.edge;
   const spacing = s.spacingMs;
-  if (!edge || !(spacing > 0)) return spacing;
-  const last = s.nextAt - spacing;
+  if (!edge || !(spacing > 0) || s.nextAt - spacing >= edge.to) return spacing;
   const w = edge.windowMs;
-  let credit = spacing;
-  // The next window begins at the reset, some time in [from, to): a slot from `from` on may be its
-  // first, unless the last one was already past `to`.
-  if (at >= edge.from && last < edge.to) credit = Math.min(credit, windowSlack(w, spacing));
-  // The current window began a window's length before its reset: a slot may be its first while the
-  // last one may lie before that.
-  if (last < edge.to - (w ?? 0)) credit = Math.min(credit, w === undefined ? 0 : at + slotsPerWindow(w, spacing) * spacing - edge.to);
+  if (w === undefined) return 0;
+  let credit = Math.min(spacing, at + slotsPerWindow(w, spacing) * spacing - edge.to);
+  if (at >= edge.from) credit = Math.min(credit, windowSlack(w, spacing));
   return Math.max(0, credit);
 }
 
