@@ -110,13 +110,16 @@ export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing
   const resetsAt = facts.resetBound ?? facts.resetsAt;
   if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return { spacingMs: base };
   const from = Math.max(now, input.nextAt ?? now);
-  if (from >= resetsAt) return { spacingMs: base };
   // A guessed length yields to the reset in sight, for spending what is left before it; past the
   // reset (a block, a schedule beyond it) the guess holds until the headers teach the length.
   const span = pacedSpan(facts, now);
   const slack = resetSlack(span, options);
   const left = facts.remaining - (input.unseen ?? 0);
+  // A spent window blocks until its reset even when the schedule already reaches past it: an
+  // interactive request may take its slot a spacing before the schedule's next, and that spacing is
+  // the new one (the window switched to another of the system's limits, paced 1 s apart: 25 ms).
   if (left <= 0) return { spacingMs: base, blockedUntil: resetsAt + slack };
+  if (from >= resetsAt) return { spacingMs: base };
   // `left` slots from `from` on, the last of them a spacing before the reset (plus slack).
   return { spacingMs: Math.max(baseSpacing({ total: facts.total, windowMs: span }, options), (resetsAt + slack - from) / left) };
 }
