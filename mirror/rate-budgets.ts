@@ -11,18 +11,35 @@ import type { Pool } from './pool.ts';
 // connectors/governor/pacing.ts). An early request ($4, an interactive one) may take its slot one
 // spacing before the next, right behind the last one taken (reserveSlot there). Rows are locked in key order, so two requests with overlapping
 // budgets cannot deadlock. Nothing is reserved unless every row exists.
+// A banking row's slot that may be the lane's first of a window banks less (bankedCredit in
+// connectors/governor/pacing.ts, the same arithmetic): the row's resets_at is the latest bound on the
+// window's reset, which lies no earlier than that less $5 ms (the reported reset's resolution); the
+// lane's last slot lies no earlier than a spacing before next_at; the rows of $6 have a length that
+// is still a guess (no credit at an edge).
 const reserveSql = `
 WITH cur AS (
   SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS at,
          count(*) AS n FROM cur
+), edge AS (
+  SELECT c.key, c.spacing_ms, c.key = ANY($6::text[]) AS guessed, c.window_ms,
+         -- the lane's last slot may lie before the reset's latest bound: this slot may begin a window
+         c.resets_at IS NOT NULL AND c.spacing_ms > 0 AND c.next_at - c.spacing_ms * interval '1 millisecond' < c.resets_at AS at_edge,
+         ceil(c.window_ms / nullif(c.spacing_ms, 0) - 1e-9) * c.spacing_ms AS slots_ms,
+         (extract(epoch FROM slot.at - c.resets_at) * 1000)::float8 AS at_after_reset_ms,
+         slot.at >= c.resets_at - $5::float8 * interval '1 millisecond' AS past_from
+    FROM cur c CROSS JOIN slot
+), credit AS (
+  SELECT key, CASE WHEN NOT at_edge THEN spacing_ms WHEN guessed THEN 0
+                   ELSE greatest(0, least(spacing_ms, at_after_reset_ms + slots_ms, CASE WHEN past_from THEN slots_ms - window_ms END)) END AS ms
+    FROM edge
 ), upd AS (
   UPDATE rate_budgets b
-     SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - b.spacing_ms * interval '1 millisecond') ELSE greatest(b.next_at, slot.at) END
+     SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - credit.ms * interval '1 millisecond') ELSE greatest(b.next_at, slot.at) END
                    + b.spacing_ms * interval '1 millisecond'
-    FROM slot
-   WHERE b.key = ANY($1::text[]) AND slot.n = cardinality($1::text[])
+    FROM slot, credit
+   WHERE b.key = ANY($1::text[]) AND credit.key = b.key AND slot.n = cardinality($1::text[])
      AND slot.at <= clock_timestamp() + $2::float8 * interval '1 millisecond'
   RETURNING b.key, b.next_at
 )
@@ -111,8 +128,19 @@ UPDATE rate_leases SET expires_at = clock_timestamp() + $2::float8 * interval '1
 export class PostgresRateBudgets {
   constructor(private readonly pool: Pool) {}
 
-  async reserve(keys: readonly string[], horizonMs: number, how: { banking?: readonly string[]; early?: boolean } = {}): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
-    const { rows } = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false]);
+  async reserve(
+    keys: readonly string[],
+    horizonMs: number,
+    how: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[] } = {},
+  ): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
+    const { rows } = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [
+      keys,
+      horizonMs,
+      how.banking ?? [],
+      how.early ?? false,
+      how.resetResolutionMs ?? 1_000,
+      how.lengthGuessed ?? [],
+    ]);
     return rows.map((r) => ({ key: r.key, windowMs: r.window_ms, reserved: r.reserved, waitMs: r.wait_ms, nextInMs: r.next_in_ms, resetsInMs: r.resets_in_ms }));
   }
 

@@ -53,8 +53,15 @@ export interface RateBudgetStore {
    * (background lanes) bank one spacing: their next slot follows their own schedule, not the slot
    * taken, when that was less than a spacing late (see Schedule.banks in pacing.ts). `early` (an
    * interactive request): the slot may come one spacing before the schedules' next (see reserveSlot).
+   * A banking schedule's slot that may be its first of a window banks only the slack a window leaves
+   * (see Schedule.edge): the row's reset bound less `resetResolutionMs` (default 1 s) is the earliest
+   * the reset may be; the rows of `lengthGuessed` have no known window length yet.
    */
-  reserve(keys: readonly string[], horizonMs: number, how?: { banking?: readonly string[]; early?: boolean }): Promise<ReservedBudget[]>;
+  reserve(
+    keys: readonly string[],
+    horizonMs: number,
+    how?: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[] },
+  ): Promise<ReservedBudget[]>;
   /** Creates the rows that do not exist yet. */
   ensureBudgets(seeds: readonly BudgetSeed[]): Promise<void>;
   /** Writes reported paces; a block only ever extends. */

@@ -1,7 +1,7 @@
 // The governor for one process: schedules in memory, same pacing and caps as the Postgres one. For a
 // single worker, the sandbox's own tools and tests.
 import { initialSpacing, type BudgetSpec, type RateGovernorOptions } from './budgets.ts';
-import { reserveSlot, type Pace, type Schedule } from './pacing.ts';
+import { reserveSlot, resetEdge, type Pace, type Schedule } from './pacing.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation } from './rate-governor.ts';
 
 export class MemoryRateGovernor extends RateGovernor {
@@ -20,7 +20,7 @@ export class MemoryRateGovernor extends RateGovernor {
   protected reserve(budgets: readonly BudgetSpec[], request: ReserveRequest): Promise<Reservation> {
     const { horizonMs } = request;
     const now = this.clock.now();
-    const current = budgets.map((b) => this.scheduleOf(b));
+    const current = budgets.map((b) => this.withEdge(b, this.scheduleOf(b)));
     const { at, schedules } = reserveSlot(current, now, request.early);
     const nextInMs = new Map<string, number>();
     if (at - now > horizonMs) {
@@ -39,6 +39,14 @@ export class MemoryRateGovernor extends RateGovernor {
     const s = this.scheduleOf(view.spec);
     s.spacingMs = pace.spacingMs;
     if (pace.blockedUntil !== undefined) s.blockedUntil = Math.max(s.blockedUntil ?? 0, pace.blockedUntil);
+  }
+
+  /** A lane's schedule with its budget's reset interval, as last reported (see Schedule.edge). */
+  private withEdge(spec: BudgetSpec, s: Schedule): Schedule {
+    if (!spec.lane) return s;
+    const edge = resetEdge(this.view(spec).facts);
+    const { edge: _old, ...rest } = s;
+    return edge ? { ...rest, edge } : rest;
   }
 
   private scheduleOf(spec: BudgetSpec): Schedule {

@@ -110,13 +110,16 @@ export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing
   const resetsAt = facts.resetBound ?? facts.resetsAt;
   if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return { spacingMs: base };
   const from = Math.max(now, input.nextAt ?? now);
-  if (from >= resetsAt) return { spacingMs: base };
   // A guessed length yields to the reset in sight, for spending what is left before it; past the
   // reset (a block, a schedule beyond it) the guess holds until the headers teach the length.
   const span = pacedSpan(facts, now);
   const slack = resetSlack(span, options);
   const left = facts.remaining - (input.unseen ?? 0);
+  // A spent window blocks until its reset even when the schedule already reaches past it: an
+  // interactive request may take its slot a spacing before the schedule's next, and that spacing is
+  // the new one (the window switched to another of the system's limits, paced 1 s apart: 25 ms).
   if (left <= 0) return { spacingMs: base, blockedUntil: resetsAt + slack };
+  if (from >= resetsAt) return { spacingMs: base };
   // `left` slots from `from` on, the last of them a spacing before the reset (plus slack).
   return { spacingMs: Math.max(baseSpacing({ total: facts.total, windowMs: span }, options), (resetsAt + slack - from) / left) };
 }
@@ -216,6 +219,17 @@ export interface Schedule {
    * grants at most one request more than its pace allows.
    */
   banks?: boolean;
+  /**
+   * A banking lane's view of the window's reset: it lies somewhere in [from, to) (the reported reset is
+   * known only to its resolution, a whole second here; `to` is the tightest bound), and of the
+   * window's length (none while it is a guess). A slot in that interval may fall in either window,
+   * so it counts against both, the window ending and the next; and a slot while the lane's last one
+   * may lie before `to` may be the lane's first of the current window. Such a slot banks less (see
+   * {@link bankedCredit}), so the window it may begin holds no more lane requests than the spacing
+   * allows: banking a full spacing there let a late first slot and the ones banked behind it make 6
+   * lane requests in a window of 5 (share 0.5 of 10 per 5 s; governor-window-edge.test.ts).
+   */
+  edge?: { from: number; to: number; windowMs?: number };
 }
 
 /**
@@ -234,5 +248,54 @@ export interface Schedule {
 export function reserveSlot(schedules: readonly Schedule[], now: number, early = false): { at: number; schedules: Schedule[] } {
   let at = now;
   for (const s of schedules) at = Math.max(at, s.nextAt - (early ? s.spacingMs : 0), s.blockedUntil ?? at);
-  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - s.spacingMs) : Math.max(s.nextAt, at)) + s.spacingMs })) };
+  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - bankedCredit(s, at)) : Math.max(s.nextAt, at)) + s.spacingMs })) };
+}
+
+/**
+ * How late a banking lane's slot at `at` may be without pushing its next slot back: a spacing (see
+ * Schedule.banks), less when the slot may be the lane's first of a window (see Schedule.edge), that
+ * is while the lane's last slot may lie before the reset's latest bound `to` (it lies no earlier than
+ * a spacing before the lane's next free slot). Then the `n`th slot after it (`n = ceil(window /
+ * spacing)`, the most a window holds at the lane's spacing) must come no earlier than the latest the
+ * slot's window may end, so that window holds no more than `n`: `to` for the current window; a
+ * window's length after the slot for the next one, which begins at the reset, some time from `from`
+ * on (its own reset is not reported yet; it began at the slot or before). While the window's length
+ * is a guess, no credit.
+ */
+export function bankedCredit(s: Schedule, at: number): number {
+  const edge = s.edge;
+  const spacing = s.spacingMs;
+  if (!edge || !(spacing > 0) || s.nextAt - spacing >= edge.to) return spacing;
+  const w = edge.windowMs;
+  if (w === undefined) return 0;
+  let credit = Math.min(spacing, at + slotsPerWindow(w, spacing) * spacing - edge.to);
+  if (at >= edge.from) credit = Math.min(credit, windowSlack(w, spacing));
+  return Math.max(0, credit);
+}
+
+/** The most slots a window holds at this spacing. */
+function slotsPerWindow(windowMs: number, spacingMs: number): number {
+  return Math.ceil(windowMs / spacingMs - 1e-9);
+}
+
+/** The time `ceil(windowMs / spacingMs)` slots take beyond the window, at most a spacing; 0 without a known length. */
+export function windowSlack(windowMs: number | undefined, spacingMs: number): number {
+  if (windowMs === undefined || !(spacingMs > 0)) return 0;
+  return Math.max(0, Math.min(spacingMs, slotsPerWindow(windowMs, spacingMs) * spacingMs - windowMs));
+}
+
+/**
+ * The interval a window's reported reset may lie in: from the report less its resolution (whole
+ * seconds: a reset on a whole second is taken as rounded, one not on it as exact to the ms) to the
+ * tightest bound known. Undefined without a reported reset.
+ */
+export function resetEdge(facts: WindowFacts): { from: number; to: number; windowMs?: number } | undefined {
+  if (facts.resetsAt === undefined) return undefined;
+  const to = facts.resetBound ?? facts.resetsAt;
+  return { from: facts.resetsAt - resetResolution(facts.resetsAt), to, ...(facts.lengthGuessed ? {} : { windowMs: facts.windowMs }) };
+}
+
+/** How finely a reported reset is known: a whole second when it falls on one (the header's epoch seconds), else a millisecond. */
+export function resetResolution(resetsAt: number): number {
+  return resetsAt % 1000 === 0 ? 1000 : 1;
 }

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { MirrorError } from '../../lib/errors.ts';
 import type { RateBudgetStore } from './budget-store.ts';
 import { initialSpacing, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
-import type { Pace, WindowFacts } from './pacing.ts';
+import { resetResolution, type Pace, type WindowFacts } from './pacing.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation, type SharedRelease } from './rate-governor.ts';
 import { abortReason } from './semaphore.ts';
 
@@ -36,6 +36,7 @@ interface PendingWrite {
 interface Written {
   spacingMs: number;
   total: number | undefined;
+  resetsAt: number | undefined;
   at: number;
 }
 
@@ -90,7 +91,13 @@ export class PostgresRateGovernor extends RateGovernor {
     if (keys.some((k) => !this.ensured.has(k))) await this.ensureBudgets(budgets);
     const horizon = request.horizonMs;
     // Lanes bank one spacing; an interactive request may come a spacing early (see reserveSlot).
-    const how = { banking: budgets.filter((b) => b.lane).map((b) => b.key), early: request.early };
+    // A lane's slot at a window's edge banks less (Schedule.edge): how finely its reset is known, and
+    // whether its length is still a guess, as this process knows them (the bound itself is the row's).
+    const lanes = budgets.filter((b) => b.lane);
+    const facts = lanes.map((b) => this.view(b).facts);
+    const resetResolutionMs = Math.max(1, ...facts.map((f) => (f.resetsAt === undefined ? 1_000 : resetResolution(f.resetsAt))));
+    const lengthGuessed = lanes.filter((_, i) => facts[i]!.lengthGuessed === true).map((b) => b.key);
+    const how = { banking: lanes.map((b) => b.key), early: request.early, resetResolutionMs, lengthGuessed };
     let rows = await this.store.reserve(keys, horizon, how);
     if (rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.
@@ -129,17 +136,20 @@ export class PostgresRateGovernor extends RateGovernor {
   protected applyPace(view: BudgetView, pace: Pace, now: number): void {
     const key = view.spec.key;
     const last = this.written.get(key);
+    // A new window's reset is written at once: a lane's slots at the edge of a window are told by it.
+    const resetsAt = view.facts.resetBound ?? view.facts.resetsAt;
     const unchanged =
       last !== undefined &&
       pace.blockedUntil === undefined &&
       last.total === view.facts.total &&
+      last.resetsAt === resetsAt &&
       Math.abs(pace.spacingMs - last.spacingMs) <= 0.01 * last.spacingMs &&
       now - last.at < this.refreshMs;
     if (unchanged) return;
     const prior = this.pending.get(key);
     const blockedUntil = Math.max(prior?.pace.blockedUntil ?? 0, pace.blockedUntil ?? 0);
     this.pending.set(key, { facts: view.facts, pace: { spacingMs: pace.spacingMs, ...(blockedUntil > 0 ? { blockedUntil } : {}) } });
-    this.written.set(key, { spacingMs: pace.spacingMs, total: view.facts.total, at: now });
+    this.written.set(key, { spacingMs: pace.spacingMs, total: view.facts.total, resetsAt, at: now });
     if (blockedUntil > 0) this.blockPending = true;
     if (!this.running) {
       this.running = true;

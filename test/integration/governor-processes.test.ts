@@ -114,16 +114,16 @@ describe('one budget across processes: two workers and an API process', { timeou
     // After the first window (the governors start from a guessed 60 s window and learn it from the
     // answers), every window, the last (partial) one included: the sync within its share, all of it
     // within the limit, no 429. The share's lane paces 5000 / (10 x 0.98) / 0.5 = 1,020 ms apart, so
-    // 5 slots fit in a window, not 6, once the window is known. While it is being learned (the two
-    // windows after the sync's first), the sandbox reports its reset in whole seconds, so where a window
-    // ends is known to a second: a slot the governors place in the second before a reset may land in the
-    // next window, which then holds one more (seen in 3 of 5 runs: 6 in the second or third
-    // window, never later). The limit itself, and the application's calls, hold in every window.
+    // 5 slots fit in a window, not 6. The sandbox reports its reset in whole seconds, so where a window
+    // ends is known only to a second: a lane slot that may begin a window (in that second, or the
+    // lane's first of the current one) counts against both windows and banks only the slack a window
+    // leaves, so a late one cannot let the slots behind it make 6 (before that, 3 of 5 loaded runs saw
+    // 6 in the second or third window: governor-window-edge.test.ts has the same on a manual clock).
     // The first window is the sync's first (a window before it holds only the application's first call).
     const after = ordered.slice(ordered.findIndex((w) => w.sync > 0) + 1);
-    for (const [k, w] of after.entries()) {
+    for (const w of after) {
       assert.equal(w.rejected, 0, `no 429 after the first window: ${line}`);
-      assert.ok(w.sync <= share * limit + (k < 2 ? 1 : 0), `the sync keeps to ${share} of each window across the processes: ${line}`);
+      assert.ok(w.sync <= share * limit, `the sync keeps to ${share} of each window across the processes: ${line}`);
       assert.ok(w.sync + w.app <= limit, `all requests within the window's limit: ${line}`);
     }
     assert.ok(after.length >= 4, `the sync spans several windows: ${line}`);

@@ -113,12 +113,12 @@ describe('an application beside a sync, over the first reset of a guessed window
       assert.ok(r.appCalls.every((c) => c.waitMs !== null), `refused application calls: ${calls}`);
       // One spacing of the window: 2000 / (20 x 0.98) = 102 ms.
       assert.ok(r.appCalls.every((c) => c.waitMs! <= 2_000 / (20 * 0.98)), `application waits: ${calls}`);
-      for (const [i, w] of r.windows.slice(1).entries()) {
+      for (const w of r.windows.slice(1)) {
         assert.equal(w.rejected, 0, `429s after the first window: ${line}`);
-        // The second window may hold one more: the first window's reset is reported up to a second
-        // late (whole seconds), so the last slots paced as the first window's fall in the second one
-        // (17 of 16 at +300 ms, with the code before this change too).
-        assert.ok(w.sync <= 0.8 * 20 + (i === 0 ? 1 : 0), `the sync within its share: ${line}`);
+        // The second window too, though the first window's reset is reported up to a second late
+        // (whole seconds): on this clock (timers on time) none holds more; with late timers see
+        // governor-window-edge.test.ts.
+        assert.ok(w.sync <= 0.8 * 20, `the sync within its share: ${line}`);
       }
       // And the sync is not starved in the windows after the first (the last is cut short).
       const middle = r.windows.slice(1, -1);

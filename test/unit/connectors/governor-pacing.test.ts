@@ -47,6 +47,15 @@ describe('paceFor', () => {
     const facts = { windowMs: 60_000, total: 100, remaining: 10, resetsAt: t0 + 30_000 };
     assert.deepEqual(paceFor({ facts, now: t0, nextAt: t0 + 10_000, unseen: 5 }, exact), { spacingMs: 4_000 });
   });
+  it('a spent window blocks until its reset even when the schedule already reaches past it', () => {
+    // The schedule's next slot lies past the reset (the last request was spread over what was left),
+    // and the window, reported spent, is now paced by another length (25 ms): an interactive request
+    // takes its slot a spacing before the schedule's next, which without the block fell before the
+    // reset (a 429, governor-dual-window.test.ts).
+    const facts = { windowMs: 1_000, total: 40, remaining: 0, resetsAt: t0 + 1_419 };
+    const pace = paceFor({ facts, now: t0, nextAt: t0 + 1_440 }, exact);
+    assert.deepEqual(pace, { spacingMs: 25, blockedUntil: t0 + 1_419 });
+  });
   it('a long window (an hourly budget) is paced by its reset even though the window length is a guess', () => {
     const pace = paceFor({ facts: { windowMs: 60_000, total: 3600, remaining: 3599, resetsAt: t0 + 3_599_000 }, now: t0 }, exact);
     assert.equal(pace.spacingMs, 1_000);
@@ -77,11 +86,13 @@ describe('paceFor', () => {
     });
     assert.equal(paceFor({ facts: { windowMs: 60_000, total: 100, remaining: 2, resetsAt: t0 + 20_000 }, now: t0, unseen: 2 }, opts).blockedUntil, t0 + 20_500);
   });
-  it('ignores a reset in the past, and one the schedule already reaches past', () => {
+  it('ignores a reset in the past, and spreads nothing past one the schedule already reaches', () => {
     assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 - 1 }, now: t0 }, exact), { spacingMs: 400 });
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 5, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact), { spacingMs: 400 });
+    // Spent, it still blocks until the reset (no slot before it, an early one included).
     assert.deepEqual(
       paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact),
-      { spacingMs: 400 },
+      { spacingMs: 400, blockedUntil: t0 + 1000 },
     );
   });
   it('in steady state at the full-window pace, the adaptive pace never slows it down', () => {
@@ -96,7 +107,8 @@ describe('paceFor', () => {
           { facts: { windowMs: 60_000, total: 150, remaining: 150 - k, resetsAt: t0 + 60_000 }, now, nextAt: t0 + (k + inFlight) * spacing, unseen: inFlight },
           opts,
         );
-        assert.equal(pace.blockedUntil, undefined, `k=${k}`);
+        // A block (the requests in flight spend the window) comes no later than the schedule's next slot.
+        assert.ok(pace.blockedUntil === undefined || pace.blockedUntil <= t0 + (k + inFlight) * spacing, `k=${k}`);
         assert.ok(Math.abs(pace.spacingMs - spacing) < 1e-9, `k=${k} inFlight=${inFlight}: ${pace.spacingMs}`);
       }
     }
