@@ -151,7 +151,7 @@ export function encodeObjects(items: readonly Record<string, unknown>[], keyOf: 
 const bodyRefusals = new Set(['22007', '22008', '22P02', '22021', '22P05', '21000']);
 
 export function isBodyRefusal(error: unknown): boolean {
-  return bodyRefusals.has((error as { code?: string }).code ?? '');
+  return bodyRefusals.has((error as { code?: string } | undefined)?.code ?? '');
 }
 
 /**
