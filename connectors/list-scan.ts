@@ -1,10 +1,10 @@
 // Reads what the sync needs of a list page's body without parsing it into objects: the ids of its
 // records, in order, and its meta (has_more_results, current_page). The body then goes to Postgres
-// as the bytes that came (mirror/records-store.ts), which parses it once, in C; where every record
+// as the bytes that came (mirror/page-encoding.ts), which parses it once, in C; where every record
 // has source data, the scan also notes where it is, so that the same bytes can go cut into records
-// and their source data (`splitSourceData`). Parsing a 1000-record
-// page in the worker (decode, JSON.parse, validation, serialising again) cost more CPU than the
-// rest of the worker's work on it, and its garbage was most of the worker's memory.
+// and their source data (page-encoding's `splitSourceData`). Parsing a 1000-record page in the
+// worker (decode, JSON.parse, validation, serialising again) cost more CPU than the rest of the
+// worker's work on it, and its garbage was most of the worker's memory.
 //
 // It walks the structure, jumping over strings with indexOf (keys and ids, short, are walked), and
 // checks what the schema of a list answer (connectors/schemas.ts) checks of each record: an object

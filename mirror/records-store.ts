@@ -110,7 +110,7 @@ const seenPageSql = (p: (n: number) => string) => `
 // and one that is big early on is copied again at every growth after it.)
 const fixedParams = (upsert: boolean) => (upsert ? 7 : 6);
 // A page of a list across projects (stream scope `project=*`): each record goes to its own project's
-// scope, `project=<project_id>` (null without a project_id: the write fails, see `writeRowsOnce`).
+// scope, `project=<project_id>` (null without a project_id: the write fails, see `Staging.once`).
 const writeSql = (rows: (param: string) => string, upsert: boolean, seen: boolean, perProject = false) => `
 WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 ), up AS (
