@@ -19,10 +19,11 @@ import { defaultPollingPolicy, pollingDecision, pollingDecisions, recordPoll, we
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
-import { activityContext, defaultMaxPagesPerPass, SliceRunner } from './sync-slice.ts';
+import { activityContext, defaultMaxPagesPerPass, SliceRunner, type SliceCounts, type SyncSliceInput, type SyncSliceResult } from './sync-slice.ts';
 
 export { writeDepth } from './page-writer.ts';
 export { defaultMaxPagesPerPass, PageBoundError } from './sync-slice.ts';
+export type { SliceCounts, StreamSpec, SyncSliceInput, SyncSliceResult } from './sync-slice.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
@@ -37,58 +38,6 @@ export interface SyncDeps {
 
 /** Most parents a children plan names inline (about 40 bytes each in the workflow's history). */
 const inlineTotalMax = 20_000;
-
-/** One stream to sync: enough to fetch it without looking anything up. */
-export interface StreamSpec {
-  accountId: string;
-  resource: string;
-  /** Canonical scope (see lib/resources.ts). */
-  scope: string;
-  /** List path, e.g. `/projects` or `/ap-invoices/<id>/line-items`. */
-  path: string;
-  projectId?: string;
-}
-
-export interface SyncSliceInput extends StreamSpec {
-  passKey: string;
-  mode: PassMode;
-  /**
-   * Pages to fetch in this activity before returning to the workflow (default 200). Each return
-   * drains the writes in flight and starts the next slice with one: bench [2] (200 pages) ran
-   * 2-4% faster in one slice than in four of 50. A slice resumes from its last committed page, so
-   * its size bounds no refetch, only the time between two workflow tasks.
-   */
-  maxPages?: number;
-  includeSourceData?: boolean;
-  /**
-   * The caller waits for upstream async requests itself (a workflow, with durable timers): a page
-   * still being produced ends the slice with `waitAsync`. Otherwise the slice polls in place.
-   */
-  asyncPages?: boolean;
-  /**
-   * An account's scheduled incremental pass (not a targeted one): a stream that is not due
-   * (mirror/polling.ts: webhook-covered, here) is left to a later pass, asking the upstream nothing.
-   */
-  adaptive?: boolean;
-}
-
-export interface SliceCounts {
-  pages: number;
-  records: number;
-  inserted: number;
-  updated: number;
-  unchanged: number;
-  deleted: number;
-}
-
-export interface SyncSliceResult extends SliceCounts {
-  done: boolean;
-  generation: number;
-  /** The next page is an upstream async request still running: poll again after a timer. */
-  waitAsync?: { id: string; expiresAt: number | null };
-  /** The stream was not due (an adaptive pass), and why: nothing was asked. */
-  notDue?: string;
-}
 
 export interface PlannedResource {
   name: string;
