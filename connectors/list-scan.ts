@@ -1,10 +1,10 @@
 // Reads what the sync needs of a list page's body without parsing it into objects: the ids of its
 // records, in order, and its meta (has_more_results, current_page). The body then goes to Postgres
-// as the bytes that came (mirror/records-store.ts), which parses it once, in C; where every record
+// as the bytes that came (mirror/page-encoding.ts), which parses it once, in C; where every record
 // has source data, the scan also notes where it is, so that the same bytes can go cut into records
-// and their source data (`splitSourceData`). Parsing a 1000-record
-// page in the worker (decode, JSON.parse, validation, serialising again) cost more CPU than the
-// rest of the worker's work on it, and its garbage was most of the worker's memory.
+// and their source data (page-encoding's `splitSourceData`). Parsing a 1000-record page in the
+// worker (decode, JSON.parse, validation, serialising again) cost more CPU than the rest of the
+// worker's work on it, and its garbage was most of the worker's memory.
 //
 // It walks the structure, jumping over strings with indexOf (keys and ids, short, are walked), and
 // checks what the schema of a list answer (connectors/schemas.ts) checks of each record: an object
@@ -21,43 +21,11 @@ export interface ScannedList {
   /** Where the JSON text starts (3 after a UTF-8 byte order mark). */
   start: number;
   /**
-   * Where each record's `source_data` is, when every record has exactly one (see
-   * {@link splitSourceData}): per record, six offsets into the body: the record's start and end, the
+   * Where each record's `source_data` is, when every record has exactly one (mirror/page-encoding.ts
+   * cuts the body there): per record, six offsets into the body: the record's start and end, the
    * bytes to cut for the record without it (the member and one comma beside it), and its value's.
    */
   sourceData: number[] | undefined;
-}
-
-/**
- * The records of a scanned list as two JSON arrays in one, `[[records without source_data], [their
- * source_data]]`, after `prefix` (bytes put in front, such as a format byte). Postgres parses these
- * as it would the body, but need not rebuild each object to take its source data out of it (7% of
- * its CPU in a full pass). `alloc` gives the buffer written (of the size asked).
- */
-export function splitSourceData(raw: Buffer, offsets: readonly number[], prefix: Buffer, alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size)): Buffer {
-  const n = offsets.length / 6;
-  let size = prefix.length + 7 + 2 * Math.max(n - 1, 0);
-  for (let i = 0; i < offsets.length; i += 6) size += offsets[i + 1]! - offsets[i]! - (offsets[i + 3]! - offsets[i + 2]!) + offsets[i + 5]! - offsets[i + 4]!;
-  const out = alloc(size);
-  let at = prefix.copy(out, 0);
-  out[at++] = OPEN_ARRAY;
-  out[at++] = OPEN_ARRAY;
-  for (let i = 0; i < offsets.length; i += 6) {
-    if (i > 0) out[at++] = COMMA;
-    at += raw.copy(out, at, offsets[i], offsets[i + 2]);
-    at += raw.copy(out, at, offsets[i + 3], offsets[i + 1]);
-  }
-  out[at++] = CLOSE_ARRAY;
-  out[at++] = COMMA;
-  out[at++] = OPEN_ARRAY;
-  for (let i = 0; i < offsets.length; i += 6) {
-    if (i > 0) out[at++] = COMMA;
-    at += raw.copy(out, at, offsets[i + 4], offsets[i + 5]);
-  }
-  out[at++] = CLOSE_ARRAY;
-  out[at++] = CLOSE_ARRAY;
-  if (at !== size) throw new Error(`splitSourceData wrote ${at} bytes of ${size}`);
-  return out;
 }
 
 const QUOTE = 0x22;

@@ -3,8 +3,9 @@
 import { z } from 'zod';
 import { AsyncRequestExpiredError, MalformedResponseError, UpstreamNotFoundError } from '../lib/errors.ts';
 import { errorForResponse } from './response-errors.ts';
+import type { ListPage } from '../lib/list-page.ts';
 import { parseJsonBody, validBody, type AsyncRequestHandle, type UpstreamCall, type UpstreamClient, type UpstreamResponse } from './upstream-client.ts';
-import { scanListBody, splitSourceData, type ScannedList } from './list-scan.ts';
+import { scanListBody } from './list-scan.ts';
 import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type ListResponse, type UnifiedObject } from './schemas.ts';
 
 export interface AccountContext {
@@ -27,48 +28,8 @@ export interface ListPageInput extends AccountContext {
   signal?: AbortSignal;
 }
 
-export interface Page {
-  /** The records' ids, in the page's order. */
-  ids: string[];
-  /** The records, parsed and validated; or, when `body` is set, not parsed. */
-  items?: UnifiedObject[];
-  /** The page's JSON as received, for a body whose ids and shape were scanned (connectors/list-scan.ts). */
-  body?: RawPageBody;
-  currentPage: number;
-  hasMore: boolean | null;
-  retrievedAt: Date;
-  /** SHA-256 of the body as received, when asked for (`digest` of {@link startListPage}). */
-  digest?: string;
-}
-
-/**
- * A list body the mirror writes as it came: Postgres parses it. `parse` reads its records in the
- * worker instead, where a write needs them (throws as the client does on a body it cannot use).
- */
-export interface RawPageBody {
-  json: Buffer;
-  /** The JSON with `byte` put in front of it, without a copy (a byte before it is kept free for this). */
-  prefixed(byte: number): Buffer;
-  /**
-   * Where every record has source data: the records and their source data as two arrays, after
-   * `byte` (connectors/list-scan.ts `splitSourceData`), in a buffer from `alloc`.
-   */
-  split?(byte: number, alloc?: (size: number) => Buffer): Buffer;
-  parse(): UnifiedObject[];
-}
-
-/** A scanned list answer's body (the client hands back what `read` returned). */
-class ScannedAnswer {
-  constructor(
-    readonly raw: Buffer,
-    readonly list: ScannedList,
-  ) {}
-}
-
-function scanned(raw: Buffer): ScannedAnswer | undefined {
-  const list = scanListBody(raw);
-  return list && new ScannedAnswer(raw, list);
-}
+/** A list page (lib/list-page.ts): the body's bytes where they were scanned, else its parsed records. */
+export type Page = ListPage;
 
 function budget(ctx: AccountContext) {
   return { account: ctx.accountId, sourceSystem: ctx.sourceSystem };
@@ -98,16 +59,15 @@ export async function startListPage(
     preferAsync?: boolean;
     /** Digest the page's body; when it equals `unless`, answer `unchanged` without parsing it. */
     digest?: { unless?: string };
+    /** The caller needs the records as objects (a list across projects): parse the body, not only scan it. */
+    parse?: boolean;
   },
 ): Promise<PageOrPending> {
   const call = listCall(input);
-  const res = await client.request<ListResponse | ScannedAnswer>(
-    { ...call, async: input.preferAsync ? 'send' : 'accept', read: scanned, headroom: 1, ...(input.digest ? { digest: input.digest } : {}) },
-    listResponseSchema,
-  );
+  const res = await client.request<Buffer>({ ...call, async: input.preferAsync ? 'send' : 'accept', bytes: true, ...(input.digest ? { digest: input.digest } : {}) });
   if ('handle' in res) return { pending: res.handle };
   if (res.unchanged) return { unchanged: { digest: res.digest, retrievedAt: res.retrievedAt } };
-  const page = res.body instanceof ScannedAnswer ? rawPageOf(res.body, input.page, res.retrievedAt, call.what!) : pageOf(res.body, input.page, res.retrievedAt);
+  const page = listPageOf(res.body, input.page, res.retrievedAt, call.what!, res.status, input.parse ?? false);
   return { page: { ...page, ...(res.digest !== undefined ? { digest: res.digest } : {}) } };
 }
 
@@ -168,24 +128,24 @@ function listCall(input: ListPageInput): UpstreamCall & { async?: undefined; dig
   };
 }
 
-function pageOf(body: ListResponse, page: number, retrievedAt: Date): Page {
+function pageOf(body: ListResponse, page: number, retrievedAt: Date): ListPage {
   const meta = body.meta;
-  return { ids: body.data.map((o) => o.id), items: body.data, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  return { ids: body.data.map((o) => o.id), records: { items: body.data }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
-function rawPageOf(body: ScannedAnswer, page: number, retrievedAt: Date, what: string): Page {
-  const { ids, meta, start, sourceData } = body.list;
-  const json = body.raw.subarray(start);
-  // The byte before the JSON is free: the client's headroom (startListPage asks for one byte), or the
-  // last byte of a byte order mark, which nothing reads after the scan.
-  const prefixed = (byte: number): Buffer => {
-    const withByte = Buffer.from(json.buffer, json.byteOffset - 1, json.length + 1);
-    withByte[0] = byte;
-    return withByte;
-  };
-  const parse = (): UnifiedObject[] => validBody(parseJsonBody(json, what, 200), listResponseSchema, what, 200).data;
-  const split = sourceData && ((byte: number, alloc?: (size: number) => Buffer): Buffer => splitSourceData(body.raw, sourceData, Buffer.of(byte), alloc));
-  return { ids, body: { json, prefixed, ...(split && { split }), parse }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+/**
+ * A list answer's page from its bytes: scanned for its ids and meta where the scan takes it (the
+ * bytes then go on as they came), else parsed and validated the ordinary way, which accepts the
+ * body or says precisely what is wrong with it.
+ */
+function listPageOf(raw: Buffer, page: number, retrievedAt: Date, what: string, status: number, parse: boolean): ListPage {
+  const list = parse ? undefined : scanListBody(raw);
+  if (!list) return pageOf(validBody(parseJsonBody(raw, what, status), listResponseSchema, what, status), page, retrievedAt);
+  const { ids, meta, start, sourceData } = list;
+  // The scan's offsets count from the first byte received; the page's bytes start after a byte order mark.
+  const offsets = sourceData && (start === 0 ? sourceData : sourceData.map((at) => at - start));
+  const bytes = start === 0 ? raw : raw.subarray(start);
+  return { ids, records: { bytes, ids, ...(offsets && { sourceData: offsets }) }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
 }
 
 export async function getObject(

@@ -88,16 +88,11 @@ export interface UpstreamCall {
    */
   digest?: { unless?: string };
   /**
-   * Reads a successful, complete body (2xx, not an async answer) from its bytes, instead of parsing
-   * and validating it: what it returns is the answer's body. Undefined leaves the body to the
-   * ordinary parse and schema (which then accept it or say what is wrong with it).
+   * A successful, complete body (2xx, not an async answer) comes back as its bytes (a Buffer, after
+   * any content encoding is undone), neither parsed nor validated: the caller reads it. Any other
+   * answer is parsed and mapped as usual.
    */
-  read?: (raw: Buffer) => unknown;
-  /**
-   * Bytes kept free just before the body that `read` is given (in `raw.buffer`, before
-   * `raw.byteOffset`): room for a reader to put a header in front of the body without copying it.
-   */
-  headroom?: number;
+  bytes?: boolean;
 }
 
 /** A successful answer whose body digest matched the one the caller already holds; not parsed. */
@@ -356,9 +351,10 @@ export class UpstreamClient {
           return { status, unchanged: true, digest, headers: res.headers, rateLimits, retrievedAt };
         }
         // Joined only now: a body found unchanged (most pages of a resync) never is.
-        const raw = joinChunks(chunks, call.read ? (call.headroom ?? 0) : 0);
-        const read = call.read && status >= 200 && status < 300 && !asyncAnswer ? call.read(raw) : undefined;
-        if (read !== undefined) return { status, headers: res.headers, body: read as T, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
+        const raw = joinChunks(chunks);
+        if (call.bytes && status >= 200 && status < 300 && !asyncAnswer) {
+          return { status, headers: res.headers, body: raw as T, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
+        }
         const body = parseJsonBody(raw, what, status);
         if (asyncAnswer) {
           return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
@@ -531,15 +527,9 @@ export function validBody<T>(body: unknown, schema: z.ZodType<T>, what: string, 
   );
 }
 
-/** The chunks of a body in one buffer, with `headroom` free bytes before it (not copied when one chunk and no headroom). */
-function joinChunks(chunks: Buffer[], headroom: number): Buffer {
-  if (headroom === 0 && chunks.length === 1) return chunks[0]!;
-  let total = 0;
-  for (const chunk of chunks) total += chunk.length;
-  const joined = Buffer.allocUnsafeSlow(headroom + total);
-  let at = headroom;
-  for (const chunk of chunks) at += chunk.copy(joined, at);
-  return joined.subarray(headroom);
+/** The chunks of a body in one buffer (one chunk as it is). */
+function joinChunks(chunks: Buffer[]): Buffer {
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 /**

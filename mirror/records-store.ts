@@ -1,15 +1,18 @@
-// The only code that writes mirrored records. A page goes in as one JSON parameter (the fastest
-// path measured on this platform short of COPY), together with its checkpoint, in one transaction:
-// a list page as the body the upstream sent (Postgres parses it; the worker never does), or as its
-// bytes cut apart where its records carry source data (`split`), objects (events, writes)
-// serialised by the worker.
+// The only code that writes mirrored records. A page of a pass goes in two phases: `stagePage`
+// writes its records (and its row of stream_pages) in a transaction it leaves open, and the staged
+// page's `commit` saves the checkpoint that holds once it is committed and commits, in one round trip.
+// A pass that writes several pages at once commits them in order: it stages a page, waits for the
+// one before it, and commits (activities/page-writer.ts); nothing here waits on the pass.
+// How the records travel (the bytes the upstream sent, split from their source data, or objects) is
+// mirror/page-encoding.ts's, with the SQL that reads each layout.
 // Unchanged records (same content hash) are not rewritten; counts come out of the write itself.
 // A full pass records each committed page (its ids and the digest of its body) in stream_pages: the
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
-// without parsing or writing it (`keepUnchangedPage`).
-import { BufferPool } from '../lib/buffer-pool.ts';
+// without parsing or writing it (`stageKeptPage`).
 import { MirrorError } from '../lib/errors.ts';
+import type { PageRecords } from '../lib/list-page.ts';
 import { allProjectsScope, resourceDef } from '../lib/resources.ts';
+import { encodeBody, encodeObjects, isBodyRefusal, parseBody, rowSources, type EncodedRows, type RowsKind } from './page-encoding.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
 import { computePositions, invalidatePositions } from './record-positions.ts';
 import { recordScopeSql, saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
@@ -28,28 +31,8 @@ export interface SeenPage {
   hasMore: boolean | null;
 }
 
-/**
- * The records of a write: objects; or a list body's JSON as the upstream sent it (`{data: [...]}` or
- * a bare array), with the ids it was scanned to hold, written as it is (Postgres parses it; the
- * worker never does). `parse` reads its objects where Postgres cannot take the body as it is
- * (repeated ids, a source time Postgres does not read, bytes that are not UTF-8).
- */
-export type PageRecords =
-  | { items: readonly Record<string, unknown>[] }
-  | {
-      json: Buffer;
-      ids: readonly string[];
-      parse(): readonly Record<string, unknown>[];
-      /** The JSON with `byte` in front of it, where the body has room for it (saves copying 1 MB a page). */
-      prefixed?(byte: number): Buffer;
-      /**
-       * Where every record has `source_data`: `[[records without it], [their source data]]` after
-       * `byte`, so Postgres need not take it out of each parsed record; in a buffer from `alloc`.
-       */
-      split?(byte: number, alloc?: (size: number) => Buffer): Buffer;
-    };
-
-export interface PageWrite {
+/** A page to write: its records (lib/list-page.ts), where they go, and what the write records of it. */
+export interface PageStage {
   key: StreamKey;
   pass: { streamId: number; generation: number };
   records: PageRecords;
@@ -63,26 +46,39 @@ export interface PageWrite {
   /** Keep an existing record's place in the upstream order (single-object writes from events). */
   keepOrdinal?: boolean;
   /**
-   * Whether this page's records are likely all new (a pass that began on a stream without a record):
-   * they are then inserted without `ON CONFLICT`, which costs Postgres 3.5 ms less per 1000 records.
-   * A record that is there after all (pages that overlap, an event during the pass, a record
-   * deleted earlier) rolls that attempt back: the page is written as an upsert, and `likely` turns
-   * false for the writes that share this object.
+   * The page's records are likely all new (a pass that began on a stream without a record): they
+   * are then inserted without `ON CONFLICT`, which costs Postgres 3.5 ms less per 1000 records. A
+   * record that is there after all (pages that overlap, an event during the pass, a record deleted
+   * earlier) rolls that attempt back, the page is upserted, and the staged page says so (`conflicted`).
    */
-  fresh?: { likely: boolean };
-  /**
-   * The checkpoint that holds once this page is committed (its counts those of the pages before it);
-   * omitted for writes outside a pass. A function is called once the records are written, just
-   * before the checkpoint is: it may wait for the page before this one to commit first (pages of a
-   * stream written several at a time commit in order).
-   */
-  checkpoint?: Checkpoint | (() => Promise<Checkpoint>);
+  insertOnly?: boolean;
+  /** What the page is, for errors ("customers page 3"). */
+  what?: string;
 }
 
-function isoOrNull(v: unknown): string | null {
-  if (typeof v !== 'string' || v === '') return null;
-  const t = Date.parse(v);
-  return Number.isNaN(t) ? null : new Date(t).toISOString();
+/** A page whose records are written in a transaction still open: commit it, or abandon it. */
+export interface StagedPage {
+  readonly counts: WriteCounts;
+  /** Records the page holds (what the stream's record count grows by). */
+  readonly records: number;
+  /** A record of an `insertOnly` page was there after all: it was upserted. */
+  readonly conflicted: boolean;
+  /**
+   * Saves `checkpoint` (the one that holds once this page is committed, its counts included) and
+   * commits, in one round trip; fails, rolling the page back, if the pass was replaced meanwhile.
+   */
+  commit(checkpoint: Checkpoint): Promise<void>;
+  /** Rolls the page back (a page before it failed). */
+  abandon(): Promise<void>;
+}
+
+/** A page written at once: outside a pass, or (with `checkpoint`) a pass's page committed as it is staged. */
+export interface PageWrite extends PageStage {
+  /**
+   * The checkpoint of the pages before this one: saved, with this page's counts added, as the page
+   * commits. Omitted for writes outside a pass.
+   */
+  checkpoint?: Checkpoint;
 }
 
 /** Fields whose values change on every fetch (signed URLs) and so must not count as a change. */
@@ -97,40 +93,6 @@ function volatileFields(resource: string): string[] {
  */
 const contentHash = `(lpad(to_hex(jsonb_hash_extended(data - $6::text[], 0)), 16, '0')
           || lpad(to_hex(jsonb_hash_extended(coalesce(source_data, 'null'::jsonb), 0)), 16, '0'))::uuid`;
-
-/**
- * An object without its source data. jsonb's `-` rebuilds the object even when the key is absent
- * (most passes do not ask for source data): 1.4 ms of Postgres CPU per 1000-record page, saved by
- * looking first.
- */
-const withoutSourceData = (e: string) => `CASE WHEN ${e} ? 'source_data' THEN ${e} - 'source_data' ELSE ${e} END`;
-
-// The rows of a write, from objects the worker serialised ({k: object, c, u: its source times}).
-const objectRows = (rows: string) => `
-  SELECT ${withoutSourceData("(e->'k')")} AS data, e->'k'->'source_data' AS source_data, e->'k'->>'id' AS id,
-         e->'k'->>'source_id' AS source_id, (e->>'c')::timestamptz AS sct, (e->>'u')::timestamptz AS sut,
-         $5::bigint + n - 1 AS ordinal
-    FROM jsonb_array_elements(${rows}::jsonb) WITH ORDINALITY AS t(e, n)`;
-
-// The rows of a write, from a list body as the upstream sent it. Its source times were checked to
-// be ISO 8601 with a zone (connectors/list-scan.ts); milliseconds, as the objects' path keeps them.
-const bodyRows = (rows: string) => `
-  SELECT ${withoutSourceData('e')} AS data, e->'source_data' AS source_data, e->>'id' AS id, e->>'source_id' AS source_id,
-         date_trunc('milliseconds', (e->>'source_create_time')::timestamptz) AS sct,
-         date_trunc('milliseconds', (e->>'source_update_time')::timestamptz) AS sut,
-         $5::bigint + n - 1 AS ordinal
-    FROM (SELECT ${rows}::jsonb AS b) body,
-         jsonb_array_elements(CASE WHEN jsonb_typeof(b) = 'array' THEN b ELSE b->'data' END) WITH ORDINALITY AS t(e, n)`;
-
-// The same from a list body's records split from their source data (`split` of PageRecords): pairs
-// each record with its source data, without rebuilding the record to take the source data out.
-const splitRows = (rows: string) => `
-  SELECT e AS data, s AS source_data, e->>'id' AS id, e->>'source_id' AS source_id,
-         date_trunc('milliseconds', (e->>'source_create_time')::timestamptz) AS sct,
-         date_trunc('milliseconds', (e->>'source_update_time')::timestamptz) AS sut,
-         $5::bigint + n - 1 AS ordinal
-    FROM (SELECT ${rows}::jsonb AS b) body,
-         ROWS FROM (jsonb_array_elements(b->0), jsonb_array_elements(b->1)) WITH ORDINALITY AS t(e, s, n)`;
 
 /** A page row written again (a retried page, a kept one) replaces the one there. */
 const seenPageReplaces = `
@@ -148,7 +110,7 @@ const seenPageSql = (p: (n: number) => string) => `
 // and one that is big early on is copied again at every growth after it.)
 const fixedParams = (upsert: boolean) => (upsert ? 7 : 6);
 // A page of a list across projects (stream scope `project=*`): each record goes to its own project's
-// scope, `project=<project_id>` (null without a project_id: the write fails, see `writeRowsOnce`).
+// scope, `project=<project_id>` (null without a project_id: the write fails, see `Staging.once`).
 const writeSql = (rows: (param: string) => string, upsert: boolean, seen: boolean, perProject = false) => `
 WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 ), up AS (
@@ -177,13 +139,12 @@ WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 )${seen ? `, seen AS (${seenPageSql((i) => `$${fixedParams(upsert) + 1 + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated,
        count(*)::int AS written FROM up`;
-const rowSources = { objects: objectRows, body: bodyRows, split: splitRows };
 const statements = new Map<string, { name: string; text: string }>();
 /**
  * The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not.
  * Named, so each connection parses it once (see `genericPlan`).
  */
-function statement(kind: keyof typeof rowSources, upsert: boolean, seen: boolean, perProject = false): { name: string; text: string } {
+function statement(kind: RowsKind, upsert: boolean, seen: boolean, perProject = false): { name: string; text: string } {
   const name = `mirror-write:${kind}:${upsert}:${seen}${perProject ? ':per-project' : ''}`;
   let sql = statements.get(name);
   if (!sql) statements.set(name, (sql = { name, text: writeSql(rowSources[kind], upsert, seen, perProject) }));
@@ -211,31 +172,6 @@ export function crossProjectKey(item: Record<string, unknown>, resource: string)
   return `project=${project}|${String(item.id)}`;
 }
 
-/** Serialises objects for the write: the objects untouched, with their parsed source timestamps. */
-function encodeRows(items: readonly Record<string, unknown>[], keyOf: (item: Record<string, unknown>) => string = (item) => String(item.id)): { param: string; ids: string[] } {
-  // The last copy of an id wins: one statement cannot upsert the same key twice.
-  const byId = new Map<string, Record<string, unknown>>();
-  for (const item of items) byId.set(keyOf(item), item);
-  const rows = [...byId.values()].map((k) => ({ k, c: isoOrNull(k.source_create_time), u: isoOrNull(k.source_update_time) }));
-  return { param: JSON.stringify(rows), ids: [...byId.keys()] };
-}
-
-/**
- * A body as a jsonb parameter in binary form: a version byte, then the JSON text (Postgres parses it
- * as it would the text form; the worker neither decodes nor copies it into a string).
- */
-function jsonbParam(records: { json: Buffer; prefixed?(byte: number): Buffer }): Buffer {
-  return records.prefixed ? records.prefixed(jsonbVersion) : Buffer.concat([Buffer.of(jsonbVersion), records.json]);
-}
-const jsonbVersion = 1;
-
-/**
- * Errors of a body Postgres will not take as it is, though it may be a good list: a source time it
- * does not read, text that is not UTF-8, JSON it does not accept. The objects parsed in the worker
- * are written instead (or the parse says what is wrong with the body).
- */
-const bodyRefusals = new Set(['22007', '22008', '22P02', '22021', '22P05', '21000']);
-
 /** Records the page a full pass committed (a retried page replaces its row). */
 async function recordSeenPage(
   client: Pick<PoolClient, 'query'>,
@@ -250,29 +186,10 @@ function seenPageValues(pass: { streamId: number; generation: number }, seen: Se
   return [pass.streamId, pass.generation, seen.page, seen.perPage, seen.digest, ids, seen.hasMore];
 }
 
-/**
- * Saves the checkpoint that follows a page (the pages before it, `checkpoint`, plus this page's
- * counts) and commits the page, in one round trip.
- */
-async function commitPageCheckpoint(
-  client: Pick<PoolClient, 'escapeLiteral'>,
-  tx: Transaction,
-  pass: { streamId: number; generation: number },
-  checkpoint: Checkpoint | (() => Promise<Checkpoint>),
-  counts: WriteCounts,
-  records: number,
-  beforeCommit?: () => Promise<void>,
-): Promise<void> {
-  const base = typeof checkpoint === 'function' ? await checkpoint() : checkpoint;
-  // After the page before this one committed (`checkpoint` waits for it), so no page holds what the
-  // page before it waits for (the position sets' row locks, see record-positions.ts).
-  if (beforeCommit) await beforeCommit();
+/** The checkpoint that follows a page: the pages before it (`base`) and this page's counts. */
+function checkpointAfter(base: Checkpoint, counts: WriteCounts): Checkpoint {
   const c = base.counts;
-  const next: Checkpoint = {
-    ...base,
-    counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
-  };
-  await saveCheckpointAndCommit(client, tx, pass, next, { pages: 1, records });
+  return { ...base, counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted } };
 }
 
 const genericPlanSetup = 'SET LOCAL plan_cache_mode = force_generic_plan';
@@ -294,71 +211,175 @@ const relaxedCommit: TransactionOptions = { setup: `SET LOCAL synchronous_commit
  */
 const genericPlan: TransactionOptions = { setup: genericPlanSetup };
 
-/** Buffers of split pages (see `BufferPool`): a page of 1000 records is about a megabyte. */
-const splitBuffers = new BufferPool();
-const takeSplitBuffer = (size: number): Buffer => splitBuffers.take(size);
-
-export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
-  const records = write.records;
-  if (write.key.scope === allProjectsScope) {
-    // A list across projects: its objects, keyed by project and id (ids repeat across projects).
-    const items = 'json' in records ? records.parse() : records.items;
-    const { param, ids } = encodeRows(items, (item) => crossProjectKey(item, write.key.resource));
-    const scopes = [...new Set(items.map((item) => allProjectsScope.replace('*', String(item.project_id))))];
-    return writeRows(pool, write, { kind: 'objects', param, ids, scopes });
-  }
-  if ('json' in records) {
-    // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
-    if (new Set(records.ids).size === records.ids.length) {
-      // The split records are only read by the driver, before the write's answer: the buffer serves
-      // the next page once the write is done.
-      const split = records.split?.(jsonbVersion, takeSplitBuffer);
-      try {
-        const rows: Rows = split ? { kind: 'split', param: split, ids: records.ids } : { kind: 'body', param: jsonbParam(records), ids: records.ids };
-        return await writeRows(pool, write, rows);
-      } catch (error) {
-        if (!bodyRefusals.has((error as { code?: string }).code ?? '')) throw error;
-      } finally {
-        if (split) splitBuffers.give(split);
-      }
-    }
-    const { param, ids } = encodeRows(records.parse());
-    return writeRows(pool, write, { kind: 'objects', param, ids });
-  }
-  const { param, ids } = encodeRows(records.items);
-  return writeRows(pool, write, { kind: 'objects', param, ids });
+/** A transaction `work` began and left open, for `end` (then COMMIT, unless it committed) or `abandon` (ROLLBACK). */
+interface OpenTransaction<T> {
+  value: T;
+  end(fn: (client: PoolClient, tx: Transaction) => Promise<void>): Promise<void>;
+  abandon(): Promise<void>;
 }
 
-interface Rows {
-  kind: keyof typeof rowSources;
-  param: string | Buffer;
-  ids: readonly string[];
-  /** The scopes the records go to, where not the stream's own (a list across projects). */
-  scopes?: readonly string[];
-}
+class Abandoned extends Error {}
 
-/** The write: inserted where the records are likely all new (and upserted where that fails), else upserted. */
-async function writeRows(pool: Pool, write: PageWrite, rows: Rows): Promise<WriteCounts> {
-  if (write.fresh?.likely) {
-    try {
-      return await writeRowsOnce(pool, write, rows, false);
-    } catch (error) {
-      if ((error as { code?: string }).code !== uniqueViolation) throw error;
-      write.fresh.likely = false;
-    }
-  }
-  return writeRowsOnce(pool, write, rows, true);
+/**
+ * Runs `work` in a transaction (`inTransaction`: its rollback on any error, its care of a lost
+ * connection) and hands back what it returned with the transaction still open: the connection stays
+ * checked out until `end` or `abandon`. Fails as `work` fails, the transaction rolled back.
+ */
+function openTransaction<T>(pool: Pool, options: TransactionOptions, work: (client: PoolClient) => Promise<T>): Promise<OpenTransaction<T>> {
+  return new Promise((resolve, reject) => {
+    let decide!: (fn: ((client: PoolClient, tx: Transaction) => Promise<void>) | undefined) => void;
+    const decided = new Promise<((client: PoolClient, tx: Transaction) => Promise<void>) | undefined>((r) => (decide = r));
+    let opened = false;
+    const done: Promise<void> = inTransaction(
+      pool,
+      async (client, tx) => {
+        const value = await work(client);
+        opened = true;
+        resolve({
+          value,
+          end: (fn) => {
+            decide(fn);
+            return done;
+          },
+          abandon: () => {
+            decide(undefined);
+            return done.catch((error: unknown) => {
+              if (!(error instanceof Abandoned)) throw error;
+            });
+          },
+        });
+        const fn = await decided;
+        if (!fn) throw new Abandoned();
+        await fn(client, tx);
+      },
+      options,
+    );
+    done.catch((error: unknown) => {
+      if (!opened) reject(error instanceof Error ? error : new Error(String(error)));
+    });
+  });
 }
 
 /**
- * The write itself: the records, the page's seen ids and its checkpoint, in one transaction of three
- * round trips (BEGIN; the records with the page's row; the checkpoint with COMMIT).
+ * Stages a page of a pass: writes its records and its row of stream_pages in a transaction left
+ * open for the staged page's `commit` (or `abandon`). A list body goes as its bytes (split from its
+ * source data where the scan found it); a body Postgres refuses, or one with repeated ids, goes as
+ * the objects parsed from it.
  */
-async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: boolean): Promise<WriteCounts> {
-  const count = rows.ids.length;
-  return inTransaction(
-    pool,
-    async (client, tx) => {
+export async function stagePage(pool: Pool, stage: PageStage): Promise<StagedPage> {
+  const write = new Staging(pool, stage, relaxedCommit);
+  const opened = await write.run();
+  return {
+    counts: opened.value.counts,
+    records: opened.value.records,
+    conflicted: write.conflicted,
+    commit: (checkpoint) =>
+      opened.end(async (client, tx) => {
+        // After the page before this one committed (the caller commits pages in order), so no page
+        // holds what the page before it waits for (the position sets' row locks, see record-positions.ts).
+        await opened.value.invalidate?.(client);
+        await saveCheckpointAndCommit(client, tx, stage.pass, checkpoint, { pages: 1, records: opened.value.records });
+      }),
+    abandon: () => opened.abandon(),
+  };
+}
+
+/**
+ * Writes a page at once: with `checkpoint`, as a pass's page (staged and committed with the
+ * checkpoint that follows it); without, outside any pass (the stream is noted as touched).
+ */
+export async function writePage(pool: Pool, write: PageWrite): Promise<WriteCounts> {
+  const { checkpoint } = write;
+  if (checkpoint) {
+    const staged = await stagePage(pool, write);
+    await staged.commit(checkpointAfter(checkpoint, staged.counts));
+    return staged.counts;
+  }
+  const opened = await new Staging(pool, write, genericPlan).run();
+  await opened.end(async (client) => {
+    // Position sets before the stream's row, in every writer and in finishPass: one lock order.
+    await opened.value.invalidate?.(client);
+    const { counts } = opened.value;
+    if (counts.inserted + counts.updated > 0) await touchStream(client, write.key);
+  });
+  return opened.value.counts;
+}
+
+/** What a staged write left for its commit. */
+interface Staged {
+  counts: WriteCounts;
+  records: number;
+  /** Marks the positions of the scopes it wrote out of date, where it inserted or rewrote a record. */
+  invalidate?: (client: PoolClient) => Promise<void>;
+}
+
+/** One page's write, through its fallbacks (an insert that meets a record, a body Postgres refuses). */
+class Staging {
+  private insertOnly: boolean;
+  /** An insert met a record that was there: the write went on as an upsert. */
+  conflicted = false;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly stage: PageStage,
+    private readonly options: TransactionOptions,
+  ) {
+    this.insertOnly = stage.insertOnly ?? false;
+  }
+
+  private get what(): string {
+    return this.stage.what ?? `${this.stage.key.resource} page`;
+  }
+
+  async run(): Promise<OpenTransaction<Staged>> {
+    const { records, key } = this.stage;
+    if (key.scope === allProjectsScope) {
+      // A list across projects: its objects, keyed by project and id (ids repeat across projects).
+      const items = 'bytes' in records ? parseBody(records.bytes, this.what) : records.items;
+      const rows = encodeObjects(items, (item) => crossProjectKey(item, key.resource));
+      const scopes = [...new Set(items.map((item) => allProjectsScope.replace('*', String(item.project_id))))];
+      return this.rows(rows, scopes);
+    }
+    if ('bytes' in records) {
+      // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
+      if (new Set(records.ids).size === records.ids.length) {
+        const rows = encodeBody(records);
+        try {
+          return await this.rows(rows);
+        } catch (error) {
+          if (!isBodyRefusal(error)) throw error;
+        } finally {
+          // The driver read the buffer before the write's answer: it serves the next page.
+          rows.release?.();
+        }
+      }
+      return this.rows(encodeObjects(parseBody(records.bytes, this.what)));
+    }
+    return this.rows(encodeObjects(records.items));
+  }
+
+  /** The write: inserted where the records are likely all new (and upserted where that fails), else upserted. */
+  private async rows(rows: EncodedRows, scopes?: readonly string[]): Promise<OpenTransaction<Staged>> {
+    if (this.insertOnly) {
+      try {
+        return await this.once(rows, false, scopes);
+      } catch (error) {
+        if ((error as { code?: string }).code !== uniqueViolation) throw error;
+        this.insertOnly = false;
+        this.conflicted = true;
+      }
+    }
+    return this.once(rows, true, scopes);
+  }
+
+  /**
+   * The write itself: the records with the page's seen ids, in a transaction left open (BEGIN; the
+   * records with the page's row; then the commit's round trip, the checkpoint with COMMIT).
+   */
+  private once(rows: EncodedRows, upsert: boolean, scopes: readonly string[] | undefined): Promise<OpenTransaction<Staged>> {
+    const write = this.stage;
+    const count = rows.ids.length;
+    return openTransaction(this.pool, this.options, async (client) => {
       const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: 0 };
       // Records inserted or rewritten (content, liveness or place in the order): the stream's positions no longer hold.
       let written = 0;
@@ -384,15 +405,10 @@ async function writeRowsOnce(pool: Pool, write: PageWrite, rows: Rows, upsert: b
         await recordSeenPage(client, write.pass, write.seen, rows.ids);
       }
       const invalidate =
-        written > 0 ? () => invalidatePositions(client, write.key.accountId, (rows.scopes ?? [write.key.scope]).map((scope) => ({ resource: write.key.resource, scope }))) : undefined;
-      // Position sets before the stream's row, in every writer and in finishPass: one lock order.
-      if (!write.checkpoint && invalidate) await invalidate();
-      if (!write.checkpoint && counts.inserted + counts.updated > 0) await touchStream(client, write.key);
-      if (write.checkpoint) await commitPageCheckpoint(client, tx, write.pass, write.checkpoint, counts, count, invalidate);
-      return counts;
-    },
-    write.checkpoint ? relaxedCommit : genericPlan,
-  );
+        written > 0 ? (client: PoolClient) => invalidatePositions(client, write.key.accountId, (scopes ?? [write.key.scope]).map((scope) => ({ resource: write.key.resource, scope }))) : undefined;
+      return { counts, records: count, ...(invalidate && { invalidate }) };
+    });
+  }
 }
 
 /**
@@ -626,44 +642,47 @@ export async function knownPages(
 }
 
 /**
- * Commits a page whose body is byte for byte the one an earlier pass committed (`known`), without
+ * Stages a page whose body is byte for byte the one an earlier pass committed (`known`), without
  * writing its records: only if every one of them is still in the mirror, live, and unchanged since
  * (nothing moved `mirrored_at` past the time the page was written: no event, no deletion). Then the
- * mirror already holds exactly what writing the page would leave. Returns null when that does not
- * hold (the caller writes the page the ordinary way).
+ * mirror already holds exactly what writing the page would leave. Null when that does not hold (the
+ * caller writes the page the ordinary way); else a staged page to commit as `stagePage`'s.
  */
-export async function keepUnchangedPage(
-  pool: Pool,
-  input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage; checkpoint: Checkpoint | (() => Promise<Checkpoint>) },
-): Promise<WriteCounts | null> {
+export async function stageKeptPage(pool: Pool, input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage }): Promise<StagedPage | null> {
   const distinct = [...new Set(input.known.ids)];
-  return inTransaction(
-    pool,
-    async (client, tx) => {
-      // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
-      // Nothing changed outside a pass since the page was written: its records are as it left them
-      // (a pass changes a record only through a page that holds it). Else each record is looked at.
-      const { rows } = await client.query<{ quiet: boolean }>(
-        `SELECT (s.touched_at IS NULL OR s.touched_at <= p.written_at) AS quiet
-           FROM streams s JOIN stream_pages p ON p.stream_id = s.id AND p.generation = $2 AND p.page = $3
-          WHERE s.id = $1`,
-        [input.pass.streamId, input.known.generation, input.known.page],
-      );
-      if (!rows[0]) return null;
-      if (!rows[0].quiet && !(await recordsIntact(client, input.key, input.pass.streamId, input.known, distinct))) return null;
-      // The page's records are as they were when it was written: that time stays its own.
-      await client.query(
-        `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
-         SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
-          WHERE stream_id = $1 AND generation = $2 AND page = $4${seenPageReplaces}`,
-        [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
-      );
-      const counts: WriteCounts = { inserted: 0, updated: 0, unchanged: distinct.length };
-      await commitPageCheckpoint(client, tx, input.pass, input.checkpoint, counts, distinct.length);
-      return counts;
-    },
-    relaxedCommit,
-  );
+  const opened = await openTransaction(pool, relaxedCommit, async (client) => {
+    // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
+    // Nothing changed outside a pass since the page was written: its records are as it left them
+    // (a pass changes a record only through a page that holds it). Else each record is looked at.
+    const { rows } = await client.query<{ quiet: boolean }>(
+      `SELECT (s.touched_at IS NULL OR s.touched_at <= p.written_at) AS quiet
+         FROM streams s JOIN stream_pages p ON p.stream_id = s.id AND p.generation = $2 AND p.page = $3
+        WHERE s.id = $1`,
+      [input.pass.streamId, input.known.generation, input.known.page],
+    );
+    if (!rows[0]) return false;
+    if (!rows[0].quiet && !(await recordsIntact(client, input.key, input.pass.streamId, input.known, distinct))) return false;
+    // The page's records are as they were when it was written: that time stays its own.
+    await client.query(
+      `INSERT INTO stream_pages (stream_id, generation, page, per_page, digest, ids, has_more, written_at)
+       SELECT stream_id, $3, page, per_page, digest, ids, has_more, written_at FROM stream_pages
+        WHERE stream_id = $1 AND generation = $2 AND page = $4${seenPageReplaces}`,
+      [input.pass.streamId, input.known.generation, input.pass.generation, input.known.page],
+    );
+    return true;
+  });
+  if (!opened.value) {
+    // Nothing was written: the transaction only ends.
+    await opened.end(() => Promise.resolve());
+    return null;
+  }
+  return {
+    counts: { inserted: 0, updated: 0, unchanged: distinct.length },
+    records: distinct.length,
+    conflicted: false,
+    commit: (checkpoint) => opened.end((client, tx) => saveCheckpointAndCommit(client, tx, input.pass, checkpoint, { pages: 1, records: distinct.length })),
+    abandon: () => opened.abandon(),
+  };
 }
 
 /** Whether every record of a known page is in the mirror, live, and unchanged since it was written. */

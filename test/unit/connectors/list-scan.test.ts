@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { scanListBody, splitSourceData } from '../../../connectors/list-scan.ts';
+import { scanListBody } from '../../../connectors/list-scan.ts';
+import { splitSourceData } from '../../../mirror/page-encoding.ts';
 import { listResponseSchema } from '../../../connectors/schemas.ts';
 
 const scan = (text: string) => scanListBody(Buffer.from(text));
@@ -93,7 +94,7 @@ describe('scanListBody', () => {
       const raw = Buffer.from(body);
       const got = scanListBody(raw);
       assert.ok(got?.sourceData, body);
-      const split = splitSourceData(raw, got.sourceData, Buffer.from('>'));
+      const split = splitSourceData(raw, got.sourceData, 0x3e);
       assert.equal(split.toString('utf8', 0, 1), '>');
       const parsedRecords = records.map((r) => JSON.parse(r) as Record<string, unknown>);
       assert.deepEqual(JSON.parse(split.toString('utf8', 1)), [
