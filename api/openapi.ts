@@ -129,12 +129,20 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
   };
 }
 
+const tables = new WeakMap<FastifyInstance, readonly RouteEntry[]>();
+
+/** The routes an app registered, as the document collected them (method, pattern, schema). */
+export function routeTable(app: FastifyInstance): readonly RouteEntry[] {
+  return tables.get(app) ?? [];
+}
+
 /**
  * Collects the route table as routes are added: register this before the other route modules.
  * Serves /openapi.json and /docs.
  */
 export function registerOpenApi(app: FastifyInstance, options: { title?: string } = {}): void {
   const routes: RouteEntry[] = [];
+  tables.set(app, routes);
   app.addHook('onRoute', (r) => {
     for (const method of Array.isArray(r.method) ? r.method : [r.method]) routes.push({ method, url: r.url, ...(r.schema ? { schema: r.schema } : {}) });
   });
