@@ -35,7 +35,6 @@ const isZod = (schema: unknown): schema is z.ZodType => schema instanceof z.ZodT
 /** Validates a request part with its zod schema, unless the route reads that part as it came. */
 const validate: FastifySchemaCompiler<unknown> = (route) => (isZod(route.schema) && !asItCame.has(route.schema) ? validatorCompiler(route as Parameters<typeof validatorCompiler>[0]) : () => true);
 
-
 /**
  * Serializes an object answer with its zod schema. Strings, buffers and streams never reach a
  * serializer (Fastify sends them as they are): the reads' bytes assembled in Postgres go out untouched.
