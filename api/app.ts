@@ -27,6 +27,8 @@ import type { SyncControl } from './sync-control.ts';
 import { ProjectIds } from './project-ids.ts';
 import { defaultApiTimeouts, registerBodyTimeouts, serverTimeoutOptions, type ApiTimeouts } from './request-timeouts.ts';
 import { registerOpenApi } from './openapi.ts';
+import { json, useZodSchemas } from './route-schema.ts';
+import { z } from 'zod';
 import { registerMetricsRoutes } from './routes/metrics.ts';
 import { registerStatusRoutes } from './routes/status.ts';
 
@@ -55,6 +57,13 @@ export interface ApiDeps {
   /** Headers, body and keep-alive timeouts (API_*_TIMEOUT_MS); unset, their documented defaults. */
   timeouts?: ApiTimeouts;
 }
+
+const healthzSchema = {
+  summary: 'Liveness, and the release the API runs',
+  tags: ['operator'],
+  access: 'public',
+  response: { 200: json('The process answers, with its package version and git commit (null when unknown).', z.object({ ok: z.boolean(), version: z.string(), commit: z.string().nullable() })) },
+} as const;
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -139,6 +148,9 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   });
   registerBodyTimeouts(app, deps.timeouts ?? defaultApiTimeouts, debugIdHeader);
   registerErrorHandling(app);
+  // Every route validates its input and serializes its objects with its own zod schema, the one the
+  // document is generated from (register the document first: it collects the routes as they come).
+  useZodSchemas(app);
   registerOpenApi(app);
   // Forwards send the account's stored token for requests the worker runs as the account, and check a
   // link session's scopes: the credential sources travel with the upstream target, and so does the one
@@ -147,7 +159,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
   registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator, upstream: deps.upstream?.client });
-  app.get('/healthz', async () => ({ ok: true, ...buildInfo() }));
+  app.get('/healthz', { schema: healthzSchema }, async () => ({ ok: true, ...buildInfo() }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
   registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: forwardTarget, sync: deps.sync, projects, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}) });

@@ -3,7 +3,8 @@
 // runs it; `GET /async-requests/{id}` reports the state and, once executed, the stored response.
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import { answer, errorAnswer, pathParams } from './route-schema.ts';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
 import type { AsyncRequestStore } from '../mirror/async-requests.ts';
@@ -96,7 +97,14 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
     void reply.status(202).send();
   }
 
-  app.get<{ Params: { id: string } }>('/async-requests/:id', async (request, reply) => {
+  const schema = {
+    summary: 'State (and, once executed, the answer) of an async request',
+    tags: ['async'],
+    access: 'account',
+    params: pathParams('id'),
+    response: { 200: answer('The stored answer once executed; empty with the state headers while pending or running.'), 404: errorAnswer("Unknown or another account's.") },
+  } satisfies FastifySchema;
+  app.get<{ Params: { id: string } }>('/async-requests/:id', { schema }, async (request, reply) => {
     const account = await deps.auth.account(request);
     const id = request.params.id;
     const row = /^[0-9a-f-]{36}$/i.test(id) ? await deps.store.get(id) : null;

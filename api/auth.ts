@@ -20,6 +20,16 @@ export interface Authenticator {
   account(request: FastifyRequest): Promise<AccountSummary>;
 }
 
+/**
+ * A route's preValidation step that checks the credentials before its schema judges the input: a
+ * caller without them gets the 401, never a 400 about the input the route takes.
+ */
+export function credentialsFirst(auth: Authenticator, kind: 'client' | 'account'): (request: FastifyRequest) => Promise<void> {
+  return async (request) => {
+    await auth[kind](request);
+  };
+}
+
 /** A request header's value (the first, if sent more than once). */
 export function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];

@@ -70,13 +70,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return reply.status(status).send(body);
     }
     const fe = error as FastifyError;
-    if (fe.validation) {
-      return reply.status(400).send({
-        message: `Invalid request: ${fe.message}`,
-        code: 'invalid_request',
-        details: fe.validation.map((v) => ({ path: v.instancePath || v.params?.missingProperty?.toString(), message: v.message ?? 'invalid' })),
-      } satisfies ErrorBody);
-    }
+    if (fe.validation) return reply.status(400).send(invalidInput(fe));
     const unstorable = unstorableInput(error);
     if (unstorable) return reply.status(400).send({ message: unstorable, code: 'invalid_request', details: [] } satisfies ErrorBody);
     if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
@@ -86,6 +80,23 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.status(500).send({ message: 'The mirror could not complete the request. See its logs with this debug id.', code: 'internal_error', details: [] } satisfies ErrorBody);
   });
   app.setNotFoundHandler(notFound);
+}
+
+const partNames: Record<string, string> = { querystring: 'query', params: 'path', headers: 'headers', body: 'body' };
+
+/**
+ * A route's schema refused the request (api/route-schema.ts): a 400 that names the part and each
+ * place to fix, as `Invalid query: limit: Too big: expected number to be <=1000`.
+ */
+function invalidInput(error: FastifyError): ErrorBody {
+  const part = partNames[error.validationContext ?? ''] ?? 'request';
+  const details = (error.validation ?? []).map((v) => {
+    const keys = v.params?.keys;
+    const at = v.instancePath.replace(/^\//, '').replaceAll('/', '.');
+    return { path: at || (Array.isArray(keys) ? keys.join(', ') : part), message: v.message ?? 'invalid' };
+  });
+  const text = (error.validation ?? []).map((v, i) => (v.instancePath.length > 1 ? `${details[i]!.path}: ${details[i]!.message}` : details[i]!.message));
+  return { message: `Invalid ${part}: ${text.join('; ')}`, code: 'invalid_request', details };
 }
 
 /** The 404 of a route the mirror does not have (and does not forward: off the upstream's surface). */

@@ -4,7 +4,7 @@
 // (`filters=` JSON arrays, repeated `filters[]=` JSON objects, a JSON body `{"filters": [...]}` on the
 // GET), `include_deleted`, `modified_after` and `Project-Id` as lists do, and reads only the caller's
 // account. There is no upstream to forward to: anything it cannot evaluate is a 400 naming it.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { isMirrored, knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
@@ -13,10 +13,11 @@ import type { AccountSummary } from '../../mirror/accounts.ts';
 import { aggregateFunctions, aggregateRecords, type Measure } from '../../mirror/aggregates.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import { sourceDataPrefix, timeColumns, type RecordFilter } from '../../mirror/record-filters.ts';
-import { header, type Authenticator } from '../auth.ts';
+import { credentialsFirst, header, type Authenticator } from '../auth.ts';
 import { checkFilters, NotEvaluated, quoted, type Sourced } from '../filters.ts';
 import { ProjectIds } from '../project-ids.ts';
-import { readGetBody } from './resources.ts';
+import { readGetBody } from '../resource-reads.ts';
+import { errorAnswer, headersOf, json, pathParams, projectHeader } from '../route-schema.ts';
 
 export interface AggregateRouteDeps {
   pool: Pool;
@@ -39,8 +40,11 @@ const fieldList = (fn: string) =>
     .describe(`Fields whose ${fn === 'sum' ? 'sum' : fn === 'avg' ? 'average' : fn === 'min' ? 'minimum' : 'maximum'} is answered: comma-separated, or the parameter repeated. Numbers, and strings that are decimal numbers; other values are left out.${fn === 'min' || fn === 'max' ? ' `source_create_time` / `source_update_time`: the earliest / latest instant.' : ''}`);
 const once = (name: string) => z.string({ message: `${name} is given once, as text` });
 
-/** The query (besides the filter forms, which are read in order from the raw query). */
-export const aggregatesQuerySchema = z.strictObject({
+const parameters = 'count, sum, avg, min, max, group_by, limit, include_deleted, modified_after, filters, filters[]';
+
+/** The query (the filter forms are read again in order from the raw query, with the body's). */
+export const aggregatesQuerySchema = z.strictObject(
+  {
   count: z
     .enum(['', 'true', 'false'], { message: 'count is a flag: `count`, `count=true` or `count=false`' })
     .optional()
@@ -55,7 +59,9 @@ export const aggregatesQuerySchema = z.strictObject({
   modified_after: z.iso.datetime({ offset: true, message: 'modified_after is an ISO 8601 timestamp with a zone (e.g. 2024-05-01T12:00:00Z)' }).optional().describe('Only records the mirror changed after this time.'),
   filters: z.string().optional().describe('JSON array of `{field, operator, value}`, as list reads take it (also repeated `filters[]=<JSON object>`, or a JSON body `{"filters": [...]}` on the GET).'),
   'filters[]': z.union([z.string(), z.array(z.string())]).optional().describe('One `{field, operator, value}` JSON object; repeat it for more.'),
-});
+  },
+  { error: (issue) => (issue.code === 'unrecognized_keys' ? `unknown parameter ${issue.keys.map((k) => quoted(k)).join(', ')} (aggregates take ${parameters})` : undefined) },
+);
 
 const measureSchema = z.object({ sum: z.record(z.string(), z.number().nullable()).optional(), avg: z.record(z.string(), z.number().nullable()).optional(), min: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(), max: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional() });
 export const aggregatesResponseSchema = z.object({
@@ -63,10 +69,6 @@ export const aggregatesResponseSchema = z.object({
   meta: z.object({ group_by: z.string().nullable(), has_more_results: z.boolean() }),
 });
 
-function invalidQuery(error: z.ZodError): BadRequestError {
-  const details = error.issues.map((i) => ({ path: i.path.join('.') || (i.code === 'unrecognized_keys' ? i.keys.join(', ') : ''), message: i.code === 'unrecognized_keys' ? `unknown parameter ${i.keys.map((k) => quoted(k)).join(', ')} (aggregates take count, sum, avg, min, max, group_by, limit, include_deleted, modified_after, filters, filters[])` : i.message }));
-  return new BadRequestError(`Invalid query: ${details.map((d) => (d.path ? `${d.path}: ${d.message}` : d.message)).join('; ')}`, { details });
-}
 
 function jsonOf(text: string, what: string, shape: string): unknown {
   try {
@@ -160,27 +162,36 @@ async function scopesOf(projects: ProjectIds, account: AccountSummary, def: Reso
   return narrowing ? { scopes: [''], narrowing } : { scopes: [''] };
 }
 
+const aggregatesSchema = {
+  summary: "Counts, sums, averages, minimums and maximums of a resource's records, grouped by a field (beyond the upstream's API)",
+  description:
+    'Over the caller\'s records only, live ones unless `include_deleted=true`, with the same filter forms as list reads (`filters=`, `filters[]=`, a JSON body `{"filters": [...]}` on the GET) and `Project-Id` as lists take it. Numeric aggregates read JSON numbers and strings that are decimal numbers (`"1250.00"`); any other value is left out (the sum of no value is null). Example: `?count&sum=balance&avg=balance&group_by=status` answers `{"data": [{"group": "active", "count": 120, "sum": {"balance": 1250.5}, "avg": {"balance": 10.42}}], "meta": {"group_by": "status", "has_more_results": false}}`. A field, operator or aggregate it cannot evaluate is a 400 that names it.',
+  tags: ['mirror'],
+  access: 'account',
+  params: pathParams('resource'),
+  querystring: aggregatesQuerySchema,
+  headers: headersOf(projectHeader('The project (its id, `source_id:<id>`, or `*`): required for project-scoped resources; narrows account-level resources whose records carry `project_id`.')),
+  response: {
+    200: json('One entry per group (one entry when not grouped).', aggregatesResponseSchema),
+    400: errorAnswer('A parameter, field, operator or aggregate it cannot evaluate, named.'),
+    404: errorAnswer('No such resource in the catalog.'),
+  },
+} satisfies FastifySchema;
+
 export function registerAggregateRoutes(app: FastifyInstance, deps: AggregateRouteDeps): void {
   const { pool, auth, headerPrefix } = deps;
   const projects = deps.projects ?? new ProjectIds({ pool });
 
-  app.get<{ Params: { resource: string } }>('/mirror/aggregates/:resource', { preValidation: readGetBody }, async (request, reply) => {
+  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof aggregatesQuerySchema> }>('/mirror/aggregates/:resource', { preValidation: [credentialsFirst(auth, 'account'), readGetBody], schema: aggregatesSchema }, async (request, reply) => {
     const account = await auth.account(request);
     const def = resourceDef(request.params.resource);
     if (!def) throw new NotFoundError(`No resource ${quoted(request.params.resource)}; resources: ${resources.map((r) => r.name).join(', ')}.`);
     // Aggregates are the mirror's own: a resource it does not keep has no copy to count.
     if (!isMirrored(def.name)) throw new NotFoundError(`${def.name} is not among the resources this mirror keeps (MIRROR_RESOURCES); aggregates are computed over the mirror's copy.`);
+    // The filter forms in the order they came (the parsed query has lost it).
     const q = request.url.indexOf('?');
     const pairs = q < 0 ? [] : [...new URLSearchParams(request.url.slice(q + 1))];
-    // Repeated parameters as arrays (a list function may be repeated; a single one may not).
-    const query: Record<string, string | string[]> = {};
-    for (const [name, value] of pairs) {
-      const prior = query[name];
-      query[name] = prior === undefined ? value : [prior, value].flat();
-    }
-    const parsed = aggregatesQuerySchema.safeParse(query);
-    if (!parsed.success) throw invalidQuery(parsed.error);
-    const o = parsed.data;
+    const o = request.query;
 
     const measures: Measure[] = [];
     for (const fn of aggregateFunctions) {

@@ -1,12 +1,12 @@
 // Routes the mirror forwards to the upstream: link calls (an exchange also registers the account and
 // starts its first sync), pass-through in every variant (streamed both ways), and adoption of
 // accounts linked before the mirror.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
+import { linkedAccountSchema } from '../../connectors/schemas.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
-import { BadRequestError } from '../../lib/errors.ts';
 import type { AccountStore } from '../../mirror/accounts.ts';
-import type { Authenticator } from '../auth.ts';
+import { credentialsFirst, type Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 import { notFound } from '../errors.ts';
 import { upstreamPath } from '../../lib/upstream-surface.ts';
@@ -14,6 +14,7 @@ import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { recordSession, updateSessionExpiry } from '../sessions.ts';
+import { answer, forwardedSchema, json, pathParams, readAsItCame } from '../route-schema.ts';
 
 export interface ForwardedRouteDeps {
   /** The contract's header prefix (`{Prefix}-Warnings` on what the mirror forwards on its own account). */
@@ -28,15 +29,24 @@ export interface ForwardedRouteDeps {
   sync?: SyncControl;
 }
 
-const exchangeSchema = z.object({ public_token: z.string().min(1, 'public_token is required') });
-const adoptSchema = z.object({ account_token: z.string().min(1, 'account_token is required') });
+const exchangeSchema = z.object({ public_token: z.string({ message: 'public_token is required' }).min(1, 'public_token is required') });
+const adoptSchema = z.object({ account_token: z.string({ message: 'account_token is required' }).min(1, 'account_token is required') });
 
-function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
-  const r = schema.safeParse(body ?? {});
-  if (r.success) return r.data;
-  const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
-  throw new BadRequestError(`Invalid body: ${details.map((d) => d.message).join('; ')}`, { details });
-}
+/** The linked account the exchange answers: the upstream's object, as the connector checked it. */
+const linkedAccountAnswer = linkedAccountSchema.meta({ id: 'LinkedAccount' });
+
+/** A link call forwarded as it came: its body is the upstream's to judge. */
+const forwardedBody = (shape: Record<string, z.ZodType>) => readAsItCame(z.looseObject(shape));
+const forwardedAnswer = (description = 'Forwarded.') => ({ 200: json(description, forwardedSchema) });
+const linkRoute = (summary: string, extra: FastifySchema = {}): FastifySchema => ({ summary, tags: ['link'], access: 'account', response: forwardedAnswer(), ...extra });
+const sessionId = pathParams('id');
+
+const passThrough: Record<string, FastifySchema> = {
+  '/passthrough': { summary: 'Pass-through request to the source system (forwarded, streamed)', consumes: ['*/*'], response: forwardedAnswer() },
+  '/passthrough-download': { summary: 'Pass-through download (forwarded, streamed)', consumes: ['*/*'], response: { 200: answer('The bytes.', 'application/octet-stream') } },
+  '/passthrough-multipart': { summary: 'Pass-through multipart upload (forwarded, streamed)', consumes: ['multipart/form-data'], response: forwardedAnswer() },
+  '/passthrough-upload': { summary: 'Pass-through binary upload (forwarded, streamed)', consumes: ['application/octet-stream'], response: forwardedAnswer() },
+};
 
 /** Client credentials alone (no Account-Token, no Session) on a path that takes them without an account. */
 function clientOnly(request: FastifyRequest, path: string): boolean {
@@ -51,30 +61,58 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
   // separators, ...) before anything else, async or not; forward() applies the whole path rule.
   const guarded = { onRequest: refuseHostileTarget };
 
-  app.post('/link/token/create', guarded, async (request, reply) => {
+  const tokenCreate: FastifySchema = {
+    summary: 'Create a link token (forwarded upstream)',
+    tags: ['link'],
+    access: 'client',
+    body: forwardedBody({ reference_id: z.string().min(1).max(255) }),
+    response: { 200: json('The link token for the Link page.', z.looseObject({ link_token: z.string() })) },
+  };
+  app.post('/link/token/create', { ...guarded, schema: tokenCreate }, async (request, reply) => {
     await auth.client(request);
     return forward(request, reply, target);
   });
 
   // The account is registered for the client that links (or adopts) it, and answers only to that client.
-  app.post('/link/token/exchange', async (request) => {
+  const exchange = {
+    summary: 'Exchange a public token for an account token',
+    description: 'Forwarded upstream; the mirror registers the account (token encrypted at rest), starts its first full sync and its periodic schedules.',
+    tags: ['link'],
+    access: 'client',
+    body: exchangeSchema,
+    response: { 200: json('The linked account.', linkedAccountAnswer) },
+  } satisfies FastifySchema;
+  app.post<{ Body: z.infer<typeof exchangeSchema> }>('/link/token/exchange', { preValidation: credentialsFirst(auth, 'client'), schema: exchange }, async (request) => {
     const clientId = await auth.client(request);
-    const { public_token } = parseBody(exchangeSchema, request.body);
+    const { public_token } = request.body;
     const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, public_token);
     return linked;
   });
 
   /** Adopts an account linked before the mirror, by its existing account token. */
-  app.post('/mirror/accounts', async (request, reply) => {
+  const adopt = {
+    summary: 'Adopt an account linked before the mirror, by its account token',
+    tags: ['link'],
+    access: 'client',
+    body: adoptSchema,
+    response: { 201: json('Registered; its first sync started.', z.object({ id: z.string(), reference_id: z.string(), source_system: z.string(), status: z.string() })) },
+  } satisfies FastifySchema;
+  app.post<{ Body: z.infer<typeof adoptSchema> }>('/mirror/accounts', { preValidation: credentialsFirst(auth, 'client'), schema: adopt }, async (request, reply) => {
     const clientId = await auth.client(request);
-    const { account_token } = parseBody(adoptSchema, request.body);
+    const { account_token } = request.body;
     const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, account_token);
     return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
   });
 
   // Link sessions: forwarded; the mirror records what it needs to accept the session itself.
   const key = deps.sessionKey;
-  app.post('/link/sessions', guarded, async (request, reply) => {
+  const sessionCreate = linkRoute('Create a link session (forwarded; the mirror then accepts its Session header alone)', {
+    description:
+      'Body as upstream: `name`, `ttl` (seconds, as a string), and a `mode` (`file-picker`, `construction-file-picker`) or explicit `scopes`. A request with only `API-Version` and `Session` then reads the mirror within the scopes until the session expires.',
+    body: forwardedBody({ name: z.string(), ttl: z.string(), mode: z.string().optional(), scopes: z.array(z.string()).optional() }),
+    response: { 201: json('The session, with its secret (`session`), shown once.', forwardedSchema) },
+  });
+  app.post('/link/sessions', { ...guarded, schema: sessionCreate }, async (request, reply) => {
     const account = await auth.account(request);
     return forward(request, reply, target, {
       account,
@@ -86,14 +124,22 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
       },
     });
   });
-  for (const path of ['/link/sessions', '/link/sessions/:id']) {
-    app.get(path, guarded, async (request, reply) => {
+  const sessionReads: [string, FastifySchema][] = [
+    ['/link/sessions', linkRoute("The account's live link sessions (forwarded)")],
+    ['/link/sessions/:id', linkRoute('One link session (forwarded)', { params: sessionId })],
+  ];
+  for (const [path, schema] of sessionReads) {
+    app.get(path, { ...guarded, schema }, async (request, reply) => {
       const account = await auth.account(request);
       return forward(request, reply, target, { account });
     });
   }
+  const sessionActions = {
+    extend: linkRoute('Extend a link session (forwarded; the mirror follows the new expiry)', { params: sessionId, body: forwardedBody({ ttl: z.string() }) }),
+    expire: linkRoute('Expire a link session now (forwarded; the mirror refuses it from then on)', { params: sessionId }),
+  };
   for (const action of ['extend', 'expire'] as const) {
-    app.post<{ Params: { id: string } }>(`/link/sessions/:id/${action}`, guarded, async (request, reply) => {
+    app.post<{ Params: { id: string } }>(`/link/sessions/:id/${action}`, { ...guarded, schema: sessionActions[action] }, async (request, reply) => {
       const account = await auth.account(request);
       return forward(request, reply, target, {
         account,
@@ -107,8 +153,12 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     });
   }
 
-  for (const path of ['/link/account', '/link/companies']) {
-    app.get(path, guarded, async (request, reply) => {
+  const linkReads: [string, FastifySchema][] = [
+    ['/link/account', linkRoute('The linked account (forwarded)')],
+    ['/link/companies', linkRoute("The linked account's companies (forwarded)")],
+  ];
+  for (const [path, schema] of linkReads) {
+    app.get(path, { ...guarded, schema }, async (request, reply) => {
       const account = await auth.account(request);
       return forward(request, reply, target, { account });
     });
@@ -118,8 +168,8 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    for (const path of ['/passthrough', '/passthrough-download', '/passthrough-multipart', '/passthrough-upload']) {
-      scope.post(path, guarded, async (request, reply) => {
+    for (const [path, schema] of Object.entries(passThrough)) {
+      scope.post(path, { ...guarded, schema: { tags: ['pass-through'], access: 'account', body: readAsItCame(z.unknown()), ...schema } }, async (request, reply) => {
         const account = await auth.account(request);
         return forward(request, reply, target, { account });
       });

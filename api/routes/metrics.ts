@@ -2,7 +2,8 @@
 // source system, API latency) and, derived from Postgres at scrape time, what the whole cluster did
 // (records written, pages, stream lag, rate budgets, inbox, outbound deliveries). Behind the mirror's
 // client credentials or OPERATOR_TOKEN (Prometheus: `authorization: { credentials: <token> }`).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import { answer } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { registerUpstreamClassMetrics } from '../../connectors/upstream-metrics.ts';
 import { databaseMetrics, renderFamilies } from '../../mirror/metrics.ts';
@@ -48,7 +49,14 @@ export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDe
   };
 
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
-  app.get('/metrics', { preHandler }, async (_request, reply) => {
+  const schema = {
+    summary: 'Prometheus metrics',
+    description: 'Upstream requests and 429s per source system and API latency (this process), records written, pages, stream lag, governor budgets, inbox, outbound deliveries (from Postgres).',
+    tags: ['operator'],
+    access: 'operator',
+    response: { 200: answer('Prometheus text format 0.0.4', 'text/plain') },
+  } satisfies FastifySchema;
+  app.get('/metrics', { preHandler, schema }, async (_request, reply) => {
     const [own, shared] = await Promise.all([metrics.registry.metrics(), fromDatabase()]);
     return reply.header('cache-control', 'no-store').type(metrics.registry.contentType).send(`${own}\n${shared}`);
   });

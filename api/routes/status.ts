@@ -1,7 +1,9 @@
 // The operator's status page (`/status`, HTML that refreshes itself) and its data (`/status.json`):
 // accounts, streams syncing now, freshness, rate budgets, recent errors, inbox and outbound-delivery
 // backlog, with links into the Temporal UI. Behind the mirror's client credentials or OPERATOR_TOKEN.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import { z } from 'zod';
+import { answer, errorAnswer, json } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import type { Pool } from '../../mirror/pool.ts';
 import type { Authenticator } from '../auth.ts';
@@ -24,13 +26,23 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps
   const upstreamUsage = deps.upstream && (() => deps.upstream!.usage());
   const overview = () => buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl, ...(upstreamUsage ? { upstreamUsage } : {}) });
 
-  app.get<{ Querystring: { fragment?: string } }>('/status', { preHandler }, async (request, reply) => {
+  const statusPage = {
+    summary: 'Status page (HTML)',
+    description:
+      'Accounts, streams syncing now, freshness, rate budgets, recent errors, inbox and delivery backlog, links into the Temporal UI. `?fragment=1` answers only the main part (the page refreshes itself with it).',
+    tags: ['operator'],
+    access: 'operator',
+    querystring: z.looseObject({ fragment: z.string().optional().describe('Any value: only the main part of the page.') }),
+    response: { 200: answer('HTML', 'text/html'), 401: errorAnswer('No operator credentials.') },
+  } satisfies FastifySchema;
+  app.get<{ Querystring: { fragment?: string } }>('/status', { preHandler, schema: statusPage }, async (request, reply) => {
     const o = await overview();
     void reply.header('cache-control', 'no-store').type('text/html; charset=utf-8');
     return reply.send(request.query.fragment ? renderMain(o) : renderPage(o, { refreshMs: deps.operator?.refreshMs }));
   });
 
-  app.get('/status.json', { preHandler }, async (_request, reply) => {
+  const statusJson = { summary: 'What the status page shows, as JSON', tags: ['operator'], access: 'operator', response: { 200: json('The overview.', z.looseObject({})) } } satisfies FastifySchema;
+  app.get('/status.json', { preHandler, schema: statusJson }, async (_request, reply) => {
     void reply.header('cache-control', 'no-store');
     return reply.send(await overview());
   });

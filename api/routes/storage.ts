@@ -7,7 +7,8 @@
 // upstream, and refused with a 502 if the upstream still names another address. Redirects are
 // answered as errors, never followed. The bytes come through the upstream client's stream mode: its
 // governor counts them (the storage's own budget), its deadline and error mapping apply.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import { z } from 'zod';
 import { getObject } from '../../connectors/operations.ts';
 import type { UpstreamClient, UpstreamStream } from '../../connectors/upstream-client.ts';
 import { ForbiddenError, NotFoundError, UpstreamError } from '../../lib/errors.ts';
@@ -18,6 +19,7 @@ import type { PrismaClient } from '../../mirror/prisma.ts';
 import { refreshUrlFields } from '../../mirror/records-store.ts';
 import { recordStorageAccess, storedRecordData } from '../../mirror/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
+import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';
 
 export interface StorageRouteDeps {
   pool: Pool;
@@ -38,6 +40,30 @@ function contentDisposition(field: string, filename: string): string {
 
 /** A stored URL field: absent, refused by the storage rule, or one the proxy may fetch. */
 type Target = { kind: 'none' } | { kind: 'refused'; reason: string } | { kind: 'ok'; url: string };
+
+/** What a signed link carries besides its path (storage-proxy.ts signs them together). */
+const linkQuery = z.looseObject({
+  account: z.string().optional(),
+  scope: z.string().optional(),
+  expires_at: z.string().optional(),
+  signature: z.string().optional(),
+});
+const storageSchema = {
+  summary: "A file behind one of the mirror's signed links (url, preview_url, file_url)",
+  description:
+    'Streamed from the upstream (a stored URL that expired is refreshed transparently); `Range` and `If-None-Match` honoured; `Content-Disposition` inline for previews, attachment for downloads; CORS open. The links come in the records the mirror serves and expire after an hour; every access is recorded.',
+  tags: ['storage'],
+  access: 'public',
+  params: pathParams('resource', 'id', 'field'),
+  querystring: linkQuery,
+  headers: headersOf({ range: z.string().optional().describe('A byte range, as HTTP takes it.'), 'if-none-match': z.string().optional().describe('The ETag of a copy the caller holds.') }),
+  response: {
+    200: answer('The bytes.', 'application/octet-stream'),
+    206: answer('The requested range.', 'application/octet-stream'),
+    304: answer('Not modified (If-None-Match).'),
+    403: errorAnswer('A link with a bad signature, or expired.'),
+  },
+} satisfies FastifySchema;
 
 export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDeps): void {
   const locations = storageLocations(deps.storageUrls);
@@ -97,8 +123,9 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
     return reply.status(502).send({ message, code, details: [] });
   }
 
-  app.get<{ Params: { resource: string; id: string; field: string }; Querystring: Record<string, string | undefined> }>(
+  app.get<{ Params: { resource: string; id: string; field: string }; Querystring: z.infer<typeof linkQuery> }>(
     '/storage/:resource/:id/:field',
+    { schema: storageSchema },
     async (request, reply: FastifyReply) => {
       void reply.header('Access-Control-Allow-Origin', '*');
       void reply.header('Access-Control-Expose-Headers', 'Content-Disposition, Content-Range, ETag');

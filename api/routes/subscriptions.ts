@@ -2,7 +2,7 @@
 // the mirror applies to a matching record is delivered durably to the callback URL. A callback must
 // reach a public address (or one on the operator's allow-list): checked here, and again at delivery.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import type { CallbackGuard } from '../../lib/address-guard.ts';
 import { encryptSecret } from '../../lib/crypto.ts';
@@ -11,8 +11,9 @@ import { resourceForWebhookType } from '../../lib/resources.ts';
 import { subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { createSubscription, deleteSubscription, findSubscription, subscriptionsOf, type SubscriptionRow } from '../../mirror/subscriptions.ts';
-import type { Authenticator } from '../auth.ts';
+import { credentialsFirst, type Authenticator } from '../auth.ts';
 import type { SyncControl } from '../sync-control.ts';
+import { errorAnswer, headersOf, json, metaSchema, pathParams, projectHeader } from '../route-schema.ts';
 
 const createSchema = z.object({
   callback_url: z.url({ protocol: /^https?$/, message: 'callback_url must be an http(s) URL' }),
@@ -21,6 +22,35 @@ const createSchema = z.object({
   event: z.enum(['CREATE', 'UPDATE', 'DELETE', 'SYNCED'], { message: 'event must be CREATE, UPDATE, DELETE or SYNCED' }),
   type: z.string().min(1, 'type is required').max(64),
 });
+
+const webhookSchema = z
+  .object({
+    id: z.string(),
+    source_id: z.string(),
+    callback_url: z.string(),
+    event: z.string(),
+    project_id: z.string().optional(),
+    target: z.string(),
+    type: z.string(),
+    delivery: z.object({ delivered: z.number().int(), failures: z.number().int(), last_error: z.string().nullable(), last_delivered_at: z.string().nullable() }),
+  })
+  .meta({ id: 'Webhook' });
+const webhookId = pathParams('id');
+
+const schemas = {
+  create: {
+    summary: 'Subscribe to changes of a resource',
+    description: 'Every change the mirror applies to a matching record is delivered, in order and at least once, to `callback_url` with your `authorization_header`.',
+    tags: ['webhooks'],
+    access: 'account',
+    headers: headersOf(projectHeader('Only changes in this project.')),
+    body: createSchema,
+    response: { 201: json('The subscription.', webhookSchema), 400: errorAnswer('Invalid body.') },
+  },
+  list: { summary: 'List subscriptions', tags: ['webhooks'], access: 'account', response: { 200: json('Subscriptions.', z.object({ data: z.array(webhookSchema), meta: metaSchema })) } },
+  get: { summary: 'One subscription', tags: ['webhooks'], access: 'account', params: webhookId, response: { 200: json('The subscription.', webhookSchema), 404: errorAnswer('No such webhook.') } },
+  delete: { summary: 'Delete a subscription', tags: ['webhooks'], access: 'account', params: webhookId, response: { 200: json('The deleted subscription.', webhookSchema), 404: errorAnswer('No such webhook.') } },
+} satisfies Record<string, FastifySchema>;
 
 export interface SubscriptionDeps {
   auth: Authenticator;
@@ -45,46 +75,42 @@ function shape(row: SubscriptionRow) {
 }
 
 export function registerSubscriptionRoutes(app: FastifyInstance, deps: SubscriptionDeps): void {
-  app.post('/webhooks', async (request, reply) => {
+  app.post<{ Body: z.infer<typeof createSchema> }>('/webhooks', { preValidation: credentialsFirst(deps.auth, 'account'), schema: schemas.create }, async (request, reply) => {
     const account = await deps.auth.account(request);
-    const r = createSchema.safeParse(request.body ?? {});
-    if (!r.success) {
-      const details = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
-      throw new BadRequestError(`Invalid webhook: ${details.map((d) => d.message).join('; ')}`, { details });
-    }
-    if (!resourceForWebhookType(r.data.type)) throw new BadRequestError(`Unknown webhook type "${r.data.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+    const body = request.body;
+    if (!resourceForWebhookType(body.type)) throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
     // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
-    const verdict = await deps.callbacks.checkUrl(r.data.callback_url);
+    const verdict = await deps.callbacks.checkUrl(body.callback_url);
     if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
     const projectHeader = request.headers['project-id'];
     const id = randomUUID();
     const row = await createSubscription(deps.prisma, {
       id,
       accountId: account.id,
-      callbackUrl: r.data.callback_url,
-      authorizationCiphertext: r.data.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, r.data.authorization_header)) : null,
-      event: r.data.event,
-      type: r.data.type,
+      callbackUrl: body.callback_url,
+      authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
+      event: body.event,
+      type: body.type,
       projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
     });
     await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: subscriptionWorkflowId(id), args: [{ subscriptionId: id }] });
     return reply.status(201).send(shape(row));
   });
 
-  app.get('/webhooks', async (request) => {
+  app.get('/webhooks', { schema: schemas.list }, async (request) => {
     const account = await deps.auth.account(request);
     const rows = await subscriptionsOf(deps.prisma, account.id);
     return { data: rows.map(shape), meta: { current_page: 1, has_more_results: false } };
   });
 
-  app.get<{ Params: { id: string } }>('/webhooks/:id', async (request) => {
+  app.get<{ Params: { id: string } }>('/webhooks/:id', { schema: schemas.get }, async (request) => {
     const account = await deps.auth.account(request);
     const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
     return shape(row);
   });
 
-  app.delete<{ Params: { id: string } }>('/webhooks/:id', async (request, reply) => {
+  app.delete<{ Params: { id: string } }>('/webhooks/:id', { schema: schemas.delete }, async (request, reply) => {
     const account = await deps.auth.account(request);
     const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);

@@ -4,7 +4,7 @@
 // event in the inbox (deduplicated), answers at once, and wakes the account's change workflow. The
 // secret proves the sender holds that registration, not that the change happened: what an event
 // names is fetched from the upstream before it is applied (activities/events.ts).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { domainHash, keyedHash, safeEqual } from '../../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
@@ -13,6 +13,7 @@ import type { Pool } from '../../mirror/pool.ts';
 import type { PrismaClient } from '../../mirror/prisma.ts';
 import { findWebhookRegistration } from '../../mirror/webhook-registrations.ts';
 import type { SyncControl } from '../sync-control.ts';
+import { errorAnswer, json, pathParams } from '../route-schema.ts';
 
 export const inboundEventSchema = z.looseObject({
   id: z.string().optional(),
@@ -24,6 +25,20 @@ export const inboundEventSchema = z.looseObject({
   type: z.string().min(1),
   source_data: z.unknown().optional(),
 });
+
+const inboundSchema = {
+  summary: "The upstream's webhook deliveries (not for applications)",
+  description: 'Registered upstream by the mirror; `Authorization` must be the secret of that registration.',
+  tags: ['webhooks'],
+  access: 'webhook',
+  params: pathParams('registrationId'),
+  body: inboundEventSchema,
+  response: {
+    200: json('Stored in the inbox (or a duplicate).', z.object({ received: z.boolean(), duplicate: z.boolean() })),
+    400: errorAnswer('An event that is not one, or does not fit its registration.'),
+    401: errorAnswer('Unknown registration or wrong secret.'),
+  },
+} satisfies FastifySchema;
 
 export interface InboundDeps {
   pool: Pool;
@@ -102,7 +117,12 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
     return pending;
   }
 
-  app.post<{ Params: { registrationId: string } }>('/webhooks/inbound/:registrationId', async (request, reply) => {
+  /**
+   * The delivery's registration, once its secret is checked: before the body is judged, so a caller
+   * without the secret gets the 401 and learns nothing of what a delivery holds.
+   */
+  const authorized = new WeakMap<FastifyRequest, Registration>();
+  async function authorize(request: FastifyRequest<{ Params: { registrationId: string } }>): Promise<void> {
     const presented = request.headers.authorization ?? '';
     const id = request.params.registrationId;
     const registration = uuid.test(id) ? await registrationOf(id) : null;
@@ -113,12 +133,12 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
     const legacy = safeEqual(keyedHash(deps.hashKey, presented), storedHash);
     const ok = current || legacy;
     if (!registration || !ok) throw new UnauthorizedError('This webhook delivery is not authorized.');
-    const parsed = inboundEventSchema.safeParse(request.body);
-    if (!parsed.success) {
-      const details = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
-      throw new BadRequestError(`Invalid webhook event: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}`, { details });
-    }
-    const e = parsed.data;
+    authorized.set(request, registration);
+  }
+
+  app.post<{ Params: { registrationId: string }; Body: z.infer<typeof inboundEventSchema> }>('/webhooks/inbound/:registrationId', { preValidation: authorize, schema: inboundSchema }, async (request, reply) => {
+    const registration = authorized.get(request)!;
+    const e = request.body;
     const problem = mismatch(e, registration);
     if (problem) {
       request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');

@@ -8,7 +8,8 @@
 // delete detection would mark it, each successful item of a bulk write applied. Nothing is applied
 // when the upstream refuses or fails, nor for a bulk item that failed; a write is never resent (it
 // is not idempotent). Writes elsewhere on the upstream's surface go through the catch-all forwarder.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import { z } from 'zod';
 import { isMirrored, knownProfile, scopeKindIn } from '../../connectors/source-systems/index.ts';
 import { NotFoundError } from '../../lib/errors.ts';
 import { childrenOf, formatScope, resourceDef, resources, type ResourceDef } from '../../lib/resources.ts';
@@ -21,6 +22,7 @@ import { resolveId } from '../../mirror/records-read.ts';
 import { applyObjects, markDeletedWithChildren } from '../../mirror/records-store.ts';
 import { header, type Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
+import { answer, asyncHeader, errorAnswer, forwardedSchema, headersOf, json, objectSchema, pathParams, readAsItCame } from '../route-schema.ts';
 
 export interface WriteRouteDeps {
   pool: Pool;
@@ -74,6 +76,67 @@ interface Place {
 }
 
 type Params = { id?: string; parentId?: string };
+
+/** A write's body and headers go upstream as they came (streamed, never parsed): documented only. */
+const recordBody = readAsItCame(z.looseObject({}).describe("The record's fields, as the upstream takes them (optional `source_data`)."));
+const bulkBody = readAsItCame(z.object({ creates: z.array(z.looseObject({})).optional(), updates: z.array(z.looseObject({ id: z.string() })).optional() }));
+const writeHeaders = (projectScoped: boolean, ignoreProhibited: boolean) =>
+  readAsItCame(
+    headersOf({
+      ...(projectScoped ? { 'project-id': z.string().describe('The project the record belongs to.') } : {}),
+      ...(ignoreProhibited ? { 'ignore-prohibited-fields': z.string().optional().describe('`true` drops fields the source system does not support instead of refusing the write.') } : {}),
+      ...asyncHeader,
+    }),
+  );
+
+const writeDescription =
+  "Forwarded to the upstream with the contract's headers (`Ignore-Prohibited-Fields`, `Project-Id`); the upstream's answer is relayed unchanged, and the object it returned is in the mirror before the answer is sent. A refused write changes nothing.";
+
+/** The schemas of the writes of one catalog resource (its place: top level, or under its parent). */
+function writeSchemas(def: ResourceDef) {
+  const parent = def.parent ? resourceDef(def.parent)! : undefined;
+  const projectScoped = (parent ?? def).scope === 'project';
+  const what = parent ? `${def.name.replace(/-/g, ' ')} of one of the ${parent.name.replace(/-/g, ' ')}` : def.name.replace(/-/g, ' ');
+  const collection = parent ? pathParams('parentId') : undefined;
+  const item = parent ? pathParams('parentId', 'id') : pathParams('id');
+  const common = { tags: [def.name], access: 'account' } as const;
+  const write = (summary: string, params: FastifySchema['params']): FastifySchema => ({
+    ...common,
+    summary,
+    description: writeDescription,
+    ...(params ? { params } : {}),
+    headers: writeHeaders(projectScoped, true),
+    body: recordBody,
+    response: {
+      200: json("The updated record (the upstream's answer).", objectSchema(def)),
+      201: json("The created record (the upstream's answer; a one-item list for budget line items).", forwardedSchema),
+      400: errorAnswer("The upstream's refusal, with its message."),
+    },
+  });
+  return {
+    create: write(`Create one of the ${what} upstream`, collection),
+    update: (method: 'PATCH' | 'PUT') => write(`Update one of the ${what} upstream (${method})`, item),
+    delete: {
+      ...common,
+      summary: `Delete one of the ${what} upstream`,
+      description:
+        "Forwarded to the upstream; its answer is relayed unchanged. On its success the record (and what is listed under it) is marked deleted in the mirror before the answer is sent, as a pass's delete detection marks it: reads no longer serve it, `include_deleted=true` and the change feed show it. A refused delete changes nothing.",
+      params: item,
+      headers: writeHeaders(projectScoped, false),
+      response: { 204: answer("Deleted (the upstream's answer)."), 404: errorAnswer("The upstream's answer: no such record, or the source system does not delete it.") },
+    } satisfies FastifySchema,
+    bulk: {
+      ...common,
+      summary: `Create and update many of the ${def.name.replace(/-/g, ' ')} upstream at once`,
+      description:
+        '`{creates: [...], updates: [{id, ...}]}`, forwarded to the upstream; its answer (one result per item) is relayed unchanged, and each item it created or updated is in the mirror before the answer is sent. A failed item, or a refused request, changes nothing.',
+      ...(collection ? { params: collection } : {}),
+      headers: writeHeaders(projectScoped, false),
+      body: bulkBody,
+      response: { 200: json('One result per item, creates first: `{operation, index, status, object}` or `{..., status, error}`.', forwardedSchema), 400: errorAnswer("The upstream's refusal of the whole request, with its message.") },
+    } satisfies FastifySchema,
+  };
+}
 
 export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps): void {
   const { pool, auth } = deps;
@@ -216,14 +279,22 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
     const guarded = { onRequest: refuseHostileTarget };
     for (const def of resources) {
       const base = def.scope === 'child' ? `${resourceDef(def.parent!)!.path}/:parentId/${def.path}` : def.path;
-      scope.post<{ Params: Params }>(base, guarded, write(def, 'create'));
-      scope.patch<{ Params: Params }>(`${base}/:id`, guarded, write(def, 'update'));
-      scope.put<{ Params: Params }>(`${base}/:id`, guarded, write(def, 'update'));
-      scope.delete<{ Params: Params }>(`${base}/:id`, guarded, remove(def));
-      if (bulkPaths.has(base)) scope.patch<{ Params: Params }>(base, guarded, bulk(def));
+      const schemas = writeSchemas(def);
+      scope.post<{ Params: Params }>(base, { ...guarded, schema: schemas.create }, write(def, 'create'));
+      scope.patch<{ Params: Params }>(`${base}/:id`, { ...guarded, schema: schemas.update('PATCH') }, write(def, 'update'));
+      scope.put<{ Params: Params }>(`${base}/:id`, { ...guarded, schema: schemas.update('PUT') }, write(def, 'update'));
+      scope.delete<{ Params: Params }>(`${base}/:id`, { ...guarded, schema: schemas.delete }, remove(def));
+      if (bulkPaths.has(base)) scope.patch<{ Params: Params }>(base, { ...guarded, schema: schemas.bulk }, bulk(def));
     }
     // A folder's new file (multipart): a file of the folder's project.
     const files = resourceDef('files')!;
-    scope.post<{ Params: Params }>('/folders/:id/files', guarded, write(resourceDef('folders')!, 'create', files));
+    const upload: FastifySchema = {
+      ...writeSchemas(files).create,
+      summary: 'Upload a new file into a folder upstream (multipart/form-data, streamed)',
+      params: pathParams('id'),
+      consumes: ['multipart/form-data'],
+      body: readAsItCame(z.looseObject({}).describe('Form fields as the upstream takes them (`name`, `content_type`) and the file in a part named `contents`.')),
+    };
+    scope.post<{ Params: Params }>('/folders/:id/files', { ...guarded, schema: upload }, write(resourceDef('folders')!, 'create', files));
   });
 }

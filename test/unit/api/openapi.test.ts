@@ -1,10 +1,17 @@
 // The OpenAPI document covers every route the app registers, with the contract's parameters and
-// schemas that resolve; /docs renders it without anything from outside. No I/O: nothing connects.
+// schemas that resolve; /docs renders it without anything from outside. It is generated from the
+// routes' own schemas, so it cannot drift from them: each operation has exactly the parameters and
+// body of its route's schema, a route without a schema is caught, and a route's schema validates its
+// input. No I/O: nothing connects.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { buildApp } from '../../../api/app.ts';
+import { registerErrorHandling } from '../../../api/errors.ts';
+import { openApiPath, registerOpenApi, routeTable } from '../../../api/openapi.ts';
+import { useZodSchemas } from '../../../api/route-schema.ts';
 import { SyncControl } from '../../../api/sync-control.ts';
 import { UpstreamClient } from '../../../connectors/upstream-client.ts';
 import { createLogger } from '../../../lib/logger.ts';
@@ -18,6 +25,46 @@ type Doc = {
   paths: Record<string, Record<string, { summary: string; tags: string[]; parameters?: { name: string; in: string }[]; responses: Record<string, { content?: Record<string, { schema: unknown }> }>; requestBody?: unknown }>>;
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
 };
+
+const keysOf = (schema: unknown): string[] => (schema instanceof z.ZodObject ? Object.keys(schema.shape).sort() : []);
+const names = (params: { name: string; in: string }[] | undefined, place: string) =>
+  (params ?? [])
+    .filter((p) => p.in === place)
+    .map((p) => p.name.toLowerCase())
+    .sort();
+
+/**
+ * Where the document and the app's route table (collected by Fastify's onRoute hook) disagree: a
+ * route without an operation or an operation without a route, a route without its schema, path
+ * parameters other than the route's, query parameters, headers or a body other than its schema's.
+ */
+function drift(app: FastifyInstance, doc: Doc): string[] {
+  const problems: string[] = [];
+  const routes = routeTable(app).filter((r) => r.method !== 'HEAD' && !r.url.includes('*'));
+  for (const r of routes) {
+    const at = `${r.method} ${r.url}`;
+    const op = doc.paths[openApiPath(r.url)]?.[r.method.toLowerCase()];
+    if (!op) {
+      problems.push(`${at}: no operation`);
+      continue;
+    }
+    const s = r.schema;
+    if (!s?.summary || !s.tags?.length || !s.access) problems.push(`${at}: no schema describes it`);
+    const inUrl = [...r.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!.toLowerCase()).sort();
+    if (String(keysOf(s?.params).map((k) => k.toLowerCase())) !== String(inUrl)) problems.push(`${at}: its params schema names ${keysOf(s?.params).join(', ') || 'nothing'}, its path ${inUrl.join(', ') || 'nothing'}`);
+    for (const [place, part] of [['path', s?.params], ['query', s?.querystring], ['header', s?.headers]] as const) {
+      const want = keysOf(part).map((k) => k.toLowerCase());
+      if (String(names(op.parameters, place)) !== String(want)) problems.push(`${at}: ${place} parameters ${names(op.parameters, place).join(', ')} in the document, ${want.join(', ')} in the schema`);
+    }
+    if ((op.requestBody !== undefined) !== (s?.body !== undefined)) problems.push(`${at}: a body in ${op.requestBody ? 'the document' : 'the schema'} only`);
+  }
+  for (const [path, ops] of Object.entries(doc.paths)) {
+    for (const method of Object.keys(ops)) {
+      if (!routes.some((r) => r.method === method.toUpperCase() && openApiPath(r.url) === path)) problems.push(`${method.toUpperCase()} ${path}: an operation without a route`);
+    }
+  }
+  return problems;
+}
 
 describe('OpenAPI document', () => {
   let app: FastifyInstance;
@@ -64,6 +111,37 @@ describe('OpenAPI document', () => {
       assert.ok(app.hasRoute({ method: method.toUpperCase(), url }), `${method} ${path} is a route of the app`);
       assert.notEqual(op.tags[0], 'other', `${method} ${path} has a description of its own`);
     }
+  });
+
+  it('cannot drift: each operation is its route, with exactly the parameters and body of its schema', () => {
+    assert.ok(routeTable(app).length > 40, 'the route table is collected');
+    assert.deepEqual(drift(app, doc), []);
+  });
+
+  it('documents a new route from its schema alone, validates its input with it, and catches a route without one', async () => {
+    const small = Fastify();
+    registerErrorHandling(small);
+    useZodSchemas(small);
+    registerOpenApi(small);
+    const widget = { summary: 'One widget', tags: ['widgets'], access: 'account', params: z.object({ id: z.string() }), querystring: z.object({ colour: z.enum(['red', 'blue']).optional() }) } as const;
+    small.get('/widgets/:id', { schema: widget }, async () => ({ ok: true }));
+    // Deliberately broken: no schema at all, and a params schema that names another parameter.
+    small.get('/gadgets/:id', async () => ({ ok: true }));
+    small.get('/things/:thingId', { schema: { ...widget, summary: 'One thing', params: z.object({ id: z.string() }) } }, async () => ({ ok: true }));
+    await small.ready();
+    const smallDoc = (await small.inject({ method: 'GET', url: '/openapi.json' })).json<Doc>();
+    const widgets = smallDoc.paths['/widgets/{id}']!.get!;
+    assert.equal(widgets.summary, 'One widget');
+    assert.deepEqual(names(widgets.parameters, 'query'), ['colour'], 'the query parameter comes from the schema, with no second entry anywhere');
+    assert.deepEqual(drift(small, smallDoc), ['GET /gadgets/:id: no schema describes it', 'GET /gadgets/:id: its params schema names nothing, its path id', 'GET /things/:thingId: its params schema names id, its path thingid']);
+    const bad = await small.inject({ method: 'GET', url: '/widgets/1?colour=green' });
+    assert.equal(bad.statusCode, 400);
+    const body = bad.json<{ message: string; code: string; details: { path?: string; message: string }[] }>();
+    assert.equal(body.code, 'invalid_request');
+    assert.match(body.message, /^Invalid query: colour: /, 'names the part and the parameter to fix');
+    assert.equal(body.details[0]?.path, 'colour');
+    assert.equal((await small.inject({ method: 'GET', url: '/widgets/1?colour=red' })).statusCode, 200);
+    await small.close();
   });
 
   it('describes each resource of the catalog with its list parameters and object schema', () => {
