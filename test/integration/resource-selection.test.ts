@@ -49,7 +49,7 @@ describe('MIRROR_RESOURCES: only the selected resources are mirrored, the rest f
   });
 
   it('refuses aggregates over a resource left out, naming the setting', async () => {
-    const res = await fetch(`${h.apiUrl}/mirror/aggregates/cost-codes?aggregates=count`, { headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': '*' } });
+    const res = await fetch(`${h.apiUrl}/mirror/aggregates/cost-codes?count`, { headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': '*' } });
     assert.equal(res.status, 404);
     assert.match(await res.text(), /MIRROR_RESOURCES/);
   });
