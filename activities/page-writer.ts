@@ -9,7 +9,7 @@ import type { Checkpoint } from '../mirror/streams.ts';
  * Pages of a stream written at once. Each commits only after the one before it, so with two a
  * connection that finished its page first sat idle until the other committed; with three it writes
  * the next meanwhile. Bench [2], runs side by side: 0.45-0.47x the ceiling with two, 0.49x with three.
- * A waiting page holds its connection: a worker's pool is sized for that (bin/worker.ts `workerPoolSize`).
+ * A waiting page holds its connection: a worker's pool is sized for that (bin/temporal-worker.ts `workerPoolSize`).
  */
 export const writeDepth = 3;
 

@@ -1,4 +1,4 @@
-// Builds the mirror's API (never listens: bin/api.ts does, tests use inject()).
+// Builds the mirror's API (never listens: bin/api-server.ts does, tests use inject()).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';

@@ -32,7 +32,7 @@ if (mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
   run(process.execPath, [`${root}node_modules/prisma/build/index.js`, 'generate'], { ...env, PRISMA_HIDE_UPDATE_MESSAGE: '1' });
 }
 
-// A worker needs settings that only a process's start can give (bin/worker-process.js): started
+// A worker needs settings that only a process's start can give (bin/worker-relaunch.js): started
 // without them, it starts again with them, in a process of its own that this one waits for.
 if (process.argv[2] === 'worker') {
   if (process.env.MIRROR_WORKER_RELAUNCHED === '1' && process.channel) {
@@ -40,7 +40,7 @@ if (process.argv[2] === 'worker') {
     process.channel.unref();
     process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
   } else {
-    const { missingSettings } = await import('./worker-process.js');
+    const { missingSettings } = await import('./worker-relaunch.js');
     const missing = missingSettings();
     if (missing.nodeArgs.length > 0 || Object.keys(missing.env).length > 0) await relaunch(missing);
   }

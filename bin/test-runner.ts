@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ensureDatabase } from '../mirror/database.ts';
-import { projectRoot } from './setup.ts';
+import { projectRoot } from './setup-steps.ts';
 import { startDevServer } from './temporal-cli.ts';
 
 function testFiles(dir: string): string[] {

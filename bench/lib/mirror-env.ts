@@ -19,7 +19,7 @@ import { createLogger } from '../../lib/logger.ts';
 import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/database.ts';
 import { migrate } from '../../mirror/migrate.ts';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
-import { workerProcessSettings } from '../../bin/worker-process.js';
+import { workerProcessSettings } from '../../bin/worker-relaunch.js';
 import { logTail, spawnNode, type Child } from './processes.ts';
 
 /** The Postgres server the benchmark makes its databases on. */

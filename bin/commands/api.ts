@@ -10,7 +10,7 @@ export const apiCommand: Command = {
   async run(v) {
     const config = cliConfig();
     const { createServices } = await import('../services.ts');
-    const { startApi } = await import('../api.ts');
+    const { startApi } = await import('../api-server.ts');
     const services = createServices(config, { name: 'api' });
     const api = await startApi(services, v.port ? { port: Number(v.port) } : {});
     services.logger.info({ url: api.url, status: `${api.url}/status`, docs: `${api.url}/docs` }, 'api listening');

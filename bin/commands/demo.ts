@@ -1,4 +1,4 @@
-// `mirror demo`: the whole product on one machine (see bin/demo.ts).
+// `mirror demo`: the whole product on one machine (see bin/demo-run.ts).
 import type { Command } from './shared.ts';
 
 export const demoCommand: Command = {
@@ -7,7 +7,7 @@ export const demoCommand: Command = {
   help: 'Starts a Temporal dev server (unless one answers at TEMPORAL_ADDRESS), the sandbox, a worker and the API, links demo accounts and syncs them. --once prints one JSON summary line and exits.',
   options: { once: { type: 'boolean' }, size: { type: 'string' } },
   async run(v) {
-    const { runDemo } = await import('../demo.ts');
+    const { runDemo } = await import('../demo-run.ts');
     return runDemo({ once: Boolean(v.once), ...(v.size ? { size: Number(v.size) } : {}) });
   },
 };

@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 import type { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { asyncRequestWorkflowId, changesWorkflowId, streamWorkflowId, subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
-import { projectRoot } from '../setup.ts';
+import { projectRoot } from '../setup-steps.ts';
 import { UsageError, type Command } from './shared.ts';
 
 export const historiesRoot = join(projectRoot, 'test/workflows/histories');

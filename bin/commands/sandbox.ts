@@ -8,7 +8,7 @@ export const sandboxCommand: Command = {
   help: 'It accepts UPSTREAM_CLIENT_ID / UPSTREAM_CLIENT_SECRET from .env.local, so the worker and API find it with no more set-up. See sandbox/README.md for its admin API (faults, latency, churn).',
   options: { port: { type: 'string' }, seed: { type: 'string' }, size: { type: 'string' }, 'no-rate-limits': { type: 'boolean' } },
   async run(v) {
-    const { setup } = await import('../setup.ts');
+    const { setup } = await import('../setup-steps.ts');
     const { config } = await setup({ temporal: false, log: () => undefined });
     const { startSandbox } = await import('../../sandbox/server.ts');
     const { createLogger } = await import('../../lib/logger.ts');

@@ -19,7 +19,7 @@ export const workerCommand: Command = {
     const port = v['metrics-port'] !== undefined ? Number(v['metrics-port']) : config.WORKER_METRICS_PORT;
     if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536)) throw new UsageError('--metrics-port is a port number.');
     const { createServices } = await import('../services.ts');
-    const { startWorker, workerPoolSize } = await import('../worker.ts');
+    const { startWorker, workerPoolSize } = await import('../temporal-worker.ts');
     const services = createServices(config, { name: 'worker', poolSize: workerPoolSize(config) });
     let server: Server | undefined;
     if (port !== undefined) {

@@ -12,7 +12,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { projectRoot } from '../../bin/setup.ts';
+import { projectRoot } from '../../bin/setup-steps.ts';
 import { scheduleIds, subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import { alive, childProcesses, MirrorProcess, waitFor } from '../helpers/processes.ts';
 import { startChaosMirror, type ChaosMirror, type LinkedTestAccount } from './env.ts';

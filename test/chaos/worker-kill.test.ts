@@ -54,7 +54,7 @@ describe('chaos: worker killed mid-stream', { timeout: scaled(300_000, 900_000) 
           const s = await m.stream(crm.accountId, 'customers');
           return s && s.pages >= target && s.checkpoint && !s.checkpoint.done;
         }, { timeoutMs: 120_000, intervalMs: 20 });
-        // `mirror worker` runs the worker in a child started with its memory settings (bin/worker-process.js);
+        // `mirror worker` runs the worker in a child started with its memory settings (bin/worker-relaunch.js);
         // kill -9 of the command must take the worker with it.
         const [worker] = childProcesses(m.worker.pid!);
         assert.ok(worker, 'the worker runs in a child of the command');

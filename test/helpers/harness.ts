@@ -7,7 +7,7 @@ import { buildApp } from '../../api/app.ts';
 import { upsertApiClient } from '../../api/auth.ts';
 import { SyncControl } from '../../api/sync-control.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
-import { startWorker, workerPoolSize, type WorkerHandle } from '../../bin/worker.ts';
+import { startWorker, workerPoolSize, type WorkerHandle } from '../../bin/temporal-worker.ts';
 import { createLinkToken } from '../../connectors/operations.ts';
 import { parseConfig } from '../../lib/config.ts';
 import { generateKey, randomSecret } from '../../lib/crypto.ts';

@@ -6,7 +6,7 @@ import { appendFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { projectRoot } from '../../bin/setup.ts';
+import { projectRoot } from '../../bin/setup-steps.ts';
 
 export interface LogLine {
   process: string;

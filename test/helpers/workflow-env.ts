@@ -1,5 +1,5 @@
 // Temporal's test environment on the run's dev server, for workflow unit tests with faked activities:
-// the SDK's own log lines silenced as LOG_LEVEL says (bin/worker.ts does the same), the workflow bundle
+// the SDK's own log lines silenced as LOG_LEVEL says (bin/temporal-worker.ts does the same), the workflow bundle
 // built once, and a worker on a task queue of its own.
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';

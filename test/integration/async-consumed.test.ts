@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startWorker } from '../../bin/worker.ts';
+import { startWorker } from '../../bin/temporal-worker.ts';
 import { pollListPage, startListPage } from '../../connectors/operations.ts';
 import { UpstreamNotFoundError } from '../../lib/errors.ts';
 import { streamWorkflowId } from '../../workflows/shared.ts';

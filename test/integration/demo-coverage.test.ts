@@ -1,10 +1,10 @@
 // Issue 25's must-show for the demo: `npm run demo -- --once` mirrors records of every resource it
-// links. The demo's own code path (bin/demo.ts: linkDemoAccount for each of its source systems, one
+// links. The demo's own code path (bin/demo-run.ts: linkDemoAccount for each of its source systems, one
 // full pass each through SyncControl, coverageOf over the pass's counts), on a small sandbox, checked
 // twice: by the pass's own counts and by what the mirror's `records` hold per account and resource.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { coverageOf, demoSourceSystems, linkDemoAccount } from '../../bin/demo.ts';
+import { coverageOf, demoSourceSystems, linkDemoAccount } from '../../bin/demo-run.ts';
 import { knownProfile } from '../../connectors/source-systems/index.ts';
 import type { AccountSyncSummary } from '../../api/sync-control.ts';
 import { profileOf } from '../../sandbox/source-systems/profiles.ts';

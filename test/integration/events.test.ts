@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { startWorker } from '../../bin/worker.ts';
+import { startWorker } from '../../bin/temporal-worker.ts';
 import { eventually, sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 
 interface Received {

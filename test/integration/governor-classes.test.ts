@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
-import { startWorker, type WorkerHandle } from '../../bin/worker.ts';
+import { startWorker, type WorkerHandle } from '../../bin/temporal-worker.ts';
 import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 import { recordWindows } from '../helpers/rate-windows.ts';
 

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { startWorker } from '../../bin/worker.ts';
+import { startWorker } from '../../bin/temporal-worker.ts';
 import { cliEnv, sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 import { LogCollector, MirrorProcess, waitFor } from '../helpers/processes.ts';
 

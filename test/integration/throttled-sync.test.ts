@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createServices, type Services } from '../../bin/services.ts';
-import { startWorker, type WorkerHandle } from '../../bin/worker.ts';
+import { startWorker, type WorkerHandle } from '../../bin/temporal-worker.ts';
 import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 
 interface Counter {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { writeDepth } from '../../../activities/sync.ts';
-import { activitySlots, workerPoolSize } from '../../../bin/worker.ts';
+import { activitySlots, workerPoolSize } from '../../../bin/temporal-worker.ts';
 
 describe('workerPoolSize', () => {
   it('leaves connections over when every activity has all its pages waiting on the one before', () => {

@@ -9,13 +9,13 @@ import { createLinkToken } from '../connectors/operations.ts';
 import { knownProfile } from '../connectors/source-systems/index.ts';
 import { createLogger } from '../lib/logger.ts';
 import { startSandbox } from '../sandbox/server.ts';
-import { startApi } from './api.ts';
+import { startApi } from './api-server.ts';
 import { createServices, type Services } from './services.ts';
-import { projectRoot, setup } from './setup.ts';
+import { projectRoot, setup } from './setup-steps.ts';
 import { portOpen, splitAddress, startDevServer, type DevServer } from './temporal-cli.ts';
 import { freePort } from './test-runner.ts';
 import { untilSignal } from './signals.ts';
-import { startWorker, workerPoolSize } from './worker.ts';
+import { startWorker, workerPoolSize } from './temporal-worker.ts';
 
 export const demoSourceSystems = ['buildpro', 'sqlerp', 'crmcloud', 'fieldops'] as const;
 

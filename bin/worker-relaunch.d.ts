@@ -1,4 +1,4 @@
-// Types of bin/worker-process.js (plain JavaScript: bin/mirror.js runs it before anything is installed).
+// Types of bin/worker-relaunch.js (plain JavaScript: bin/mirror.js runs it before anything is installed).
 export declare const defaultWorkerV8Flags: string;
 export interface WorkerProcessSettings {
   nodeArgs: string[];

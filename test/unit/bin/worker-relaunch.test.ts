@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { missingSettings, workerProcessSettings } from '../../../bin/worker-process.js';
+import { missingSettings, workerProcessSettings } from '../../../bin/worker-relaunch.js';
 
 describe('worker process settings', () => {
   it('asks for one malloc arena and the V8 flags by default', () => {
