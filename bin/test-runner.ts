@@ -28,9 +28,9 @@ export function readSlowFiles(file = join(projectRoot, 'test', 'slow-files.txt')
 }
 
 /**
- * The files in the order node's runner should take them: those of the slow list first, in its order,
- * then the others as given. Node's runner starts files in the order given, so with the long ones
- * first the short ones fill the cores at the end instead of one long file running alone.
+ * The files in the order to start them: those of the slow list first, in its order, then the others
+ * as given. With the long ones first the short ones fill the cores at the end instead of one long
+ * file running alone.
  */
 export function slowestFirst(files: string[], slow: string[]): string[] {
   const rank = new Map(slow.map((p, i) => [p, i]));
@@ -63,7 +63,8 @@ export async function runTests(only: string[]): Promise<number> {
   const chaosDir = mkdtempSync(join(tmpdir(), 'mirror-chaos-'));
   console.error(`mirror: Temporal dev server at ${temporal.address}; running ${files.length} test files`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '3';
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files], {
+  // Not `node --test`: it sorts the files by name; this helper starts them in the order given.
+  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), concurrency, ...files], {
     cwd: projectRoot,
     stdio: 'inherit',
     env: { ...process.env, TEMPORAL_TEST_ADDRESS: temporal.address, TEST_DATABASE_URL: serverUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', CHAOS_REPORT_DIR: chaosDir },
