@@ -1,8 +1,8 @@
 // `npm test`: makes sure Postgres answers and the Temporal CLI exists, starts one Temporal dev server
 // (headless, in memory) for the whole run, then runs every test file with node's test runner. Each
-// test file makes its own database and task queue, so files run in parallel.
+// test file makes its own database and task queue, so files run in parallel, the slowest first.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -16,6 +16,26 @@ function testFiles(dir: string): string[] {
     if (statSync(p).isDirectory()) return name === 'helpers' ? [] : testFiles(p);
     return name.endsWith('.test.ts') ? [p] : [];
   });
+}
+
+/** The committed list of the slowest test files (test/slow-files.txt), slowest first: one path per line, `#` comments. */
+export function readSlowFiles(file = join(projectRoot, 'test', 'slow-files.txt')): string[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map((line) => line.replace(/#.*/, '').trim().split(/\s+/)[0] ?? '')
+    .filter((p) => p.length > 0);
+}
+
+/**
+ * The files in the order to start them: those of the slow list first, in its order, then the others
+ * as given. With the long ones first the short ones fill the cores at the end instead of one long
+ * file running alone.
+ */
+export function slowestFirst(files: string[], slow: string[]): string[] {
+  const rank = new Map(slow.map((p, i) => [p, i]));
+  const known = files.filter((f) => rank.has(f)).sort((a, b) => rank.get(a)! - rank.get(b)!);
+  return [...known, ...files.filter((f) => !rank.has(f))];
 }
 
 export function freePort(): Promise<number> {
@@ -35,14 +55,16 @@ export async function runTests(only: string[]): Promise<number> {
   const port = await freePort();
   const temporal = await startDevServer({ port, headless: true });
   // A directory given on the command line runs the test files under it (`mirror test test/chaos`).
-  const files = (only.length > 0 ? only.flatMap((f) => (existsSync(f) && statSync(f).isDirectory() ? testFiles(f).sort() : [f])) : testFiles(join(projectRoot, 'test')).sort()).map((f) =>
+  const given = (only.length > 0 ? only.flatMap((f) => (existsSync(f) && statSync(f).isDirectory() ? testFiles(f).sort() : [f])) : testFiles(join(projectRoot, 'test')).sort()).map((f) =>
     f.startsWith('/') ? relative(projectRoot, f) : f,
   );
+  const files = slowestFirst(given, readSlowFiles());
   // The chaos suite's files record their scenarios here; the summary table is printed at the end.
   const chaosDir = mkdtempSync(join(tmpdir(), 'mirror-chaos-'));
   console.error(`mirror: Temporal dev server at ${temporal.address}; running ${files.length} test files`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '3';
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files], {
+  // Not `node --test`: it sorts the files by name; this helper starts them in the order given.
+  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), concurrency, ...files], {
     cwd: projectRoot,
     stdio: 'inherit',
     env: { ...process.env, TEMPORAL_TEST_ADDRESS: temporal.address, TEST_DATABASE_URL: serverUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', CHAOS_REPORT_DIR: chaosDir },

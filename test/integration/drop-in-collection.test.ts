@@ -81,10 +81,14 @@ describe('drop-in: every list of the real service\'s collection, in every read f
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 6 }, config: { MIRROR_RESOURCES: '*' } });
-    for (const slug of ['buildpro', 'graphledger']) {
-      const { accountId, accountToken } = await linkAndSync(h, slug, `collection-${slug}`);
-      accounts.push({ slug, token: accountToken, projectId: await firstProjectId(h, accountId) });
-    }
+    // The two accounts are independent: their first passes run side by side (in the same order in `accounts`).
+    const linked = await Promise.all(
+      ['buildpro', 'graphledger'].map(async (slug) => {
+        const { accountId, accountToken } = await linkAndSync(h, slug, `collection-${slug}`);
+        return { slug, token: accountToken, projectId: await firstProjectId(h, accountId) };
+      }),
+    );
+    accounts.push(...linked);
   });
 
   after(async () => {

@@ -47,10 +47,11 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 24 }, config: { MIRROR_RESOURCES: '*' } });
-    for (const slug of ['crmcloud', 'graphledger', 'buildpro', 'sqlerp']) {
-      const ref = `forms-${slug}`;
-      accounts.set(slug, { token: (await linkAndSync(h, slug, ref)).accountToken, ref });
-    }
+    // The accounts are independent: their first passes run side by side, so SQL ERP's async
+    // requests (a 5 s poll floor each) wait while the others sync instead of after them.
+    const slugs = ['crmcloud', 'graphledger', 'buildpro', 'sqlerp'];
+    const linked = await Promise.all(slugs.map((slug) => linkAndSync(h, slug, `forms-${slug}`)));
+    slugs.forEach((slug, i) => accounts.set(slug, { token: linked[i]!.accountToken, ref: `forms-${slug}` }));
   });
 
   after(async () => {

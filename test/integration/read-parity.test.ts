@@ -39,9 +39,10 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 7 }, config: { MIRROR_RESOURCES: '*' } });
-    for (const slug of systems) {
-      tokens.set(slug, (await linkAndSync(h, slug, `parity-${slug}`)).accountToken);
-    }
+    // The accounts are independent: their first passes run side by side, so SQL ERP's async
+    // requests (a 5 s poll floor each) wait while the others sync instead of after them.
+    const linked = await Promise.all(systems.map((slug) => linkAndSync(h, slug, `parity-${slug}`)));
+    systems.forEach((slug, i) => tokens.set(slug, linked[i]!.accountToken));
   });
 
   after(async () => {

@@ -16,7 +16,11 @@ describe('writes of the real service\'s other resources through the mirror', { t
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 4 }, config: { MIRROR_RESOURCES: '*' } });
-    for (const slug of ['buildpro', 'sqlerp']) accounts.set(slug, await linkAndSync(h, slug, `real-writes-${slug}`));
+    // The two accounts are independent: their first passes run side by side (SQL ERP's async
+    // requests, a 5 s poll floor each, wait while BuildPro syncs instead of after it).
+    const slugs = ['buildpro', 'sqlerp'];
+    const linked = await Promise.all(slugs.map((slug) => linkAndSync(h, slug, `real-writes-${slug}`)));
+    slugs.forEach((slug, i) => accounts.set(slug, linked[i]!));
     projectId = await firstProjectId(h, accounts.get('buildpro')!.accountId);
   });
 
