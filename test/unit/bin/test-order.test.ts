@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { projectRoot } from '../../../bin/setup.ts';
+import { projectRoot } from '../../../bin/setup-steps.ts';
 import { readSlowFiles, slowestFirst } from '../../../bin/test-runner.ts';
 
 describe('test files slowest first', () => {
