@@ -12,21 +12,33 @@ import tseslint from 'typescript-eslint';
 
 const nodeGlobals = Object.fromEntries(
   [
-    'process', 'console', 'Buffer', 'URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder', 'AbortController',
-    'AbortSignal', 'fetch', 'structuredClone', 'queueMicrotask', 'setTimeout', 'clearTimeout', 'setInterval',
-    'clearInterval', 'setImmediate', 'clearImmediate',
+    'process',
+    'console',
+    'Buffer',
+    'URL',
+    'URLSearchParams',
+    'TextEncoder',
+    'TextDecoder',
+    'AbortController',
+    'AbortSignal',
+    'fetch',
+    'structuredClone',
+    'queueMicrotask',
+    'setTimeout',
+    'clearTimeout',
+    'setInterval',
+    'clearInterval',
+    'setImmediate',
+    'clearImmediate',
   ].map((name) => [name, 'readonly']),
 );
 
 const sandbox =
-  "Workflow code runs in Temporal's deterministic sandbox: do the I/O in an activity and call it through " +
-  'proxyActivities (`import type` is fine).';
+  "Workflow code runs in Temporal's deterministic sandbox: do the I/O in an activity and call it through " + 'proxyActivities (`import type` is fine).';
 
 /** Restrictions for workflows/**: Node built-ins and I/O libraries, value imports only. */
 const workflowImportRestrictions = {
-  paths: builtinModules
-    .filter((name) => !name.startsWith('_'))
-    .map((name) => ({ name, message: `Node built-in module. ${sandbox}`, allowTypeImports: true })),
+  paths: builtinModules.filter((name) => !name.startsWith('_')).map((name) => ({ name, message: `Node built-in module. ${sandbox}`, allowTypeImports: true })),
   patterns: [
     { regex: '^node:', message: `Node built-in module. ${sandbox}`, allowTypeImports: true },
     {
@@ -74,15 +86,29 @@ const layerRule = (folders, message, allowTypeImports = false) => ({ regex: fold
  * `walls()` adds the database and HTTP bans to every folder but their owners.
  */
 const layerWalls = {
-  lib: [layerRule(['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'sandbox', 'prisma', 'test', 'bench', 'scripts'], 'lib/ is beneath every other folder: it imports nothing from them.')],
-  sandbox: [layerRule(['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'prisma', 'test', 'bench', 'scripts'], 'sandbox/ is the fake upstream: it shares nothing with the mirror but lib/.')],
-  mirror: [layerRule(['connectors', 'api', 'activities', 'workflows', 'bin'], 'mirror/ is the storage layer: it knows nothing above it (pass what it needs in).')],
+  lib: [
+    layerRule(
+      ['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'sandbox', 'prisma', 'test', 'bench', 'scripts'],
+      'lib/ is beneath every other folder: it imports nothing from them.',
+    ),
+  ],
+  sandbox: [
+    layerRule(
+      ['mirror', 'connectors', 'api', 'activities', 'workflows', 'bin', 'prisma', 'test', 'bench', 'scripts'],
+      'sandbox/ is the fake upstream: it shares nothing with the mirror but lib/.',
+    ),
+  ],
+  mirror: [
+    layerRule(['connectors', 'api', 'activities', 'workflows', 'bin'], 'mirror/ is the storage layer: it knows nothing above it (pass what it needs in).'),
+  ],
   connectors: [
     layerRule(['mirror'], 'connectors/ takes what it needs from mirror/ as an interface, passed in by bin/ (`import type` is fine).', true),
     layerRule(['api', 'activities', 'workflows', 'bin'], 'connectors/ talks to the upstream: it knows nothing above it.'),
   ],
   activities: [layerRule(['api', 'bin'], 'activities/ do not reach into the HTTP API or the processes: move what both need to lib/, mirror/ or connectors/.')],
-  api: [layerRule(['activities', 'bin'], 'api/ does not run activities or reach into the processes: start a workflow (api/sync-control.ts) or move the code down.')],
+  api: [
+    layerRule(['activities', 'bin'], 'api/ does not run activities or reach into the processes: start a workflow (api/sync-control.ts) or move the code down.'),
+  ],
   bin: [],
 };
 

@@ -68,7 +68,8 @@ export function deliveryFailure(error: unknown): string {
   if (has('ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA')) return 'could not resolve the callback host';
   if (has('UND_ERR_CONNECT_TIMEOUT')) return `timed out connecting to the callback host after ${timeoutMs / 1000} s`;
   if (has('UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT')) return `timed out after ${timeoutMs / 1000} s`;
-  if (codes.some((c) => c.startsWith('ERR_TLS') || c.startsWith('ERR_SSL') || /CERT|SELF_SIGNED/.test(c))) return 'the TLS handshake with the callback host failed';
+  if (codes.some((c) => c.startsWith('ERR_TLS') || c.startsWith('ERR_SSL') || /CERT|SELF_SIGNED/.test(c)))
+    return 'the TLS handshake with the callback host failed';
   if (has('ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED')) return 'the callback host closed the connection';
   if (has('ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL')) return 'could not connect to the callback host';
   return 'delivery failed';
@@ -98,84 +99,105 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
     async deliverChanges(input: { subscriptionId: string; limit?: number }): Promise<DeliveryResult> {
       // A slow subscriber makes a delivery long (up to 50 posts of `timeoutMs`): beats tell Temporal the
       // worker is alive, and their absence that it died (retried after the workflow's heartbeat timeout).
-      return withHeartbeat(() => asActivity(async () => {
-        const sub = await findSubscription(deps.prisma, input.subscriptionId);
-        if (!sub) return { delivered: 0, active: false };
-        const def = resourceForWebhookType(sub.type);
-        if (!def) return { delivered: 0, active: true };
-        const authorization = sub.authorizationCiphertext ? decryptSecret(deps.encryptionKey, sub.authorizationCiphertext) : undefined;
-        const post = async (body: unknown) => {
-          try {
-            const res = await request(sub.callbackUrl, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
-              body: JSON.stringify(body),
-              headersTimeout: timeoutMs,
-              bodyTimeout: timeoutMs,
-              dispatcher,
+      return withHeartbeat(() =>
+        asActivity(async () => {
+          const sub = await findSubscription(deps.prisma, input.subscriptionId);
+          if (!sub) return { delivered: 0, active: false };
+          const def = resourceForWebhookType(sub.type);
+          if (!def) return { delivered: 0, active: true };
+          const authorization = sub.authorizationCiphertext ? decryptSecret(deps.encryptionKey, sub.authorizationCiphertext) : undefined;
+          const post = async (body: unknown) => {
+            try {
+              const res = await request(sub.callbackUrl, {
+                method: 'POST',
+                headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
+                body: JSON.stringify(body),
+                headersTimeout: timeoutMs,
+                bodyTimeout: timeoutMs,
+                dispatcher,
+              });
+              await res.body.dump();
+              if (res.statusCode >= 300) throw new CallbackStatusError(res.statusCode);
+            } catch (error) {
+              const failure = deliveryFailure(error);
+              deps.logger?.warn(
+                { subscription: sub.id, failure, err: (error as Error).message, code: (error as { code?: unknown }).code },
+                'delivery to a subscriber failed',
+              );
+              await recordDeliveryFailure(deps.prisma, { id: sub.id, error: `${new Date().toISOString()} ${failure}` });
+              // Retryable: Temporal retries the activity with backoff until the subscriber is back.
+              throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
+            }
+          };
+          const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;
+          if (sub.event === 'SYNCED') {
+            // The subscription's cursor follows completed passes (sync_runs) instead of records.
+            const passes = await syncedSince(deps.pool, {
+              accountId: sub.accountId,
+              resource: def.name,
+              scopePrefix,
+              after: { at: sub.cursorAt, key: sub.cursorKey },
+              limit: input.limit ?? 50,
             });
-            await res.body.dump();
-            if (res.statusCode >= 300) throw new CallbackStatusError(res.statusCode);
-          } catch (error) {
-            const failure = deliveryFailure(error);
-            deps.logger?.warn({ subscription: sub.id, failure, err: (error as Error).message, code: (error as { code?: unknown }).code }, 'delivery to a subscriber failed');
-            await recordDeliveryFailure(deps.prisma, { id: sub.id, error: `${new Date().toISOString()} ${failure}` });
-            // Retryable: Temporal retries the activity with backoff until the subscriber is back.
-            throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
+            for (const pass of passes) {
+              const projectId = /^project=([^/]+)/.exec(pass.scope)?.[1];
+              await post({
+                id: sub.id,
+                source_id: sub.id,
+                callback_url: sub.callbackUrl,
+                event: 'SYNCED',
+                ...(projectId ? { project_id: projectId } : {}),
+                target: `${sub.type}:*`,
+                type: sub.type,
+                source_data: {
+                  path: `/${def.name}`,
+                  content_type: 'application/json',
+                  data: {
+                    resource: def.name,
+                    scope: pass.scope,
+                    mode: pass.mode,
+                    pages: pass.pages,
+                    added: pass.added,
+                    updated: pass.updated,
+                    unchanged: pass.unchanged,
+                    deleted: pass.deleted,
+                    finished_at: pass.finishedAt.toISOString(),
+                  },
+                },
+              });
+              await advanceSubscription(deps.prisma, { id: sub.id, cursor: pass.cursor, delivered: true });
+            }
+            return { delivered: passes.length, active: true };
           }
-        };
-        const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;
-        if (sub.event === 'SYNCED') {
-          // The subscription's cursor follows completed passes (sync_runs) instead of records.
-          const passes = await syncedSince(deps.pool, { accountId: sub.accountId, resource: def.name, scopePrefix, after: { at: sub.cursorAt, key: sub.cursorKey }, limit: input.limit ?? 50 });
-          for (const pass of passes) {
-            const projectId = /^project=([^/]+)/.exec(pass.scope)?.[1];
-            await post({
-              id: sub.id,
-              source_id: sub.id,
-              callback_url: sub.callbackUrl,
-              event: 'SYNCED',
-              ...(projectId ? { project_id: projectId } : {}),
-              target: `${sub.type}:*`,
-              type: sub.type,
-              source_data: {
-                path: `/${def.name}`,
-                content_type: 'application/json',
-                data: { resource: def.name, scope: pass.scope, mode: pass.mode, pages: pass.pages, added: pass.added, updated: pass.updated, unchanged: pass.unchanged, deleted: pass.deleted, finished_at: pass.finishedAt.toISOString() },
-              },
-            });
-            await advanceSubscription(deps.prisma, { id: sub.id, cursor: pass.cursor, delivered: true });
+          const changes = await changesSince(deps.pool, {
+            accountId: sub.accountId,
+            resource: def.name,
+            scopePrefix,
+            after: { at: sub.cursorAt, key: sub.cursorKey },
+            limit: input.limit ?? 50,
+          });
+          let delivered = 0;
+          for (const change of changes) {
+            if (sub.event === change.event || sub.event === '*') {
+              const projectId = /^project=([^/]+)/.exec(change.scope)?.[1];
+              const body = {
+                id: sub.id,
+                source_id: sub.id,
+                callback_url: sub.callbackUrl,
+                event: change.event,
+                ...(projectId ? { project_id: projectId } : {}),
+                target: change.id,
+                type: sub.type,
+                source_data: { path: `/${def.name}/${change.id}`, content_type: 'application/json', data: change.data },
+              };
+              await post(body);
+              delivered++;
+            }
+            await advanceSubscription(deps.prisma, { id: sub.id, cursor: change.cursor, delivered: sub.event === change.event || sub.event === '*' });
           }
-          return { delivered: passes.length, active: true };
-        }
-        const changes = await changesSince(deps.pool, {
-          accountId: sub.accountId,
-          resource: def.name,
-          scopePrefix,
-          after: { at: sub.cursorAt, key: sub.cursorKey },
-          limit: input.limit ?? 50,
-        });
-        let delivered = 0;
-        for (const change of changes) {
-          if (sub.event === change.event || sub.event === '*') {
-            const projectId = /^project=([^/]+)/.exec(change.scope)?.[1];
-            const body = {
-              id: sub.id,
-              source_id: sub.id,
-              callback_url: sub.callbackUrl,
-              event: change.event,
-              ...(projectId ? { project_id: projectId } : {}),
-              target: change.id,
-              type: sub.type,
-              source_data: { path: `/${def.name}/${change.id}`, content_type: 'application/json', data: change.data },
-            };
-            await post(body);
-            delivered++;
-          }
-          await advanceSubscription(deps.prisma, { id: sub.id, cursor: change.cursor, delivered: sub.event === change.event || sub.event === '*' });
-        }
-        return { delivered, active: true };
-      }));
+          return { delivered, active: true };
+        }),
+      );
     },
   };
 }

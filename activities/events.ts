@@ -69,13 +69,17 @@ export function createEventActivities(deps: EventDeps) {
               if (have.has(`${event}:${type}:${projectId ?? ''}`)) continue;
               const id = randomUUID();
               const secret = randomBytes(24).toString('base64url');
-              const created = await createWebhook(upstream, { accountToken: token, accountId: input.accountId, sourceSystem: profile.slug }, {
-                callbackUrl: `${deps.publicBaseUrl.replace(/\/+$/, '')}/webhooks/inbound/${id}`,
-                authorizationHeader: secret,
-                event,
-                type,
-                projectId,
-              });
+              const created = await createWebhook(
+                upstream,
+                { accountToken: token, accountId: input.accountId, sourceSystem: profile.slug },
+                {
+                  callbackUrl: `${deps.publicBaseUrl.replace(/\/+$/, '')}/webhooks/inbound/${id}`,
+                  authorizationHeader: secret,
+                  event,
+                  type,
+                  projectId,
+                },
+              );
               await saveWebhookRegistration(deps.prisma, {
                 id,
                 accountId: input.accountId,
@@ -135,7 +139,8 @@ export function createEventActivities(deps: EventDeps) {
           byObject.set(k, [...(byObject.get(k) ?? []), e]);
         }
         const outcomes = new Map<string, number[]>();
-        const settle = (outcome: string, group: readonly PendingEvent[]) => outcomes.set(outcome, [...(outcomes.get(outcome) ?? []), ...group.map((g) => g.id)]);
+        const settle = (outcome: string, group: readonly PendingEvent[]) =>
+          outcomes.set(outcome, [...(outcomes.get(outcome) ?? []), ...group.map((g) => g.id)]);
         const wanted: { key: StreamKey; target: string; group: PendingEvent[]; projectId?: string; path: string }[] = [];
         for (const group of byObject.values()) {
           const e = group[group.length - 1]!;
@@ -198,7 +203,10 @@ export function createEventActivities(deps: EventDeps) {
         const tFetched = performance.now();
         // Per stream: the fetched objects in one write, the gone ones in one update.
         // `refused`: DELETE events for objects the upstream still returned (written as an update).
-        const streams = new Map<string, { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; refused: PendingEvent[]; deleted: PendingEvent[] }>();
+        const streams = new Map<
+          string,
+          { key: StreamKey; items: Record<string, unknown>[]; gone: string[]; upserted: PendingEvent[]; refused: PendingEvent[]; deleted: PendingEvent[] }
+        >();
         let failure: unknown;
         wanted.forEach((w, i) => {
           const r = fetched[i]!;
@@ -232,7 +240,16 @@ export function createEventActivities(deps: EventDeps) {
           }
         }
         for (const [outcome, ids] of outcomes) await markApplied(pool, ids, outcome);
-        deps.logger.debug({ events: events.length, objects: wanted.length, readMs: Math.round(tRead - t0), fetchMs: Math.round(tFetched - tRead), writeMs: Math.round(performance.now() - tFetched) }, 'inbox applied');
+        deps.logger.debug(
+          {
+            events: events.length,
+            objects: wanted.length,
+            readMs: Math.round(tRead - t0),
+            fetchMs: Math.round(tFetched - tRead),
+            writeMs: Math.round(performance.now() - tFetched),
+          },
+          'inbox applied',
+        );
         // What could not be fetched stays pending; the activity's retry takes it up again.
         if (failure !== undefined) throw failure instanceof Error ? failure : new Error('fetching a changed object failed');
         return result;

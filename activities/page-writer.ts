@@ -91,7 +91,12 @@ export class PageWriter {
       throw error;
     }
     const c = this.committed;
-    const committed = { inserted: c.inserted + staged.counts.inserted, updated: c.updated + staged.counts.updated, unchanged: c.unchanged + staged.counts.unchanged, deleted: c.deleted };
+    const committed = {
+      inserted: c.inserted + staged.counts.inserted,
+      updated: c.updated + staged.counts.updated,
+      unchanged: c.unchanged + staged.counts.unchanged,
+      deleted: c.deleted,
+    };
     await staged.commit({ ...page.checkpoint, counts: committed });
     this.committed = committed;
     const w = this.written;

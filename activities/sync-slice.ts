@@ -201,7 +201,8 @@ export class SliceRunner {
         const keep = answer.unchanged ? reusable(checkpoint.page) : undefined;
         const page: ListPage | undefined = answer.page;
         // Ids repeat across projects: a page across projects is known by its records' project and id.
-        const ids = cross && page && 'items' in page.records ? page.records.items.map((item) => crossProjectKey(item, input.resource)) : page ? page.ids : keep!.ids;
+        const ids =
+          cross && page && 'items' in page.records ? page.records.items.map((item) => crossProjectKey(item, input.resource)) : page ? page.ids : keep!.ids;
         const hasMore = page ? page.hasMore : keep!.hasMore;
         const verdict = judge.verdict(checkpoint, ids, hasMore);
         if (verdict === 'end') {
@@ -212,7 +213,10 @@ export class SliceRunner {
           return { ...counts, done: true };
         }
         if (verdict === 'confirm') {
-          this.deps.logger.warn({ resource: input.resource, scope: input.scope, page: checkpoint.page }, 'has_more_results is false on a full page; fetching the next page to confirm the end');
+          this.deps.logger.warn(
+            { resource: input.resource, scope: input.scope, page: checkpoint.page },
+            'has_more_results is false on a full page; fetching the next page to confirm the end',
+          );
         }
         // Fetch the next page while this one is written.
         if (verdict !== 'stop' && n + 1 < maxPages) {

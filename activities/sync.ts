@@ -15,7 +15,16 @@ import type { Pool } from '../mirror/pool.ts';
 import { crossProjectSupport, rememberCrossProject } from '../mirror/cross-project.ts';
 import { CrossProjectScopeError, retireRemovedProjects } from '../mirror/records-store.ts';
 import { markStreamFailed, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams.ts';
-import { defaultPollingPolicy, pollingDecision, pollingDecisions, recordPoll, webhookCoverage, type PollDecision, type PollingPolicy, type WebhookCoverage } from '../mirror/polling.ts';
+import {
+  defaultPollingPolicy,
+  pollingDecision,
+  pollingDecisions,
+  recordPoll,
+  webhookCoverage,
+  type PollDecision,
+  type PollingPolicy,
+  type WebhookCoverage,
+} from '../mirror/polling.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
@@ -152,43 +161,57 @@ export function createSyncActivities(deps: SyncDeps) {
     async planAccount(input: { accountId: string }): Promise<AccountPlan> {
       // Beats on a timer (activities/heartbeat.ts), as the other plan activities: probing an unknown
       // source system's lists can take a while, and a dead worker's plan is retried within 20 s.
-      return withHeartbeat(() => asActivity(async () => {
-        const account = await accounts.get(input.accountId);
-        const profile = knownProfile(account.sourceSystem);
-        let supported: string[];
-        if (profile) {
-          supported = resources.filter((r) => r.name in profile.resources).map((r) => r.name);
-        } else {
-          // Unknown source system: probe each top-level list once.
-          const token = await accounts.token(input.accountId);
-          supported = [];
-          for (const r of resources.filter((d) => d.scope === 'account' && isMirrored(d.name))) {
-            try {
-              await listPage(upstream, { accountToken: token, accountId: input.accountId, path: r.path, page: 1, perPage: 1 });
-              supported.push(r.name);
-            } catch (error) {
-              if (!(error instanceof UpstreamNotFoundError)) throw error;
+      return withHeartbeat(() =>
+        asActivity(async () => {
+          const account = await accounts.get(input.accountId);
+          const profile = knownProfile(account.sourceSystem);
+          let supported: string[];
+          if (profile) {
+            supported = resources.filter((r) => r.name in profile.resources).map((r) => r.name);
+          } else {
+            // Unknown source system: probe each top-level list once.
+            const token = await accounts.token(input.accountId);
+            supported = [];
+            for (const r of resources.filter((d) => d.scope === 'account' && isMirrored(d.name))) {
+              try {
+                await listPage(upstream, { accountToken: token, accountId: input.accountId, path: r.path, page: 1, perPage: 1 });
+                supported.push(r.name);
+              } catch (error) {
+                if (!(error instanceof UpstreamNotFoundError)) throw error;
+              }
             }
           }
-        }
-        const learned = await crossProjectSupport(pool, account.sourceSystem);
-        const planned: PlannedResource[] = supported.map((name) => {
-          const scope = scopeKindIn(profile, name, resourceDef(name)!.scope);
-          if (scope !== 'project') return { name, scope };
-          return { name, scope, crossProject: profile?.resources[name]?.crossProject ?? learned.get(name) ?? true };
-        });
-        planned.sort((a, b) => scopeOrder[a.scope] - scopeOrder[b.scope]);
-        return { sourceSystem: account.sourceSystem, resources: planned };
-      }));
+          const learned = await crossProjectSupport(pool, account.sourceSystem);
+          const planned: PlannedResource[] = supported.map((name) => {
+            const scope = scopeKindIn(profile, name, resourceDef(name)!.scope);
+            if (scope !== 'project') return { name, scope };
+            return { name, scope, crossProject: profile?.resources[name]?.crossProject ?? learned.get(name) ?? true };
+          });
+          planned.sort((a, b) => scopeOrder[a.scope] - scopeOrder[b.scope]);
+          return { sourceSystem: account.sourceSystem, resources: planned };
+        }),
+      );
     },
 
     /** Ids of the live records of a parent stream: the scopes of its children (projects, invoices, ...). */
     async listParentIds(input: ParentScopesInput): Promise<string[]> {
       if (input.changedFor !== undefined) {
-        const due = await withHeartbeat(() => asActivity(() => parentsToRefresh(pool, { accountId: input.accountId, parentResource: input.parentResource, parentScopes: [input.parentScope], childResource: input.changedFor!, ...(input.passKey ? { passKey: input.passKey } : {}) })));
+        const due = await withHeartbeat(() =>
+          asActivity(() =>
+            parentsToRefresh(pool, {
+              accountId: input.accountId,
+              parentResource: input.parentResource,
+              parentScopes: [input.parentScope],
+              childResource: input.changedFor!,
+              ...(input.passKey ? { passKey: input.passKey } : {}),
+            }),
+          ),
+        );
         return due.get(input.parentScope) ?? [];
       }
-      return withHeartbeat(() => asActivity(() => liveRecordIds(pool, { accountId: input.accountId, resource: input.parentResource, scope: input.parentScope })));
+      return withHeartbeat(() =>
+        asActivity(() => liveRecordIds(pool, { accountId: input.accountId, resource: input.parentResource, scope: input.parentScope })),
+      );
     },
 
     /**
@@ -196,20 +219,22 @@ export function createSyncActivities(deps: SyncDeps) {
      * (swept by `sweepScopes`), and the big scopes (left to a children workflow of their own).
      */
     async planChildren(input: ChildrenPlanInput): Promise<ChildrenPlan> {
-      return withHeartbeat(() => asActivity(async () => {
-        const parents = await parentsToRefresh(pool, { ...input, every: !input.changedOnly });
-        const plan: ChildrenPlan = { inline: {}, big: [] };
-        // Ids travel through the workflow's history: past `inlineTotalMax` of them, scopes get their own workflow.
-        let inline = 0;
-        for (const [scope, ids] of parents) {
-          if (ids.length > input.inlineMax || inline + ids.length > inlineTotalMax) plan.big.push(scope);
-          else {
-            plan.inline[scope] = ids;
-            inline += ids.length;
+      return withHeartbeat(() =>
+        asActivity(async () => {
+          const parents = await parentsToRefresh(pool, { ...input, every: !input.changedOnly });
+          const plan: ChildrenPlan = { inline: {}, big: [] };
+          // Ids travel through the workflow's history: past `inlineTotalMax` of them, scopes get their own workflow.
+          let inline = 0;
+          for (const [scope, ids] of parents) {
+            if (ids.length > input.inlineMax || inline + ids.length > inlineTotalMax) plan.big.push(scope);
+            else {
+              plan.inline[scope] = ids;
+              inline += ids.length;
+            }
           }
-        }
-        return plan;
-      }));
+          return plan;
+        }),
+      );
     },
 
     /**
@@ -299,7 +324,10 @@ export function createSyncActivities(deps: SyncDeps) {
           // Remembered: later passes list this resource project by project without asking again.
           const system = (await accounts.get(input.accountId)).sourceSystem;
           await rememberCrossProject(pool, system, input.resource, false, refusal).catch(() => undefined);
-          error = new CrossProjectScopeError(`${input.resource} of ${system} cannot be listed across projects (${refusal}); it is listed project by project instead`, { cause: caught });
+          error = new CrossProjectScopeError(
+            `${input.resource} of ${system} cannot be listed across projects (${refusal}); it is listed project by project instead`,
+            { cause: caught },
+          );
           // Not a failure of the account's sync: the stream across projects is gone, and the
           // per-project streams the pass starts instead are what the status page shows.
           await retireStream(pool, key).catch(() => undefined);
@@ -397,4 +425,3 @@ function crossProjectRefusal(error: unknown): string | undefined {
 }
 
 export type SyncActivities = ReturnType<typeof createSyncActivities>;
-

@@ -62,7 +62,12 @@ const healthzSchema = {
   summary: 'Liveness, and the release the API runs',
   tags: ['operator'],
   access: 'public',
-  response: { 200: json('The process answers, with its package version and git commit (null when unknown).', z.object({ ok: z.boolean(), version: z.string(), commit: z.string().nullable() })) },
+  response: {
+    200: json(
+      'The process answers, with its package version and git commit (null when unknown).',
+      z.object({ ok: z.boolean(), version: z.string(), commit: z.string().nullable() }),
+    ),
+  },
 } as const;
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -155,20 +160,56 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   // Forwards send the account's stored token for requests the worker runs as the account, and check a
   // link session's scopes: the credential sources travel with the upstream target, and so does the one
   // upstream client that sends them (its governor counts them against the account's budget).
-  const forwardTarget: UpstreamTarget | undefined = deps.upstream && { ...deps.upstream.target, client: deps.upstream.client, credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }) };
+  const forwardTarget: UpstreamTarget | undefined = deps.upstream && {
+    ...deps.upstream.target,
+    client: deps.upstream.client,
+    credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }),
+  };
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
   registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator, upstream: deps.upstream?.client });
   app.get('/healthz', { schema: healthzSchema }, async () => ({ ok: true, ...buildInfo() }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
-  registerResourceRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, upstream: forwardTarget, sync: deps.sync, projects, ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}) });
+  registerResourceRoutes(app, {
+    pool: deps.pool,
+    auth,
+    headerPrefix: prefix,
+    upstream: forwardTarget,
+    sync: deps.sync,
+    projects,
+    ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}),
+  });
   registerAggregateRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, projects });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
-  if (deps.sync && deps.encryptionKey) registerSubscriptionRoutes(app, { auth, prisma: deps.prisma, sync: deps.sync, encryptionKey: deps.encryptionKey, callbacks: createCallbackGuard(deps.callbacks) });
+  if (deps.sync && deps.encryptionKey)
+    registerSubscriptionRoutes(app, {
+      auth,
+      prisma: deps.prisma,
+      sync: deps.sync,
+      encryptionKey: deps.encryptionKey,
+      callbacks: createCallbackGuard(deps.callbacks),
+    });
   if (deps.upstream) {
-    registerForwardedRoutes(app, { headerPrefix: prefix, auth, target: forwardTarget!, upstream: deps.upstream.client, accounts: deps.accounts, sync: deps.sync, prisma: deps.prisma, sessionKey: deps.hashKey });
-    if (deps.hashKey) registerStorageRoutes(app, { pool: deps.pool, prisma: deps.prisma, key: deps.hashKey, upstream: deps.upstream.client, accounts: deps.accounts, storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl) });
+    registerForwardedRoutes(app, {
+      headerPrefix: prefix,
+      auth,
+      target: forwardTarget!,
+      upstream: deps.upstream.client,
+      accounts: deps.accounts,
+      sync: deps.sync,
+      prisma: deps.prisma,
+      sessionKey: deps.hashKey,
+    });
+    if (deps.hashKey)
+      registerStorageRoutes(app, {
+        pool: deps.pool,
+        prisma: deps.prisma,
+        key: deps.hashKey,
+        upstream: deps.upstream.client,
+        accounts: deps.accounts,
+        storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl),
+      });
     registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget!, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
   }
   await app.ready();

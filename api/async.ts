@@ -31,7 +31,11 @@ export interface AsyncDeps {
   ttlMs?: number;
 }
 
-function stateHeaders(reply: FastifyReply, prefix: string, row: { id: string; state: string; startedAt: Date | null; finishedAt: Date | null; expiresAt: Date }): void {
+function stateHeaders(
+  reply: FastifyReply,
+  prefix: string,
+  row: { id: string; state: string; startedAt: Date | null; finishedAt: Date | null; expiresAt: Date },
+): void {
   void reply.header(`${prefix}-Async-Request-Id`, row.id);
   void reply.header(`${prefix}-Async-Request-State`, row.state);
   void reply.header(`${prefix}-Async-Request-Started-At`, row.startedAt?.toISOString() ?? '');
@@ -53,7 +57,8 @@ async function storedBody(request: FastifyRequest): Promise<Buffer | null> {
     let size = 0;
     for await (const chunk of b) {
       size += (chunk as Buffer).length;
-      if (size > maxStoredBodyBytes) throw new PayloadTooLargeError(`An async request's body may be at most ${maxStoredBodyBytes} bytes; send this one synchronously.`);
+      if (size > maxStoredBodyBytes)
+        throw new PayloadTooLargeError(`An async request's body may be at most ${maxStoredBodyBytes} bytes; send this one synchronously.`);
       chunks.push(chunk as Buffer);
     }
     return Buffer.concat(chunks);
@@ -69,7 +74,8 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
     if (!asksAsync(request.headers['async-request'])) return done();
     const path = request.url.split('?')[0] ?? '';
     // Binary and streamed routes cannot be async (as upstream); nor can the async endpoints themselves.
-    if (path.startsWith('/async-requests') || path.startsWith('/passthrough') || path.startsWith('/webhooks/inbound') || path.startsWith('/storage')) return done();
+    if (path.startsWith('/async-requests') || path.startsWith('/passthrough') || path.startsWith('/webhooks/inbound') || path.startsWith('/storage'))
+      return done();
     // Answered here (202): the route's handler does not run.
     accept(request, reply).catch(done);
   });
@@ -102,21 +108,28 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
     tags: ['async'],
     access: 'account',
     params: pathParams('id'),
-    response: { 200: answer('The stored answer once executed; empty with the state headers while pending or running.'), 404: errorAnswer("Unknown or another account's.") },
+    response: {
+      200: answer('The stored answer once executed; empty with the state headers while pending or running.'),
+      404: errorAnswer("Unknown or another account's."),
+    },
   } satisfies FastifySchema;
   app.get<{ Params: { id: string } }>('/async-requests/:id', { schema }, async (request, reply) => {
     const account = await deps.auth.account(request);
     const id = request.params.id;
     const row = /^[0-9a-f-]{36}$/i.test(id) ? await deps.store.get(id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No async request ${id}.`);
-    if (row.expiresAt.getTime() < Date.now()) throw new NotFoundError(`Async request ${id} expired at ${row.expiresAt.toISOString()}; its results are no longer available.`);
+    if (row.expiresAt.getTime() < Date.now())
+      throw new NotFoundError(`Async request ${id} expired at ${row.expiresAt.toISOString()}; its results are no longer available.`);
     stateHeaders(reply, prefix, row);
     if (row.state === 'failure' && row.status === null) {
       return reply.status(200).send({ message: row.error ?? 'The request failed.', code: 'async_request_failed', details: [] });
     }
     if (row.state !== 'executed' && row.state !== 'failure') return reply.status(200).send();
     const body = Buffer.from(row.responseBody ?? new Uint8Array());
-    if (body.length > maxAsyncResultBytes) throw new PayloadTooLargeError(`The result of async request ${id} is ${body.length} bytes, over the 2 MB limit of async results; run the request synchronously.`);
+    if (body.length > maxAsyncResultBytes)
+      throw new PayloadTooLargeError(
+        `The result of async request ${id} is ${body.length} bytes, over the 2 MB limit of async results; run the request synchronously.`,
+      );
     const headers = (row.responseHeaders ?? {}) as Record<string, string>;
     if (headers['content-type']) void reply.header('content-type', headers['content-type']);
     return reply.status(row.status ?? 200).send(body);

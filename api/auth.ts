@@ -63,7 +63,14 @@ export function createAuthenticator(deps: {
   sessionCheckMs?: number;
 }): Authenticator {
   const cacheMs = deps.cacheMs ?? authCacheMs;
-  const checkSession = deps.upstream ? createSessionChecker({ prisma: deps.prisma, accounts: deps.accounts, upstream: deps.upstream, ...(deps.sessionCheckMs === undefined ? {} : { everyMs: deps.sessionCheckMs }) }) : undefined;
+  const checkSession = deps.upstream
+    ? createSessionChecker({
+        prisma: deps.prisma,
+        accounts: deps.accounts,
+        upstream: deps.upstream,
+        ...(deps.sessionCheckMs === undefined ? {} : { everyMs: deps.sessionCheckMs }),
+      })
+    : undefined;
   const clients = new Map<string, { secretHash: string | null; until: number }>();
   const tokens = new Map<string, { account: AccountSummary | undefined; until: number }>();
   // Requests that passed every check, by a SHA-256 of their exact Client-Id, Client-Secret and
@@ -114,13 +121,17 @@ export function createAuthenticator(deps: {
     const session = header(request, 'session');
     if (session !== undefined && deps.internalKey && [...clientHeaders, 'account-token'].every((h) => header(request, h) === undefined)) {
       const version = header(request, 'api-version');
-      if (version !== apiVersion) throw new UnauthorizedError(`${version === undefined ? 'Missing API-Version header' : 'Unsupported API-Version'}: send API-Version: ${apiVersion}.`);
+      if (version !== apiVersion)
+        throw new UnauthorizedError(`${version === undefined ? 'Missing API-Version header' : 'Unsupported API-Version'}: send API-Version: ${apiVersion}.`);
       return accountOfSession({ prisma: deps.prisma, accounts: deps.accounts, key: deps.internalKey, check: checkSession }, request, session);
     }
     const clientId = header(request, 'client-id');
     const secret = header(request, 'client-secret');
     const token = header(request, 'account-token');
-    const key = session === undefined && clientId && secret && token && header(request, 'api-version') === apiVersion ? hash('sha256', `${clientId}\u0000${secret}\u0000${token}`, 'hex') : undefined;
+    const key =
+      session === undefined && clientId && secret && token && header(request, 'api-version') === apiVersion
+        ? hash('sha256', `${clientId}\u0000${secret}\u0000${token}`, 'hex')
+        : undefined;
     const now = Date.now();
     if (key !== undefined) {
       const hit = verified.get(key);
@@ -130,7 +141,9 @@ export function createAuthenticator(deps: {
     // Beside the client credentials, a session would make the upstream answer as the session's
     // account (another account, or one whose session expired or lacks the scope): ambiguous.
     if (session !== undefined) {
-      throw new BadRequestError('Send either a Session header or Client-Id, Client-Secret and Account-Token, not both: the mirror authenticates requests by their Account-Token.');
+      throw new BadRequestError(
+        'Send either a Session header or Client-Id, Client-Secret and Account-Token, not both: the mirror authenticates requests by their Account-Token.',
+      );
     }
     if (!token) throw new UnauthorizedError('Missing Account-Token header.');
     const tokenKey = deps.accounts.tokenHash(token);

@@ -45,7 +45,10 @@ export function quoted(text: string): string {
 const scalar = z.union([z.string(), z.number(), z.boolean()], { message: 'a value is a string, a number or a boolean' });
 const filterSchema = z.strictObject({
   field: z.string({ message: 'field is a string' }).min(1, 'field is a field name'),
-  operator: z.string({ message: 'operator is a string' }).transform((o) => o.trim().toUpperCase()).pipe(z.enum(operators, { message: `operator must be one of ${operators.join(', ')}` })),
+  operator: z
+    .string({ message: 'operator is a string' })
+    .transform((o) => o.trim().toUpperCase())
+    .pipe(z.enum(operators, { message: `operator must be one of ${operators.join(', ')}` })),
   value: z.union([scalar, z.array(scalar)], { message: 'value is a string, a number, a boolean or an array of them' }),
 });
 const orderSchema = z.strictObject({
@@ -72,7 +75,10 @@ function invalid(at: string, error: z.ZodError): BadRequestError {
 function checkField(field: string, at: string, def: ResourceDef): void {
   if (field.startsWith(sourceDataPrefix)) {
     const key = field.slice(sourceDataPrefix.length);
-    if (key === '') throw new BadRequestError(`${at}.field: name a key of the source object, e.g. source_data.${'Name'}.`, { details: [{ path: `${at}.field`, message: 'empty source_data key' }] });
+    if (key === '')
+      throw new BadRequestError(`${at}.field: name a key of the source object, e.g. source_data.${'Name'}.`, {
+        details: [{ path: `${at}.field`, message: 'empty source_data key' }],
+      });
     if (key.includes('.')) throw new NotEvaluated(`field ${quoted(field)} (a nested source_data key) is not evaluated by the mirror`);
     return;
   }
@@ -95,7 +101,9 @@ export function checkFilters(items: readonly Sourced[], def: ResourceDef): Recor
     const like = f.operator.endsWith('LIKE');
     // Backslash escapes the next character of a LIKE pattern: one at the very end escapes nothing.
     if (like && /(^|[^\\])(\\\\)*\\$/.test(String(f.value))) {
-      throw new BadRequestError(`${at}.value: a ${f.operator} pattern cannot end with a lone backslash (it escapes the next character; write \\\\ for a literal backslash).`);
+      throw new BadRequestError(
+        `${at}.value: a ${f.operator} pattern cannot end with a lone backslash (it escapes the next character; write \\\\ for a literal backslash).`,
+      );
     }
     if (timeColumns[f.field]) {
       if (like) throw new BadRequestError(`${at}.operator: ${f.field} is a time; compare it with =, !=, <, <=, >, >=, IN, NOT IN, BETWEEN or NOT BETWEEN.`);

@@ -80,9 +80,27 @@ export type UpstreamAuth = { kind: 'client' } | { kind: 'account'; accountToken:
  * (`Return-Source-Id`, a source system's `*-Expand`, headers the contract adds later).
  */
 const neverPassed = new Set([
-  'account-token', 'session', 'client-id', 'client-secret', 'authorization', 'proxy-authorization', 'cookie', internalHeader,
-  'host', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'http2-settings',
-  'forwarded', 'x-real-ip', 'via',
+  'account-token',
+  'session',
+  'client-id',
+  'client-secret',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  internalHeader,
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'http2-settings',
+  'forwarded',
+  'x-real-ip',
+  'via',
   // The answer is relayed as the bytes came; a compressed one would need its Content-Encoding kept
   // consistent through every relay path, so the mirror asks for identity.
   'accept-encoding',
@@ -100,11 +118,28 @@ export function passedUpstream(name: string, connectionTokens: ReadonlySet<strin
  * origin) and Alt-Svc (it names the upstream's endpoints to the caller). The upstream's debug id is
  * replaced by the mirror's own.
  */
-const neverRelayed = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'set-cookie', 'alt-svc', 'strict-transport-security']);
+const neverRelayed = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'set-cookie',
+  'alt-svc',
+  'strict-transport-security',
+]);
 
 /** Header names listed in a Connection header: hop-by-hop for this connection only. */
 function connectionTokensOf(value: string | string[] | undefined): Set<string> {
-  return new Set([value ?? []].flat().flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    [value ?? []]
+      .flat()
+      .flatMap((v) => v.split(','))
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget, auth: UpstreamAuth): Record<string, string> {
@@ -191,7 +226,11 @@ export function refuseHostileTarget(request: FastifyRequest, _reply: FastifyRepl
  * How the caller authenticated, read once `auth` has accepted the request: the internal credential
  * is checked first there (a bad one is refused), and a Session is taken only alone.
  */
-async function callerOf(request: FastifyRequest, target: UpstreamTarget, account: { id: string } | undefined): Promise<{ credential: UpstreamCredential; auth: () => Promise<UpstreamAuth> }> {
+async function callerOf(
+  request: FastifyRequest,
+  target: UpstreamTarget,
+  account: { id: string } | undefined,
+): Promise<{ credential: UpstreamCredential; auth: () => Promise<UpstreamAuth> }> {
   if (!account) return { credential: { kind: 'client' }, auth: async () => ({ kind: 'client' }) };
   const storedToken = async (): Promise<UpstreamAuth> => {
     if (!target.credentials) throw new MirrorError('The forwarder has no account token source: a request run as its account cannot be forwarded.');
@@ -208,7 +247,11 @@ async function callerOf(request: FastifyRequest, target: UpstreamTarget, account
   return { credential: { kind: 'account' }, auth: async () => ({ kind: 'account', accountToken: token }) };
 }
 
-async function checked(request: FastifyRequest, target: UpstreamTarget, options: ForwardOptions): Promise<{ caller: Awaited<ReturnType<typeof callerOf>>; path: string }> {
+async function checked(
+  request: FastifyRequest,
+  target: UpstreamTarget,
+  options: ForwardOptions,
+): Promise<{ caller: Awaited<ReturnType<typeof callerOf>>; path: string }> {
   const caller = await callerOf(request, target, options.account);
   const rule = upstreamPath({ method: (options.method ?? request.method).toUpperCase(), rawUrl: options.path ?? request.url, credential: caller.credential });
   if (!rule.ok) throw refusal(rule);
@@ -216,7 +259,11 @@ async function checked(request: FastifyRequest, target: UpstreamTarget, options:
 }
 
 /** Throws the 4xx forward() would answer for this request, so a route can refuse it before doing anything for it. */
-export async function assertForwardable(request: FastifyRequest, target: UpstreamTarget, options: Pick<ForwardOptions, 'account' | 'method' | 'path'> = {}): Promise<void> {
+export async function assertForwardable(
+  request: FastifyRequest,
+  target: UpstreamTarget,
+  options: Pick<ForwardOptions, 'account' | 'method' | 'path'> = {},
+): Promise<void> {
   await checked(request, target, options);
 }
 
@@ -243,8 +290,7 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
       // A parsed text body is re-encoded (bytes that were not UTF-8 change length): let undici count it.
       body = raw;
       delete headers['content-length'];
-    }
-    else if (raw !== undefined && raw !== null) {
+    } else if (raw !== undefined && raw !== null) {
       body = JSON.stringify(raw);
       delete headers['content-length'];
     }

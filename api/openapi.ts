@@ -33,7 +33,10 @@ export function openApiPath(url: string): string {
   return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 }
 
-export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: string; version?: string; serverUrl?: string } = {}): Record<string, unknown> {
+export function buildOpenApiDocument(
+  routes: readonly RouteEntry[],
+  options: { title?: string; version?: string; serverUrl?: string } = {},
+): Record<string, unknown> {
   const schemas: Record<string, unknown> = {};
   const toJson = (schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> => {
     // Named schemas (`.meta({ id })`) land in $defs: they move to components, referenced from there.
@@ -84,16 +87,21 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
       responses[status] = { description: entry.description, ...(entry.content ? { content: contentOf(entry.content) } : {}) };
     }
     const security = s?.access ?? 'account';
-    if (security !== 'public' && !responses['401']) responses['401'] = { description: 'Missing or invalid credentials.', content: { 'application/json': { schema: toJson(errorSchema, 'output') } } };
+    if (security !== 'public' && !responses['401'])
+      responses['401'] = { description: 'Missing or invalid credentials.', content: { 'application/json': { schema: toJson(errorSchema, 'output') } } };
     if (Object.keys(responses).length === 0) responses['200'] = { description: 'OK' };
     const operation: Record<string, unknown> = {
-      operationId: `${method.toLowerCase()}${openApiPath(route.url).replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+      operationId: `${method.toLowerCase()}${openApiPath(route.url)
+        .replace(/[{}]/g, '')
+        .replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
       summary: s?.summary ?? `${method} ${route.url}`,
       ...(s?.description ? { description: s.description } : {}),
       tags: [tag],
       security: securityOf[security],
       ...(parameters.length ? { parameters } : {}),
-      ...(s?.body instanceof z.ZodType ? { requestBody: { required: true, content: { [s.consumes?.[0] ?? 'application/json']: { schema: toJson(s.body, 'input') } } } } : {}),
+      ...(s?.body instanceof z.ZodType
+        ? { requestBody: { required: true, content: { [s.consumes?.[0] ?? 'application/json']: { schema: toJson(s.body, 'input') } } } }
+        : {}),
       responses,
       ...(described ? {} : { 'x-undescribed': true }),
     };
@@ -109,7 +117,7 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
       description:
         "The mirror serves the unified API's paths in the contract's own shape from Postgres (send the same headers as to the upstream, `API-Version: " +
         apiVersion +
-        '`), forwards what cannot be mirrored, and adds operator pages. Every other path of the upstream\'s API (resources the mirror does not hold, methods it does not apply, link calls, `/ping`) is forwarded as it came, headers and body included, and answered by the upstream with a `{Prefix}-Warnings` header saying so.',
+        "`), forwards what cannot be mirrored, and adds operator pages. Every other path of the upstream's API (resources the mirror does not hold, methods it does not apply, link calls, `/ping`) is forwarded as it came, headers and body included, and answered by the upstream with a `{Prefix}-Warnings` header saying so.",
     },
     ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
     tags: [...tags].sort().map((name) => ({ name })),
@@ -121,7 +129,11 @@ export function buildOpenApiDocument(routes: readonly RouteEntry[], options: { t
         ClientId: { type: 'apiKey', in: 'header', name: 'Client-Id', description: "The mirror's client id (MIRROR_CLIENT_ID)." },
         ClientSecret: { type: 'apiKey', in: 'header', name: 'Client-Secret', description: "The mirror's client secret (MIRROR_CLIENT_SECRET)." },
         AccountToken: { type: 'apiKey', in: 'header', name: 'Account-Token', description: "The linked account's token, as the upstream issued it." },
-        OperatorBasic: { type: 'http', scheme: 'basic', description: 'Client-Id and Client-Secret as user and password, or user `operator` and OPERATOR_TOKEN.' },
+        OperatorBasic: {
+          type: 'http',
+          scheme: 'basic',
+          description: 'Client-Id and Client-Secret as user and password, or user `operator` and OPERATOR_TOKEN.',
+        },
         OperatorBearer: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN.' },
         WebhookSecret: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'The secret the mirror registered with the webhook.' },
       },
@@ -149,13 +161,22 @@ export function registerOpenApi(app: FastifyInstance, options: { title?: string 
   let document: string | undefined;
   app.get(
     '/openapi.json',
-    { schema: { summary: 'This document', tags: ['operator'], access: 'public', response: { 200: json('OpenAPI 3.1', z.looseObject({ openapi: z.string() })) } } },
+    {
+      schema: {
+        summary: 'This document',
+        tags: ['operator'],
+        access: 'public',
+        response: { 200: json('OpenAPI 3.1', z.looseObject({ openapi: z.string() })) },
+      },
+    },
     async (_request, reply) => {
       document ??= JSON.stringify(buildOpenApiDocument(routes, options));
       return reply.type('application/json; charset=utf-8').send(document);
     },
   );
-  app.get('/docs', { schema: { summary: 'This document, rendered for people', tags: ['operator'], access: 'public', response: { 200: answer('HTML', 'text/html') } } }, async (_request, reply) =>
-    reply.type('text/html; charset=utf-8').send(docsPage()),
+  app.get(
+    '/docs',
+    { schema: { summary: 'This document, rendered for people', tags: ['operator'], access: 'public', response: { 200: answer('HTML', 'text/html') } } },
+    async (_request, reply) => reply.type('text/html; charset=utf-8').send(docsPage()),
   );
 }

@@ -88,7 +88,12 @@ export class ProjectIds {
     const upstream = this.deps.upstream!;
     const path = ref.startsWith('source_id:') ? `/projects/source_id:${encodeURIComponent(ref.slice('source_id:'.length))}` : `/projects/${ref}`;
     try {
-      const res = await getObject(upstream.client, { accountToken: await upstream.accounts.token(account.id), accountId: account.id, sourceSystem: account.sourceSystem, path });
+      const res = await getObject(upstream.client, {
+        accountToken: await upstream.accounts.token(account.id),
+        accountId: account.id,
+        sourceSystem: account.sourceSystem,
+        path,
+      });
       return uuid.test(res.body.id) ? res.body.id : undefined;
     } catch (error) {
       if (error instanceof UpstreamNotFoundError) return undefined;

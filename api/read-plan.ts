@@ -47,13 +47,48 @@ export interface ReadRequest {
  */
 const evaluatedOrInert = new Set([
   // Credentials: the mirror authenticates them; the upstream gets the forwarder's own.
-  'account-token', 'session', 'client-id', 'client-secret', 'authorization', 'proxy-authorization', 'cookie', 'x-mirror-internal',
+  'account-token',
+  'session',
+  'client-id',
+  'client-secret',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-mirror-internal',
   // Evaluated by the read routes.
-  'project-id', 'include-source-data', 'include-source-data-path', 'exclude-source-data',
+  'project-id',
+  'include-source-data',
+  'include-source-data-path',
+  'exclude-source-data',
   // Transport and content negotiation of a JSON API; the framing of a GET's body (read below).
-  'host', 'connection', 'keep-alive', 'te', 'accept', 'accept-encoding', 'accept-language', 'accept-charset', 'user-agent',
-  'content-type', 'content-length', 'transfer-encoding', 'expect', 'cache-control', 'pragma', 'priority', 'dnt', 'origin', 'referer',
-  'upgrade-insecure-requests', 'forwarded', 'via', 'x-real-ip', 'x-request-id', 'x-correlation-id', 'traceparent', 'tracestate', 'baggage',
+  'host',
+  'connection',
+  'keep-alive',
+  'te',
+  'accept',
+  'accept-encoding',
+  'accept-language',
+  'accept-charset',
+  'user-agent',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'expect',
+  'cache-control',
+  'pragma',
+  'priority',
+  'dnt',
+  'origin',
+  'referer',
+  'upgrade-insecure-requests',
+  'forwarded',
+  'via',
+  'x-real-ip',
+  'x-request-id',
+  'x-correlation-id',
+  'traceparent',
+  'tracestate',
+  'baggage',
 ]);
 
 /** Why a request's headers make it a read the mirror forwards (undefined: none does). */
@@ -79,7 +114,10 @@ export function headersNotEvaluated(headers: IncomingHttpHeaders, debugIdHeader:
 
 /** A header's name as a caller would write it (Company-Id), for the warning. */
 function headerName(name: string): string {
-  return name.replace(/[^\x21-\x7e]/g, '?').slice(0, 64).replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
+  return name
+    .replace(/[^\x21-\x7e]/g, '?')
+    .slice(0, 64)
+    .replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
 }
 
 /** Parameters a list takes once each: paging and the mirror's own extensions (the forms are read apart). */
@@ -103,7 +141,10 @@ function jsonOf(text: string, what: string, shape: string): unknown {
 /** A positive integer parameter, as upstream reads it (digits only). */
 function integer(name: string, value: string, min: number, max: number): number {
   const n = /^\d+$/.test(value) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new BadRequestError(`Invalid query: ${name} must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? '' : ` to ${max}`}.`, { details: [{ path: name, message: 'not an integer in range' }] });
+  if (!Number.isSafeInteger(n) || n < min || n > max)
+    throw new BadRequestError(`Invalid query: ${name} must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? '' : ` to ${max}`}.`, {
+      details: [{ path: name, message: 'not an integer in range' }],
+    });
   return n;
 }
 
@@ -123,14 +164,16 @@ function bodyParts(r: ReadRequest): { filters: Sourced[]; order: Sourced[] } {
   const encoding = [r.headers['content-encoding']].flat()[0];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw new NotEvaluated('a compressed GET body is not evaluated by the mirror');
   const json = jsonOf(r.body.toString('utf8'), 'The body of a list read', 'a JSON object {"filters": [...], "order_by": [...]}');
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new BadRequestError('The body of a list read must be a JSON object {"filters": [...], "order_by": [...]}.');
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new BadRequestError('The body of a list read must be a JSON object {"filters": [...], "order_by": [...]}.');
   const body = json as Record<string, unknown>;
   const unknown = Object.keys(body).find((k) => k !== 'filters' && k !== 'order_by');
   if (unknown !== undefined) throw new NotEvaluated(`body key ${quoted(unknown)} is not evaluated by the mirror`);
   const items = (key: 'filters' | 'order_by'): Sourced[] => {
     const v = body[key];
     if (v === undefined) return [];
-    if (!Array.isArray(v)) throw new BadRequestError(`body.${key} must be an array of ${key === 'filters' ? '{field, operator, value}' : '{field, dir}'} objects.`);
+    if (!Array.isArray(v))
+      throw new BadRequestError(`body.${key} must be an array of ${key === 'filters' ? '{field, operator, value}' : '{field, dir}'} objects.`);
     return (v as unknown[]).map((item, i) => ({ at: `body.${key}.${i}`, item }));
   };
   return { filters: items('filters'), order: items('order_by') };
@@ -165,7 +208,8 @@ function listPlan(r: ReadRequest, debugIdHeader: string): ListPlan {
       // Each `filters=` is a JSON array; several are concatenated in order. Empty: none.
       if (value === '') continue;
       const json = jsonOf(value, name, `a JSON array of ${name === 'filters' ? '{field, operator, value}' : '{field, dir}'} objects`);
-      if (!Array.isArray(json)) throw new BadRequestError(`${name} must be a JSON array of ${name === 'filters' ? '{field, operator, value}' : '{field, dir}'} objects.`);
+      if (!Array.isArray(json))
+        throw new BadRequestError(`${name} must be a JSON array of ${name === 'filters' ? '{field, operator, value}' : '{field, dir}'} objects.`);
       const to = name === 'filters' ? arrays : orderArrays;
       for (const item of json) to.push({ at: `${name}.${to.length}`, item });
     } else if (equality.includes(name)) {
@@ -188,9 +232,15 @@ function listPlan(r: ReadRequest, debugIdHeader: string): ListPlan {
   const page = single.get('page');
   const perPage = single.get('per_page');
   const includeDeleted = single.get('include_deleted');
-  if (includeDeleted !== undefined && includeDeleted !== 'true' && includeDeleted !== 'false') throw new BadRequestError('Invalid query: include_deleted must be true or false.', { details: [{ path: 'include_deleted', message: 'not true or false' }] });
+  if (includeDeleted !== undefined && includeDeleted !== 'true' && includeDeleted !== 'false')
+    throw new BadRequestError('Invalid query: include_deleted must be true or false.', {
+      details: [{ path: 'include_deleted', message: 'not true or false' }],
+    });
   const modifiedAfter = single.get('modified_after');
-  if (modifiedAfter !== undefined && !isoDateTime.safeParse(modifiedAfter).success) throw new BadRequestError('Invalid query: modified_after must be an ISO 8601 timestamp with a zone (e.g. 2024-05-01T12:00:00Z).', { details: [{ path: 'modified_after', message: 'not an ISO 8601 timestamp' }] });
+  if (modifiedAfter !== undefined && !isoDateTime.safeParse(modifiedAfter).success)
+    throw new BadRequestError('Invalid query: modified_after must be an ISO 8601 timestamp with a zone (e.g. 2024-05-01T12:00:00Z).', {
+      details: [{ path: 'modified_after', message: 'not an ISO 8601 timestamp' }],
+    });
   return {
     page: page === undefined || page === '' ? 1 : integer('page', page, 1, Number.MAX_SAFE_INTEGER),
     perPage: perPage === undefined || perPage === '' ? undefined : integer('per_page', perPage, 1, 1000),
@@ -210,7 +260,13 @@ export function planGet(r: ReadRequest, debugIdHeader: string): Plan<undefined> 
   const why = headersNotEvaluated(r.headers, debugIdHeader, r.apiVersion);
   if (why) return { forward: why };
   const [first] = queryPairs(r.url);
-  if (first) return { forward: first[0] === 'expand' ? 'parameter "expand" (it changes the answer\'s shape) is not evaluated by the mirror' : `parameter ${quoted(first[0])} is not evaluated by the mirror` };
+  if (first)
+    return {
+      forward:
+        first[0] === 'expand'
+          ? 'parameter "expand" (it changes the answer\'s shape) is not evaluated by the mirror'
+          : `parameter ${quoted(first[0])} is not evaluated by the mirror`,
+    };
   if (r.body && r.body.length > 0) return { forward: 'a body on an object read is not evaluated by the mirror' };
   return { serve: undefined };
 }

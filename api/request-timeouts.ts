@@ -77,7 +77,10 @@ export function registerBodyTimeouts(app: FastifyInstance, t: ApiTimeouts, debug
     // leaves the socket to the listener).
     raw.on('timeout', onIdle);
     socket.setTimeout(t.bodyIdleMs);
-    const deadline = setTimeout(() => abandon(request, reply, `The request body did not arrive within ${t.requestMs} ms; send it faster or in smaller requests.`), t.requestMs);
+    const deadline = setTimeout(
+      () => abandon(request, reply, `The request body did not arrive within ${t.requestMs} ms; send it faster or in smaller requests.`),
+      t.requestMs,
+    );
     deadline.unref();
     deadlines.set(raw, deadline);
     const disarm = () => {

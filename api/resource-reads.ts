@@ -49,7 +49,8 @@ export async function readGetBody(request: FastifyRequest): Promise<void> {
   const h = request.headers;
   const announced = (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined;
   if (!announced || request.body !== undefined || request.raw.readableEnded) return;
-  if (Number(h['content-length']) > maxGetBodyBytes) throw new PayloadTooLargeError(`The body of a read is at most ${maxGetBodyBytes} bytes; send fewer filters.`);
+  if (Number(h['content-length']) > maxGetBodyBytes)
+    throw new PayloadTooLargeError(`The body of a read is at most ${maxGetBodyBytes} bytes; send fewer filters.`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request.raw) {
@@ -112,7 +113,6 @@ async function scopesFor(
   const prefix = parentScope ? `${parentScope}/` : '';
   return [`${prefix}${def.parent}=${parentId}`];
 }
-
 
 /**
  * The envelope of every page a read answers, built here only: the rows are the JSON Postgres
@@ -186,7 +186,8 @@ export class ResourceReads {
   /** Folders are read one project at a time: the one scope Project-Id names. */
   async oneProject(r: ReadScope): Promise<string> {
     const scopes = await this.scopes(r, foldersDef());
-    if (scopes === 'all' || scopes.length !== 1) throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
+    if (scopes === 'all' || scopes.length !== 1)
+      throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
     return scopes[0]!;
   }
 
@@ -225,13 +226,18 @@ export class ResourceReads {
     const upstream = this.deps.upstream!;
     // A target the forwarder refuses (a hostile id, a path the credential may not reach) starts nothing.
     await assertForwardable(request, upstream, { account });
-    void reply.header(`${this.deps.headerPrefix}-Warnings`, `answered by the upstream: scope not synced yet (${def.name} is not mirrored yet for this scope; the mirror is syncing it)`);
+    void reply.header(
+      `${this.deps.headerPrefix}-Warnings`,
+      `answered by the upstream: scope not synced yet (${def.name} is not mirrored yet for this scope; the mirror is syncing it)`,
+    );
     const profile = knownProfile(account.sourceSystem);
     const sync = this.deps.sync;
     if (sync && (!profile || def.name in profile.resources)) {
       let scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
       if (scope && def.scope === 'child') scope = scope.includes('/') ? scope.slice(0, scope.lastIndexOf('/')) : undefined;
-      await sync.startOnDemand({ accountId: account.id, mode: 'full', resource: def.name, scope }).catch((error: unknown) => request.log.warn({ err: error }, 'could not start a sync'));
+      await sync
+        .startOnDemand({ accountId: account.id, mode: 'full', resource: def.name, scope })
+        .catch((error: unknown) => request.log.warn({ err: error }, 'could not start a sync'));
     }
     return forward(request, reply, upstream, { account });
   }
@@ -276,7 +282,14 @@ export class ResourceReads {
       orderBy: q.orderBy,
     });
     const shape = this.shaper(r, def.name);
-    return { body: pageBody(result.rows.map((row, i) => shape(row, result.rowScopes[i]!)), q.page, result.hasMore), retrievedAt: result.retrievedAt };
+    return {
+      body: pageBody(
+        result.rows.map((row, i) => shape(row, result.rowScopes[i]!)),
+        q.page,
+        result.hasMore,
+      ),
+      retrievedAt: result.retrievedAt,
+    };
   }
 
   /** One record by id or `source_id:`; undefined when the mirror has none. */
@@ -288,7 +301,14 @@ export class ResourceReads {
 
   /** A project's root folder (the one without a parent), as stored; undefined when it has none. */
   async readRootFolder(r: ReadScope, scope: string): Promise<string | undefined> {
-    const [root] = await recordsWhere(this.deps.pool, { accountId: r.account.id, resource: 'folders', scope, field: 'parent_id', value: null, includeSourceData: r.sd.include });
+    const [root] = await recordsWhere(this.deps.pool, {
+      accountId: r.account.id,
+      resource: 'folders',
+      scope,
+      field: 'parent_id',
+      value: null,
+      includeSourceData: r.sd.include,
+    });
     return root;
   }
 
@@ -297,7 +317,14 @@ export class ResourceReads {
     const folder = JSON.parse(folderJson) as { id: string };
     const [files, folders] = await Promise.all(
       (['files', 'folders'] as const).map((resource) =>
-        recordsWhere(this.deps.pool, { accountId: r.account.id, resource, scope, field: resource === 'files' ? 'folder_id' : 'parent_id', value: folder.id, includeSourceData: r.sd.include }),
+        recordsWhere(this.deps.pool, {
+          accountId: r.account.id,
+          resource,
+          scope,
+          field: resource === 'files' ? 'folder_id' : 'parent_id',
+          value: folder.id,
+          includeSourceData: r.sd.include,
+        }),
       ),
     );
     const shape = (rows: string[], resource: 'files' | 'folders') => {
@@ -305,7 +332,10 @@ export class ResourceReads {
       return rows.map((row) => one(row, scope)).join(',');
     };
     const own = needsReshaping(r.sd) ? reshape(folderJson, r.sd) : folderJson;
-    return { body: `${own.slice(0, -1)}${own.length > 2 ? ',' : ''}"files":[${shape(files!, 'files')}],"folders":[${shape(folders!, 'folders')}]}`, retrievedAt };
+    return {
+      body: `${own.slice(0, -1)}${own.length > 2 ? ',' : ''}"files":[${shape(files!, 'files')}],"folders":[${shape(folders!, 'folders')}]}`,
+      retrievedAt,
+    };
   }
 
   /** The mirror's id of a folder reference; 404 when the project has no such folder. */

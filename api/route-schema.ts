@@ -33,14 +33,16 @@ export function readAsItCame<T extends z.ZodType>(schema: T): T {
 const isZod = (schema: unknown): schema is z.ZodType => schema instanceof z.ZodType;
 
 /** Validates a request part with its zod schema, unless the route reads that part as it came. */
-const validate: FastifySchemaCompiler<unknown> = (route) => (isZod(route.schema) && !asItCame.has(route.schema) ? validatorCompiler(route as Parameters<typeof validatorCompiler>[0]) : () => true);
+const validate: FastifySchemaCompiler<unknown> = (route) =>
+  isZod(route.schema) && !asItCame.has(route.schema) ? validatorCompiler(route as Parameters<typeof validatorCompiler>[0]) : () => true;
 
 /**
  * Serializes an object answer with its zod schema. Strings, buffers and streams never reach a
  * serializer (Fastify sends them as they are): the reads' bytes assembled in Postgres go out untouched.
  * An answer described without a schema (HTML, bytes, no body) is sent as JSON as any other.
  */
-const serialize: FastifySerializerCompiler<unknown> = (route) => (isZod(route.schema) ? serializerCompiler(route as Parameters<typeof serializerCompiler>[0]) : (data: unknown) => JSON.stringify(data));
+const serialize: FastifySerializerCompiler<unknown> = (route) =>
+  isZod(route.schema) ? serializerCompiler(route as Parameters<typeof serializerCompiler>[0]) : (data: unknown) => JSON.stringify(data);
 
 /** Sets the zod compilers on the app: every route's schema validates its input and serializes its answer. */
 export function useZodSchemas(app: FastifyInstance): void {
@@ -83,7 +85,9 @@ export function headersOf(shape: Record<string, z.ZodType>): z.ZodObject {
   return z.looseObject(shape);
 }
 
-export const asyncHeader = { 'async-request': z.string().optional().describe('`true`: answer 202 at once and run the request in the background (see /async-requests/{id}).') };
+export const asyncHeader = {
+  'async-request': z.string().optional().describe('`true`: answer 202 at once and run the request in the background (see /async-requests/{id}).'),
+};
 export const sourceDataHeaders = {
   'include-source-data': z.string().optional().describe('`true`, or a comma list of source field names: adds `source_data`.'),
   'exclude-source-data': z.string().optional().describe('Comma list of source field names to leave out of `source_data`.'),

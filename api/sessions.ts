@@ -112,7 +112,14 @@ export async function recordSession(prisma: PrismaClient, key: Buffer, accountId
   const s = answer as { id?: unknown; session?: unknown; name?: unknown; scopes?: unknown; expires_at?: unknown };
   if (typeof s.id !== 'string' || typeof s.session !== 'string' || typeof s.expires_at !== 'string') return;
   const scopes = Array.isArray(s.scopes) ? s.scopes.filter((x): x is string => typeof x === 'string') : [];
-  await saveLinkSession(prisma, { id: s.id, accountId, secretHash: sessionSecretHash(key, s.session), name: typeof s.name === 'string' ? s.name : '', scopes, expiresAt: new Date(s.expires_at) });
+  await saveLinkSession(prisma, {
+    id: s.id,
+    accountId,
+    secretHash: sessionSecretHash(key, s.session),
+    name: typeof s.name === 'string' ? s.name : '',
+    scopes,
+    expiresAt: new Date(s.expires_at),
+  });
 }
 
 /** Follows an extend or expire the upstream answered with the session (its new `expires_at`). */

@@ -10,14 +10,18 @@ export interface SourceDataOptions {
 }
 
 function list(v: string | undefined): string[] {
-  return (v ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (v ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** What a request without any source-data header asks for (most reads). */
 const noSourceData: SourceDataOptions = Object.freeze({ include: false, fields: null, exclude: Object.freeze([]) as unknown as string[], includePath: true });
 
 export function sourceDataOptions(headers: Record<string, string | string[] | undefined>): SourceDataOptions {
-  if (headers['include-source-data'] === undefined && headers['exclude-source-data'] === undefined && headers['include-source-data-path'] === undefined) return noSourceData;
+  if (headers['include-source-data'] === undefined && headers['exclude-source-data'] === undefined && headers['include-source-data-path'] === undefined)
+    return noSourceData;
   const get = (n: string) => {
     const v = headers[n];
     return Array.isArray(v) ? v[0] : v;

@@ -38,7 +38,11 @@ export function storageUrl(base: string, key: Buffer, l: StorageLink): string {
 export type LinkCheck = { ok: true; link: StorageLink } | { ok: false; reason: string };
 
 /** Checks a link's signature (in constant time) and expiry. */
-export function verifyLink(key: Buffer, parts: { resource: string; id: string; field: string; account?: string; scope?: string; expiresAt?: string; signature?: string }, now = Date.now()): LinkCheck {
+export function verifyLink(
+  key: Buffer,
+  parts: { resource: string; id: string; field: string; account?: string; scope?: string; expiresAt?: string; signature?: string },
+  now = Date.now(),
+): LinkCheck {
   const { account, scope, expiresAt, signature } = parts;
   if (!account || scope === undefined || !expiresAt || !signature || !/^\d{1,12}$/.test(expiresAt)) {
     return { ok: false, reason: 'This storage link is incomplete: use the url or preview_url the mirror answered, unchanged.' };

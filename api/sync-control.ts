@@ -52,7 +52,16 @@ export class SyncControl {
     return this.client.workflow.start<AccountSyncWorkflow>('accountSyncWorkflow', {
       taskQueue: this.taskQueue,
       workflowId: this.workflowId(req),
-      args: [{ accountId: req.accountId, mode: req.mode ?? 'full', resource: req.resource, scope: req.scope, concurrency: req.concurrency, registerWebhooks: req.registerWebhooks }],
+      args: [
+        {
+          accountId: req.accountId,
+          mode: req.mode ?? 'full',
+          resource: req.resource,
+          scope: req.scope,
+          concurrency: req.concurrency,
+          registerWebhooks: req.registerWebhooks,
+        },
+      ],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
     });
   }
@@ -171,7 +180,9 @@ export class SyncControl {
     });
   }
 
-  async progress(handle: WorkflowHandle): Promise<{ phase: string; streamsTotal: number; streamsDone: number; streamsFailed: number; records: number } | undefined> {
+  async progress(
+    handle: WorkflowHandle,
+  ): Promise<{ phase: string; streamsTotal: number; streamsDone: number; streamsFailed: number; records: number } | undefined> {
     try {
       return await handle.query('progress');
     } catch {

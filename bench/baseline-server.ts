@@ -25,10 +25,9 @@ const server = createServer((req, res) => {
   const fail = (error: unknown) => send(500, JSON.stringify({ message: String(error) }));
   if (parts[0] !== resource || parts.length > 2) return send(404, '{"message":"not found"}');
   if (parts.length === 2) {
-    pool.query<{ j: string }>(getSql, [accountId, resource, parts[1]]).then(
-      (r) => (r.rows[0] ? send(200, r.rows[0].j) : send(404, '{"message":"not found"}')),
-      fail,
-    );
+    pool
+      .query<{ j: string }>(getSql, [accountId, resource, parts[1]])
+      .then((r) => (r.rows[0] ? send(200, r.rows[0].j) : send(404, '{"message":"not found"}')), fail);
     return;
   }
   const page = Math.max(1, Number(url.searchParams.get('page') ?? 1));

@@ -37,10 +37,9 @@ const server = createServer((req, res) => {
     return;
   }
   if (url.pathname === '/aggregate') {
-    pool.query<{ g: unknown; n: number; s: number | null }>(aggregateSql, [accountId]).then(
-      (r) => send(200, JSON.stringify({ data: r.rows.map((x) => ({ group: x.g, count: x.n, sum: { balance: x.s } })) })),
-      fail,
-    );
+    pool
+      .query<{ g: unknown; n: number; s: number | null }>(aggregateSql, [accountId])
+      .then((r) => send(200, JSON.stringify({ data: r.rows.map((x) => ({ group: x.g, count: x.n, sum: { balance: x.s } })) })), fail);
     return;
   }
   send(404, '{"message":"not found"}');

@@ -12,7 +12,10 @@ export async function startApi(
 ): Promise<{ app: FastifyInstance; url: string; close(): Promise<void> }> {
   const { config } = services;
   const connection = await Connection.connect({ address: options.temporalAddress ?? config.TEMPORAL_ADDRESS });
-  const sync = new SyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
+  const sync = new SyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, {
+    incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES,
+    fullHours: config.SYNC_FULL_HOURS,
+  });
   const app = await buildApp({
     pool: services.pool,
     prisma: services.prisma,
@@ -26,7 +29,10 @@ export async function startApi(
     sync,
     hashKey: services.keys.signingKey,
     encryptionKey: services.keys.encryptionKey,
-    operator: { token: config.OPERATOR_TOKEN, temporalUiUrl: config.TEMPORAL_UI_URL ?? defaultTemporalUiUrl(options.temporalAddress ?? config.TEMPORAL_ADDRESS) },
+    operator: {
+      token: config.OPERATOR_TOKEN,
+      temporalUiUrl: config.TEMPORAL_UI_URL ?? defaultTemporalUiUrl(options.temporalAddress ?? config.TEMPORAL_ADDRESS),
+    },
     // Unset, links are built on the address the app listens on (--port and port 0 included).
     publicBaseUrl: config.PUBLIC_BASE_URL,
     storageUrls: config.UPSTREAM_STORAGE_URL,

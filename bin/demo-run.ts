@@ -82,7 +82,16 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     logger: false,
   });
   say(`Sandbox upstream: ${sandbox.url}`);
-  const services = createServices({ ...config, TEMPORAL_ADDRESS: temporalAddress, UPSTREAM_BASE_URL: sandbox.url, UPSTREAM_ASSUME_LIMITS: false, LOG_LEVEL: config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL }, { logger, poolSize: workerPoolSize(config) });
+  const services = createServices(
+    {
+      ...config,
+      TEMPORAL_ADDRESS: temporalAddress,
+      UPSTREAM_BASE_URL: sandbox.url,
+      UPSTREAM_ASSUME_LIMITS: false,
+      LOG_LEVEL: config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL,
+    },
+    { logger, poolSize: workerPoolSize(config) },
+  );
   const worker = await startWorker(services);
   const api = await startApi(services, { temporalAddress, ...(options.once ? { port: 0 } : {}) });
   const connection = await Connection.connect({ address: temporalAddress });
@@ -100,19 +109,29 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
   try {
     // Link one demo account per source system (idempotent: the same reference id keeps its account).
     const linked: { accountId: string; sourceSystem: string; accountToken: string }[] = [];
-    for (const system of demoSourceSystems) linked.push(await linkDemoAccount(services, { url: sandbox.url, clientId: config.UPSTREAM_CLIENT_ID, clientSecret: config.UPSTREAM_CLIENT_SECRET }, system));
+    for (const system of demoSourceSystems)
+      linked.push(
+        await linkDemoAccount(services, { url: sandbox.url, clientId: config.UPSTREAM_CLIENT_ID, clientSecret: config.UPSTREAM_CLIENT_SECRET }, system),
+      );
 
     // Periodic passes as Temporal Schedules (visible, and triggerable, in the Temporal UI).
-    if (!options.once) for (const a of linked) await sync.ensureSchedules(a.accountId, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
+    if (!options.once)
+      for (const a of linked)
+        await sync.ensureSchedules(a.accountId, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
 
     // Full sync of every account, with progress.
     const handles = await Promise.all(linked.map((a) => sync.start({ accountId: a.accountId, mode: 'full', concurrency: config.SYNC_STREAM_CONCURRENCY })));
-    const ticker = setInterval(() => {
-      void Promise.all(handles.map((h) => sync.progress(h))).then((ps) => {
-        const parts = ps.map((p, i) => `${linked[i]!.sourceSystem}: ${p ? `${p.phase} ${p.streamsDone}/${p.streamsTotal} streams, ${p.records} records` : 'starting'}`);
-        say(`  sync  ${parts.join(' | ')}`);
-      });
-    }, options.once ? 2000 : 1000);
+    const ticker = setInterval(
+      () => {
+        void Promise.all(handles.map((h) => sync.progress(h))).then((ps) => {
+          const parts = ps.map(
+            (p, i) => `${linked[i]!.sourceSystem}: ${p ? `${p.phase} ${p.streamsDone}/${p.streamsTotal} streams, ${p.records} records` : 'starting'}`,
+          );
+          say(`  sync  ${parts.join(' | ')}`);
+        });
+      },
+      options.once ? 2000 : 1000,
+    );
     let results: AccountSyncSummary[];
     try {
       results = await Promise.all(handles.map((h) => h.result()));
@@ -128,15 +147,28 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     const uncovered = Object.values(coverage).reduce((n, c) => n + c.missing.length, 0);
 
     if (options.once) {
-      console.log(JSON.stringify({ accounts: linked.length, streams: results.reduce((a, r) => a + r.streams, 0), failedStreams: failed.length, records: total, recordsByResource: records, resourcesByAccount: coverage, seconds }));
+      console.log(
+        JSON.stringify({
+          accounts: linked.length,
+          streams: results.reduce((a, r) => a + r.streams, 0),
+          failedStreams: failed.length,
+          records: total,
+          recordsByResource: records,
+          resourcesByAccount: coverage,
+          seconds,
+        }),
+      );
       await shutdown();
       return failed.length === 0 && total > 0 && uncovered === 0 ? 0 : 1;
     }
 
     const first = linked[0]!;
     say('');
-    say(`Mirrored ${total} records from ${linked.length} accounts in ${seconds} s${failed.length ? ` (${failed.length} streams failed: see the Temporal UI)` : ''}.`);
-    for (const [system, c] of Object.entries(coverage)) say(`  ${system.padEnd(10)} ${c.mirrored}/${c.served} resources mirrored${c.missing.length ? ` (none yet: ${c.missing.join(', ')})` : ''}`);
+    say(
+      `Mirrored ${total} records from ${linked.length} accounts in ${seconds} s${failed.length ? ` (${failed.length} streams failed: see the Temporal UI)` : ''}.`,
+    );
+    for (const [system, c] of Object.entries(coverage))
+      say(`  ${system.padEnd(10)} ${c.mirrored}/${c.served} resources mirrored${c.missing.length ? ` (none yet: ${c.missing.join(', ')})` : ''}`);
     say('');
     say(`  Read API:     ${api.url}`);
     say(`  Client-Id:    ${config.MIRROR_CLIENT_ID}`);
@@ -144,7 +176,9 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     say(`  Temporal UI:  ${uiUrl ?? '(your Temporal server)'}`);
     say('');
     say('Try:');
-    say(`  curl -s ${api.url}/projects -H 'API-Version: 2021-11-21' -H 'Client-Id: ${config.MIRROR_CLIENT_ID}' -H "Client-Secret: $(grep ^MIRROR_CLIENT_SECRET= .env.local | cut -d= -f2)" -H 'Account-Token: ${first.accountToken}'`);
+    say(
+      `  curl -s ${api.url}/projects -H 'API-Version: 2021-11-21' -H 'Client-Id: ${config.MIRROR_CLIENT_ID}' -H "Client-Secret: $(grep ^MIRROR_CLIENT_SECRET= .env.local | cut -d= -f2)" -H 'Account-Token: ${first.accountToken}'`,
+    );
     say('');
     say('Press Ctrl-C to stop.');
     await untilSignal();

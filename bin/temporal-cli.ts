@@ -72,7 +72,14 @@ export interface DevServer {
 }
 
 /** Starts `temporal server start-dev` and waits until its frontend answers. */
-export async function startDevServer(options: { port: number; uiPort?: number; dbFile?: string; headless?: boolean; log?: (l: string) => void; /** Server settings, e.g. `limit.historyCount.suggestContinueAsNew`. */ dynamicConfig?: Record<string, number | string | boolean> }): Promise<DevServer> {
+export async function startDevServer(options: {
+  port: number;
+  uiPort?: number;
+  dbFile?: string;
+  headless?: boolean;
+  log?: (l: string) => void;
+  /** Server settings, e.g. `limit.historyCount.suggestContinueAsNew`. */ dynamicConfig?: Record<string, number | string | boolean>;
+}): Promise<DevServer> {
   const cli = ensureTemporalCli(options.log);
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(options.port), '--log-level', 'error'];
   if (options.headless) args.push('--headless');

@@ -37,7 +37,10 @@ export interface WorkerHandle {
   shutdown(): Promise<void>;
 }
 
-export async function startWorker(services: Services, options: { address?: string; namespace?: string; taskQueue?: string; maxConcurrentActivities?: number; publicBaseUrl?: string } = {}): Promise<WorkerHandle> {
+export async function startWorker(
+  services: Services,
+  options: { address?: string; namespace?: string; taskQueue?: string; maxConcurrentActivities?: number; publicBaseUrl?: string } = {},
+): Promise<WorkerHandle> {
   const { config } = services;
   installRuntimeLogger(config.LOG_LEVEL);
   const connection = await NativeConnection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
@@ -61,7 +64,11 @@ export async function startWorker(services: Services, options: { address?: strin
       maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
       // The schedules' periods (api/sync-control.ts): the shortest and longest intervals of adaptive polling.
       // SYNC_POLLS_PER_PASS: the incremental passes' poll budget (0: the source system's resources).
-      polling: { incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000, fullMs: config.SYNC_FULL_HOURS * 3_600_000, pollsPerPass: config.SYNC_POLLS_PER_PASS },
+      polling: {
+        incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000,
+        fullMs: config.SYNC_FULL_HOURS * 3_600_000,
+        pollsPerPass: config.SYNC_POLLS_PER_PASS,
+      },
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),

@@ -55,9 +55,11 @@ export async function runTests(only: string[]): Promise<number> {
   const port = await freePort();
   const temporal = await startDevServer({ port, headless: true });
   // A directory given on the command line runs the test files under it (`mirror test test/chaos`).
-  const given = (only.length > 0 ? only.flatMap((f) => (existsSync(f) && statSync(f).isDirectory() ? testFiles(f).sort() : [f])) : testFiles(join(projectRoot, 'test')).sort()).map((f) =>
-    f.startsWith('/') ? relative(projectRoot, f) : f,
-  );
+  const given = (
+    only.length > 0
+      ? only.flatMap((f) => (existsSync(f) && statSync(f).isDirectory() ? testFiles(f).sort() : [f]))
+      : testFiles(join(projectRoot, 'test')).sort()
+  ).map((f) => (f.startsWith('/') ? relative(projectRoot, f) : f));
   const files = slowestFirst(given, readSlowFiles());
   // The chaos suite's files record their scenarios here; the summary table is printed at the end.
   const chaosDir = mkdtempSync(join(tmpdir(), 'mirror-chaos-'));
@@ -67,7 +69,13 @@ export async function runTests(only: string[]): Promise<number> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), concurrency, ...files], {
     cwd: projectRoot,
     stdio: 'inherit',
-    env: { ...process.env, TEMPORAL_TEST_ADDRESS: temporal.address, TEST_DATABASE_URL: serverUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', CHAOS_REPORT_DIR: chaosDir },
+    env: {
+      ...process.env,
+      TEMPORAL_TEST_ADDRESS: temporal.address,
+      TEST_DATABASE_URL: serverUrl,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+      CHAOS_REPORT_DIR: chaosDir,
+    },
   });
   const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
   await temporal.stop();

@@ -6,7 +6,15 @@ import { errorForResponse } from './response-errors.ts';
 import type { ListPage } from '../lib/list-page.ts';
 import { parseJsonBody, validBody, type AsyncRequestHandle, type UpstreamCall, type UpstreamClient, type UpstreamResponse } from './upstream-client.ts';
 import { scanListBody } from './list-scan.ts';
-import { linkTokenSchema, linkedAccountSchema, listResponseSchema, unifiedObjectSchema, type LinkedAccountObject, type ListResponse, type UnifiedObject } from './schemas.ts';
+import {
+  linkTokenSchema,
+  linkedAccountSchema,
+  listResponseSchema,
+  unifiedObjectSchema,
+  type LinkedAccountObject,
+  type ListResponse,
+  type UnifiedObject,
+} from './schemas.ts';
 
 export interface AccountContext {
   accountToken: string;
@@ -64,7 +72,12 @@ export async function startListPage(
   },
 ): Promise<PageOrPending> {
   const call = listCall(input);
-  const res = await client.request<Buffer>({ ...call, async: input.preferAsync ? 'send' : 'accept', bytes: true, ...(input.digest ? { digest: input.digest } : {}) });
+  const res = await client.request<Buffer>({
+    ...call,
+    async: input.preferAsync ? 'send' : 'accept',
+    bytes: true,
+    ...(input.digest ? { digest: input.digest } : {}),
+  });
   if ('handle' in res) return { pending: res.handle };
   if (res.unchanged) return { unchanged: { digest: res.digest, retrievedAt: res.retrievedAt } };
   const page = listPageOf(res.body, input.page, res.retrievedAt, call.what!, res.status, input.parse ?? false);
@@ -95,11 +108,15 @@ export async function pollListPage(
       // The poll itself found nothing: an id the upstream issued and no longer knows has expired
       // (some upstreams forget expired requests rather than answer 410).
       if (error instanceof UpstreamNotFoundError) {
-        throw new AsyncRequestExpiredError(`The results of async request ${input.id} (${what}) expired before they were read (the upstream no longer knows it)`, { cause: error });
+        throw new AsyncRequestExpiredError(
+          `The results of async request ${input.id} (${what}) expired before they were read (the upstream no longer knows it)`,
+          { cause: error },
+        );
       }
       throw error;
     });
-  if (!('handle' in res)) throw new MalformedResponseError(`Upstream answered the poll of async request ${input.id} (${what}) without its state headers`, res.status);
+  if (!('handle' in res))
+    throw new MalformedResponseError(`Upstream answered the poll of async request ${input.id} (${what}) without its state headers`, res.status);
   const { handle } = res;
   if (res.status === 410) throw new AsyncRequestExpiredError(`The results of async request ${input.id} (${what}) expired before they were read`);
   if (res.status === 202 || handle.state === 'pending' || handle.state === 'running') return { pending: handle };
@@ -108,7 +125,8 @@ export async function pollListPage(
     throw error;
   }
   const parsed = listResponseSchema.safeParse(res.body);
-  if (!parsed.success) throw new MalformedResponseError(`Upstream's async result for ${what} is not a list page: ${parsed.error.issues[0]?.message ?? 'bad shape'}`, res.status);
+  if (!parsed.success)
+    throw new MalformedResponseError(`Upstream's async result for ${what} is not a list page: ${parsed.error.issues[0]?.message ?? 'bad shape'}`, res.status);
   return { page: pageOf(parsed.data, input.page, res.retrievedAt) };
 }
 
@@ -130,7 +148,13 @@ function listCall(input: ListPageInput): UpstreamCall & { async?: undefined; dig
 
 function pageOf(body: ListResponse, page: number, retrievedAt: Date): ListPage {
   const meta = body.meta;
-  return { ids: body.data.map((o) => o.id), records: { items: body.data }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  return {
+    ids: body.data.map((o) => o.id),
+    records: { items: body.data },
+    currentPage: meta?.current_page ?? page,
+    hasMore: meta?.has_more_results ?? null,
+    retrievedAt,
+  };
 }
 
 /**
@@ -145,7 +169,13 @@ function listPageOf(raw: Buffer, page: number, retrievedAt: Date, what: string, 
   // The scan's offsets count from the first byte received; the page's bytes start after a byte order mark.
   const offsets = sourceData && (start === 0 ? sourceData : sourceData.map((at) => at - start));
   const bytes = start === 0 ? raw : raw.subarray(start);
-  return { ids, records: { bytes, ids, ...(offsets && { sourceData: offsets }) }, currentPage: meta?.current_page ?? page, hasMore: meta?.has_more_results ?? null, retrievedAt };
+  return {
+    ids,
+    records: { bytes, ids, ...(offsets && { sourceData: offsets }) },
+    currentPage: meta?.current_page ?? page,
+    hasMore: meta?.has_more_results ?? null,
+    retrievedAt,
+  };
 }
 
 export async function getObject(
@@ -207,5 +237,11 @@ export async function createWebhook(client: UpstreamClient, ctx: AccountContext,
 }
 
 export async function deleteWebhook(client: UpstreamClient, ctx: AccountContext, id: string): Promise<void> {
-  await client.request({ method: 'DELETE', path: `/webhooks/${encodeURIComponent(id)}`, accountToken: ctx.accountToken, budget: budget(ctx), what: `webhook ${id}` });
+  await client.request({
+    method: 'DELETE',
+    path: `/webhooks/${encodeURIComponent(id)}`,
+    accountToken: ctx.accountToken,
+    budget: budget(ctx),
+    what: `webhook ${id}`,
+  });
 }

@@ -19,5 +19,7 @@ export function pageVerdict(input: { hasMore: boolean | null | undefined; receiv
 export function pageFingerprint(ids: readonly string[]): string | null {
   if (ids.length === 0) return null;
   // Each id followed by a NUL, hashed in one call.
-  return createHash('sha1').update(`${ids.join('\0')}\0`).digest('hex');
+  return createHash('sha1')
+    .update(`${ids.join('\0')}\0`)
+    .digest('hex');
 }

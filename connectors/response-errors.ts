@@ -21,12 +21,7 @@ export function upstreamMessage(body: unknown): string | undefined {
   return undefined;
 }
 
-export function errorForResponse(input: {
-  status: number;
-  body: unknown;
-  what: string;
-  resetAt?: number;
-}): UpstreamError {
+export function errorForResponse(input: { status: number; body: unknown; what: string; resetAt?: number }): UpstreamError {
   const { status, what } = input;
   const said = upstreamMessage(input.body);
   const suffix = said ? `: ${said}` : '';

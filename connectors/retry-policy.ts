@@ -18,8 +18,7 @@ export interface RetryInput {
 }
 
 export type RetryDecision =
-  | { retry: true; delayMs: number }
-  | { retry: false; reason: 'success' | 'not-retryable' | 'attempts-exhausted' | 'rate-limited' | 'not-idempotent' };
+  { retry: true; delayMs: number } | { retry: false; reason: 'success' | 'not-retryable' | 'attempts-exhausted' | 'rate-limited' | 'not-idempotent' };
 
 export const defaultRetry = { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 2_000 } as const;
 

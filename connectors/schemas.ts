@@ -30,8 +30,6 @@ export const linkedAccountSchema = z.looseObject({
   status: z.string(),
   source_system: z.looseObject({ slug: z.string().min(1), name: z.string() }),
   linked_company: z.looseObject({ id: z.string().nullish(), source_id: z.string().nullish(), name: z.string().nullish() }).nullish(),
-  linked_user: z
-    .looseObject({ id: z.string().nullish(), source_id: z.string().nullish(), name: z.string().nullish(), email: z.string().nullish() })
-    .nullish(),
+  linked_user: z.looseObject({ id: z.string().nullish(), source_id: z.string().nullish(), name: z.string().nullish(), email: z.string().nullish() }).nullish(),
 });
 export type LinkedAccountObject = z.infer<typeof linkedAccountSchema>;

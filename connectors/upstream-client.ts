@@ -232,8 +232,7 @@ export class UpstreamClient {
     this.options = options;
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.headerPrefix = options.headerPrefix ?? 'Svc';
-    this.dispatcher =
-      options.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 64, pipelining: 1 });
+    this.dispatcher = options.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 64, pipelining: 1 });
     this.governor = options.governor ?? unlimitedGovernor;
     if (options.onResponse) this.observers.add(options.onResponse);
   }
@@ -368,21 +367,31 @@ export class UpstreamClient {
         return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
       } catch (error) {
         failure = timedOut
-          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, { cause: error })
+          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, {
+              cause: error,
+            })
           : error;
       } finally {
         clearTimeout(deadline);
         call.signal?.removeEventListener('abort', cancel);
         release();
         if (this.observers.size > 0) {
-          this.notify({ method: call.method, path: call.path.split('?')[0] ?? call.path, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt, priority: keys.priority ?? 'background' });
+          this.notify({
+            method: call.method,
+            path: call.path.split('?')[0] ?? call.path,
+            sourceSystem: call.budget?.sourceSystem,
+            status,
+            durationMs: performance.now() - started,
+            attempt,
+            priority: keys.priority ?? 'background',
+          });
         }
       }
       const malformed = failure instanceof MalformedResponseError;
       const decision = retryDecision({
         attempt,
         status: malformed ? undefined : status,
-        idempotent: idempotentMethods.has(call.method) || call.method === 'POST' && isReadPost(call.path),
+        idempotent: idempotentMethods.has(call.method) || (call.method === 'POST' && isReadPost(call.path)),
         maxAttempts: this.options.maxAttempts,
         ...(retryAfter !== undefined && Number.isFinite(retryAfter) ? { retryAfterSeconds: retryAfter } : {}),
       });
@@ -428,7 +437,10 @@ export class UpstreamClient {
       };
       const deadline = setTimeout(() => {
         timedOut = true;
-        const error = new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status);
+        const error = new UpstreamTimeoutError(
+          `Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`,
+          status,
+        );
         if (body) body.destroy(error);
         else attemptSignal.abort(error);
       }, totalMs);
@@ -449,7 +461,15 @@ export class UpstreamClient {
         const rateLimits = readRateLimits(res.headers, this.headerPrefix);
         this.governor.report(keys, rateLimits, status, sentAt);
         if (this.observers.size > 0) {
-          this.notify({ method: method as UpstreamCall['method'], path: pathOnly, sourceSystem: call.budget?.sourceSystem, status, durationMs: performance.now() - started, attempt, priority: 'interactive' });
+          this.notify({
+            method: method as UpstreamCall['method'],
+            path: pathOnly,
+            sourceSystem: call.budget?.sourceSystem,
+            status,
+            durationMs: performance.now() - started,
+            attempt,
+            priority: 'interactive',
+          });
         }
         body = res.body;
         const stream = res.body;
@@ -467,10 +487,22 @@ export class UpstreamClient {
           readAll: (maxBytes) => readAllCapped(stream, maxBytes, what, status!),
         };
       } catch (error) {
-        failure = timedOut ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, { cause: error }) : error;
+        failure = timedOut
+          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, {
+              cause: error,
+            })
+          : error;
         finish();
         if (this.observers.size > 0) {
-          this.notify({ method: method as UpstreamCall['method'], path: pathOnly, sourceSystem: call.budget?.sourceSystem, status: undefined, durationMs: performance.now() - started, attempt, priority: 'interactive' });
+          this.notify({
+            method: method as UpstreamCall['method'],
+            path: pathOnly,
+            sourceSystem: call.budget?.sourceSystem,
+            status: undefined,
+            durationMs: performance.now() - started,
+            attempt,
+            priority: 'interactive',
+          });
         }
       }
       // A body stream is spent by the first attempt, and a method that is not idempotent may have been
@@ -482,7 +514,6 @@ export class UpstreamClient {
       await sleep(decision.delayMs, undefined, { signal: call.signal });
     }
   }
-
 }
 
 /** A streamed body read whole, up to `max` bytes (as received): past it the body is destroyed and this throws. */
@@ -541,7 +572,10 @@ function joinChunks(chunks: Buffer[]): Buffer {
 async function readBody(res: Dispatcher.ResponseData, max: number, what: string): Promise<Buffer[]> {
   const tooLarge = (how: string): UpstreamBodyTooLargeError => {
     res.body.destroy();
-    return new UpstreamBodyTooLargeError(`Upstream's answer to ${what} ${how} over ${max} bytes (UPSTREAM_MAX_BODY_BYTES); the mirror stopped reading it`, res.statusCode);
+    return new UpstreamBodyTooLargeError(
+      `Upstream's answer to ${what} ${how} over ${max} bytes (UPSTREAM_MAX_BODY_BYTES); the mirror stopped reading it`,
+      res.statusCode,
+    );
   };
   const declared = Number(res.headers['content-length']);
   if (declared > max) throw tooLarge(`is ${declared} bytes,`);

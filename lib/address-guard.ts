@@ -21,7 +21,10 @@ export interface CallbackPolicy {
 /** A connection refused because its address is not allowed (the `code` lets callers tell it apart). */
 export class CallbackRefusedError extends Error {
   readonly code = 'ECALLBACKREFUSED';
-  constructor(readonly host: string, readonly addressClass: AddressClass) {
+  constructor(
+    readonly host: string,
+    readonly addressClass: AddressClass,
+  ) {
     super(`callback host ${host} resolves to a ${addressClass} address, which is not allowed`);
     this.name = 'CallbackRefusedError';
   }
@@ -47,7 +50,7 @@ function ipv6Bytes(text: string): number[] | null {
     if (head.endsWith(':') && !head.endsWith('::')) head = head.slice(0, -1);
   }
   const groups = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
-  const [left, right] = head.includes('::') ? head.split('::') as [string, string] : [head, undefined];
+  const [left, right] = head.includes('::') ? (head.split('::') as [string, string]) : [head, undefined];
   const l = groups(left);
   const r = right === undefined ? [] : groups(right);
   const missing = 8 - tail.length / 2 - l.length - r.length;
@@ -146,14 +149,18 @@ const hostName = /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z
 /** What is wrong with an allow-list entry (a host name, an address or a CIDR range), if anything. */
 export function allowEntryProblem(entry: string): string | undefined {
   if (parseCidr(entry)) return undefined;
-  if (entry.includes('/') || isIP(entry) || /^[\d.]+$/.test(entry) || entry.includes(':')) return `"${entry}" is not a valid address or CIDR range (e.g. 10.0.0.0/8, fd00::/8)`;
+  if (entry.includes('/') || isIP(entry) || /^[\d.]+$/.test(entry) || entry.includes(':'))
+    return `"${entry}" is not a valid address or CIDR range (e.g. 10.0.0.0/8, fd00::/8)`;
   if (!hostName.test(entry)) return `"${entry}" is not a host name, an address or a CIDR range`;
   return undefined;
 }
 
 /** Host as it is compared: lower case, no brackets, no trailing dot. */
 function normalHost(host: string): string {
-  return host.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase();
+  return host
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+    .toLowerCase();
 }
 
 const systemResolver: Resolver = (host) =>
@@ -170,7 +177,11 @@ export interface CallbackGuard {
    * A `lookup` for `net.connect`/`tls.connect` (undici's `connect` options): resolves the host and
    * hands back only checked addresses, or fails with CallbackRefusedError.
    */
-  lookup: (hostname: string, options: LookupOptions, callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => void;
+  lookup: (
+    hostname: string,
+    options: LookupOptions,
+    callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ) => void;
 }
 
 export function createCallbackGuard(policy: CallbackPolicy = {}): CallbackGuard {
@@ -179,7 +190,12 @@ export function createCallbackGuard(policy: CallbackPolicy = {}): CallbackGuard 
   const allowed: { bytes: number[]; prefix: number }[] = [];
   for (const entry of policy.allow ?? []) {
     const cidr = parseCidr(entry.trim());
-    if (cidr) allowed.push(cidr.bytes.length === 16 && inRange(cidr.bytes, embedding[0]!.range) && cidr.prefix >= 96 ? { bytes: cidr.bytes.slice(12), prefix: cidr.prefix - 96 } : cidr);
+    if (cidr)
+      allowed.push(
+        cidr.bytes.length === 16 && inRange(cidr.bytes, embedding[0]!.range) && cidr.prefix >= 96
+          ? { bytes: cidr.bytes.slice(12), prefix: cidr.prefix - 96 }
+          : cidr,
+      );
     else if (entry.trim() !== '') hosts.add(normalHost(entry.trim()));
   }
   const onList = (ip: string) => {
@@ -205,15 +221,20 @@ export function createCallbackGuard(policy: CallbackPolicy = {}): CallbackGuard 
         return { ok: false, reason: 'callback_url must be an absolute http(s) URL' };
       }
       if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, reason: 'callback_url must be an http(s) URL' };
-      if (url.username !== '' || url.password !== '') return { ok: false, reason: 'callback_url must not contain a user name or password (use authorization_header)' };
+      if (url.username !== '' || url.password !== '')
+        return { ok: false, reason: 'callback_url must not contain a user name or password (use authorization_header)' };
       const host = normalHost(url.hostname);
       if (hosts.has(host)) return { ok: true, url };
       if (isIP(host)) {
         // URL parsing has turned 127.1, 2130706433, 0x7f000001 and 0177.0.0.1 into 127.0.0.1.
         if (addressAllowed(host)) return { ok: true, url };
-        return { ok: false, reason: `callback_url points at a ${classifyAddress(host)} address (${host}); the mirror delivers only to public addresses (${howToAllow})` };
+        return {
+          ok: false,
+          reason: `callback_url points at a ${classifyAddress(host)} address (${host}); the mirror delivers only to public addresses (${howToAllow})`,
+        };
       }
-      if (host === 'localhost' || host.endsWith('.localhost')) return { ok: false, reason: `callback_url points at a loopback address (${host}); the mirror delivers only to public addresses (${howToAllow})` };
+      if (host === 'localhost' || host.endsWith('.localhost'))
+        return { ok: false, reason: `callback_url points at a loopback address (${host}); the mirror delivers only to public addresses (${howToAllow})` };
       let addresses: LookupAddress[];
       try {
         addresses = await resolve(host);
@@ -222,7 +243,10 @@ export function createCallbackGuard(policy: CallbackPolicy = {}): CallbackGuard 
       }
       // One answer whether the name is internal or unknown: the reply tells nothing of internal DNS.
       if (addresses.length === 0 || firstBlocked(addresses)) {
-        return { ok: false, reason: `callback_url host ${host} does not resolve to a public address only; the mirror delivers only to public addresses (${howToAllow})` };
+        return {
+          ok: false,
+          reason: `callback_url host ${host} does not resolve to a public address only; the mirror delivers only to public addresses (${howToAllow})`,
+        };
       }
       return { ok: true, url };
     },

@@ -36,7 +36,13 @@ function commitOf(env: Record<string, string | undefined>, dir: string): string 
   if (given) return sha.test(given) ? given : null;
   try {
     // A second at most: a start must not wait on a slow disk or a git that asks questions.
-    const out = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 1000, env: { ...env, GIT_TERMINAL_PROMPT: '0' } }).trim();
+    const out = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: dir,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 1000,
+      env: { ...env, GIT_TERMINAL_PROMPT: '0' },
+    }).trim();
     return sha.test(out) ? out : null;
   } catch {
     // No git, not a repository, or git refused (e.g. a directory owned by another user).

@@ -9,13 +9,16 @@ import { parseIndexedFields } from './indexed-fields.ts';
 import { parseResourceSelection } from './resource-selection.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
-const base64Key = z
-  .string()
-  .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (run `npx mirror setup`)');
+const base64Key = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (run `npx mirror setup`)');
 /** Comma-separated http(s) base URLs, without credentials, query or fragment. */
 const baseUrlList = z
   .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  )
   .pipe(
     z
       .array(
@@ -40,9 +43,15 @@ export const configSchema = z.object({
   UPSTREAM_CLIENT_SECRET: z.string().length(40, 'must be the 40-character client secret the upstream issued'),
   UPSTREAM_API_VERSION: z.string().min(1).default('2021-11-21'),
   /** Brand prefix of the upstream's headers (`Svc-RateLimit-Total`, ...). */
-  UPSTREAM_HEADER_PREFIX: z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/, 'letters and digits only').default('Svc'),
+  UPSTREAM_HEADER_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z][A-Za-z0-9]*$/, 'letters and digits only')
+    .default('Svc'),
   /** Pace to published limits until the upstream's headers report its own (false for an upstream without limits). */
-  UPSTREAM_ASSUME_LIMITS: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  UPSTREAM_ASSUME_LIMITS: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   /** Idle timeouts of an upstream request: waiting for its headers, and between two chunks of its body. */
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Deadline of an upstream request, headers and body together: a body that trickles in is cut here. */
@@ -51,7 +60,11 @@ export const configSchema = z.object({
    * Most bytes of one upstream answer, as received and once inflated (gzip, deflate): reading stops
    * there. The largest real page is about 4 MB (1000 records with source data).
    */
-  UPSTREAM_MAX_BODY_BYTES: z.coerce.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  UPSTREAM_MAX_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .default(64 * 1024 * 1024),
   /**
    * The upstream's storage URLs (`{storage_url}`, comma-separated): the storage proxy fetches file
    * bytes only from `<one of these>/download/<file>` or `/preview/<file>`. Unset: UPSTREAM_BASE_URL + `/storage`
@@ -125,7 +138,12 @@ export const configSchema = z.object({
   MIRROR_CALLBACK_ALLOW: z
     .string()
     .default('')
-    .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    )
     .superRefine((entries, ctx) => {
       for (const e of entries) {
         const problem = allowEntryProblem(e);

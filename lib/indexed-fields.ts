@@ -47,7 +47,10 @@ export function parseIndexedField(entry: string): IndexedField | string {
 export function parseIndexedFields(value: string): { fields: IndexedField[]; problems: string[] } {
   const fields: IndexedField[] = [];
   const problems: string[] = [];
-  for (const entry of value.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const entry of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const f = parseIndexedField(entry);
     if (typeof f === 'string') problems.push(f);
     else if (!fields.some((x) => x.resource === f.resource && x.field === f.field && x.kind === f.kind)) fields.push(f);

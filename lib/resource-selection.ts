@@ -14,7 +14,8 @@ export function parseResourceSelection(text: string): { selection: ResourceSelec
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  if (entries.length === 0 || entries.includes('*')) return { selection: null, problems: entries.length > 1 ? ['"*" means every resource: list nothing beside it'] : [] };
+  if (entries.length === 0 || entries.includes('*'))
+    return { selection: null, problems: entries.length > 1 ? ['"*" means every resource: list nothing beside it'] : [] };
   const problems: string[] = [];
   const names = new Set<string>(['projects']);
   const add = (name: string) => {
@@ -23,7 +24,13 @@ export function parseResourceSelection(text: string): { selection: ResourceSelec
   for (const e of entries) {
     if (e === 'contract') contractResourceNames.forEach(add);
     else if (resourceDef(e)) add(e);
-    else problems.push(`"${e}" is not a resource of the catalog (e.g. ${resources.slice(0, 3).map((r) => r.name).join(', ')}; or * for all, contract for the contract's own)`);
+    else
+      problems.push(
+        `"${e}" is not a resource of the catalog (e.g. ${resources
+          .slice(0, 3)
+          .map((r) => r.name)
+          .join(', ')}; or * for all, contract for the contract's own)`,
+      );
   }
   return { selection: names, problems };
 }

@@ -259,7 +259,11 @@ export function parseTarget(rawUrl: string): { ok: true; segments: string[]; que
   if (rawPath.length > maxPathLength) return refuse(400, `The path is ${rawPath.length} characters long, over the ${maxPathLength} forwarded.`);
   if (query.length > maxQueryLength) return refuse(400, `The query string is ${query.length} characters long, over the ${maxQueryLength} forwarded.`);
   if (rawPath.includes('\\')) return refuse(400, 'The path contains a backslash (\\): ids may not contain one; percent-encoding it (%5C) is refused too.');
-  if (unprintable.test(rawPath)) return refuse(400, 'The path contains a space, a control character or a raw non-ASCII byte: percent-encode the id (control characters are refused even encoded).');
+  if (unprintable.test(rawPath))
+    return refuse(
+      400,
+      'The path contains a space, a control character or a raw non-ASCII byte: percent-encode the id (control characters are refused even encoded).',
+    );
   if (unprintable.test(query)) return refuse(400, 'The query string contains a space, a control character or a raw non-ASCII byte: percent-encode it.');
   if (badEscape.test(query)) return refuse(400, 'The query string has a % not followed by two hex digits: encode % itself as %25.');
   // One trailing slash names the same path (the real service's own collection sends `/webhooks/`); it
@@ -281,8 +285,10 @@ export function parseTarget(rawUrl: string): { ok: true; segments: string[]; que
       return refuse(400, `The path segment "${shown(s)}" is not valid percent-encoded UTF-8: encode the id with encodeURIComponent.`);
     }
     if (hasControlChar(decoded)) return refuse(400, `The path segment "${shown(s)}" decodes to a control character (NUL, CR, LF, ...): ids never contain one.`);
-    if (/^\.+$/.test(decoded)) return refuse(400, `The path segment "${shown(s)}" is a dot segment (. or .., raw or encoded): paths are not resolved through the mirror.`);
-    if (decoded.length > maxSegmentLength) return refuse(400, `A path segment is ${decoded.length} characters long, over the ${maxSegmentLength} an id may have.`);
+    if (/^\.+$/.test(decoded))
+      return refuse(400, `The path segment "${shown(s)}" is a dot segment (. or .., raw or encoded): paths are not resolved through the mirror.`);
+    if (decoded.length > maxSegmentLength)
+      return refuse(400, `A path segment is ${decoded.length} characters long, over the ${maxSegmentLength} an id may have.`);
     segments.push(decoded);
   }
   return { ok: true, segments, query, trailingSlash };
@@ -300,20 +306,25 @@ function onSurface(segments: readonly string[]): boolean {
  */
 export function upstreamPath(input: UpstreamPathInput): UpstreamPathResult {
   const method = input.method.toUpperCase();
-  if (!forwardedMethods.has(method)) return refuse(400, `The method ${shown(method)} is not forwarded; the upstream's API takes ${[...forwardedMethods].join(', ')}.`);
+  if (!forwardedMethods.has(method))
+    return refuse(400, `The method ${shown(method)} is not forwarded; the upstream's API takes ${[...forwardedMethods].join(', ')}.`);
   const parsed = parseTarget(input.rawUrl);
   if (!parsed.ok) return parsed;
   const path = `/${parsed.segments.map(encodeURIComponent).join('/')}`;
-  if (adminRoots.has(parsed.segments[0]!)) return refuse(403, 'The upstream\'s administration API is never reachable through the mirror.');
+  if (adminRoots.has(parsed.segments[0]!)) return refuse(403, "The upstream's administration API is never reachable through the mirror.");
   if (!onSurface(parsed.segments)) return refuse(404, `${method} ${shown(path)} is not a path of the upstream's unified API; the mirror forwards only those.`);
   const credential = input.credential;
   if (credential.kind === 'client' && !(method === 'POST' && clientPaths.has(path)) && !(method === 'GET' && path === '/ping')) {
-    return refuse(403, 'Client credentials alone reach only POST /link/token/create and /link/token/exchange, and GET /ping: send the linked account\'s Account-Token.');
+    return refuse(
+      403,
+      "Client credentials alone reach only POST /link/token/create and /link/token/exchange, and GET /ping: send the linked account's Account-Token.",
+    );
   }
   if (credential.kind === 'session') {
     if (method !== 'GET' && method !== 'HEAD') return refuse(403, `A link session only reads (GET): ${method} needs the account's Account-Token.`);
     const scope = requiredScope(method, path);
-    if (!sessionAllows(credential.scopes, scope)) return refuse(403, `Session lacks the scope ${shown(scope)} (it has ${credential.scopes.map(shown).join(', ') || 'none'}).`);
+    if (!sessionAllows(credential.scopes, scope))
+      return refuse(403, `Session lacks the scope ${shown(scope)} (it has ${credential.scopes.map(shown).join(', ') || 'none'}).`);
   }
   const sent = parsed.trailingSlash ? `${path}/` : path;
   return { ok: true, path: parsed.query ? `${sent}?${encodeQuery(parsed.query)}` : sent };

@@ -85,8 +85,8 @@ export class AccountStore {
       referenceId: input.referenceId,
       sourceSystem: input.sourceSystem.slug,
       sourceSystemName: input.sourceSystem.name,
-      linkedCompany: (input.linkedCompany ?? undefined),
-      linkedUser: (input.linkedUser ?? undefined),
+      linkedCompany: input.linkedCompany ?? undefined,
+      linkedUser: input.linkedUser ?? undefined,
       tokenCiphertext: new Uint8Array(encryptSecret(this.keys.encryptionKey, input.accountToken)),
       tokenHash,
       clientId,
@@ -98,7 +98,9 @@ export class AccountStore {
     const sameToken = await this.rowByToken(input.accountToken);
     if (sameToken) {
       if (this.ownerOf(sameToken) !== clientId) {
-        throw new ConflictError('This account token is linked through another client of the mirror, and stays with it: link the account again (POST /link/token/exchange) to get a token of your own.');
+        throw new ConflictError(
+          'This account token is linked through another client of the mirror, and stays with it: link the account again (POST /link/token/exchange) to get a token of your own.',
+        );
       }
       // An account from before identities were recorded learns its identity from the upstream now.
       const row = await this.prisma.linkedAccount.update({
@@ -175,6 +177,13 @@ export class AccountStore {
   }
 
   private summary(row: AccountRow): AccountSummary {
-    return { id: row.id, referenceId: row.referenceId, sourceSystem: row.sourceSystem, sourceSystemName: row.sourceSystemName, status: row.status, clientId: this.ownerOf(row) };
+    return {
+      id: row.id,
+      referenceId: row.referenceId,
+      sourceSystem: row.sourceSystem,
+      sourceSystemName: row.sourceSystemName,
+      status: row.status,
+      clientId: this.ownerOf(row),
+    };
   }
 }

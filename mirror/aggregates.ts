@@ -117,8 +117,14 @@ export async function aggregateRecords(pool: Pool, q: AggregateQuery): Promise<A
   const { sql, params } = aggregateSql(q);
   const freshness =
     q.scopes === 'all'
-      ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
-      : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes]);
+      ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [
+          q.accountId,
+          q.resource,
+        ])
+      : pool.query<{ at: Date | null }>(
+          `SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`,
+          [q.accountId, q.resource, q.scopes],
+        );
   const [res, fresh] = await Promise.all([pool.query<Row>(sql, params), freshness]);
   const hasMore = res.rows.length > q.limit;
   const rows = hasMore ? res.rows.slice(0, q.limit) : res.rows;

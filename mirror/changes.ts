@@ -84,7 +84,18 @@ export async function syncedSince(
   pool: Pool,
   q: { accountId: string; resource: string; scopePrefix?: string; after: ChangeCursor; limit: number },
 ): Promise<SyncedPass[]> {
-  const { rows } = await pool.query<{ id: number; scope: string; mode: string; pages: number; inserted: number; updated: number; unchanged: number; deleted: number; finished_at: Date; k: string }>(
+  const { rows } = await pool.query<{
+    id: number;
+    scope: string;
+    mode: string;
+    pages: number;
+    inserted: number;
+    updated: number;
+    unchanged: number;
+    deleted: number;
+    finished_at: Date;
+    k: string;
+  }>(
     `SELECT r.id, s.scope, r.mode, r.pages, r.inserted, r.updated, r.unchanged, r.deleted, r.finished_at, lpad(r.id::text, 20, '0') AS k
        FROM sync_runs r JOIN streams s ON s.id = r.stream_id
       WHERE s.account_id = $1 AND s.resource = $2 AND r.status = 'succeeded'

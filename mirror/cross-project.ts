@@ -5,7 +5,9 @@ import type { Pool } from './pool.ts';
 
 /** What is known per resource of a source system: accepted (true), refused (false); absent: not asked yet. */
 export async function crossProjectSupport(pool: Pool, sourceSystem: string): Promise<Map<string, boolean>> {
-  const { rows } = await pool.query<{ resource: string; accepted: boolean }>('SELECT resource, accepted FROM cross_project_lists WHERE source_system = $1', [sourceSystem]);
+  const { rows } = await pool.query<{ resource: string; accepted: boolean }>('SELECT resource, accepted FROM cross_project_lists WHERE source_system = $1', [
+    sourceSystem,
+  ]);
   return new Map(rows.map((r) => [r.resource, r.accepted]));
 }
 

@@ -46,7 +46,10 @@ export class DiagnosticConnection {
 
   /** The oldest `limit` linked accounts with their sealed tokens. */
   async linkedAccountTokens(limit: number): Promise<{ id: string; token_ciphertext: Buffer }[]> {
-    const { rows } = await this.client.query<{ id: string; token_ciphertext: Buffer }>(`SELECT id, token_ciphertext FROM linked_accounts WHERE status = 'linked' ORDER BY created_at LIMIT $1`, [limit]);
+    const { rows } = await this.client.query<{ id: string; token_ciphertext: Buffer }>(
+      `SELECT id, token_ciphertext FROM linked_accounts WHERE status = 'linked' ORDER BY created_at LIMIT $1`,
+      [limit],
+    );
     return rows;
   }
 

@@ -63,7 +63,11 @@ export interface FieldIndexResult {
  * writes go on), rebuilds one a failed build left invalid, drops those no longer listed, and
  * analyzes each table that got one (so the planner has the expression's statistics).
  */
-export async function applyFieldIndexes(databaseUrl: string, fields: readonly IndexedField[], log: (line: string) => void = () => undefined): Promise<FieldIndexResult> {
+export async function applyFieldIndexes(
+  databaseUrl: string,
+  fields: readonly IndexedField[],
+  log: (line: string) => void = () => undefined,
+): Promise<FieldIndexResult> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const result: FieldIndexResult = { created: [], kept: [], dropped: [] };

@@ -230,7 +230,12 @@ export async function rateBudgets(pool: Pool, limit = 100): Promise<BudgetRow[]>
       remaining: r.remaining,
       windowMs: r.window_ms,
       // A window that already reset has its whole budget again.
-      usedRatio: r.total && r.remaining !== null && (resetsIn === null || resetsIn > 0) ? Math.min(1, Math.max(0, (r.total - r.remaining) / r.total)) : r.total ? 0 : null,
+      usedRatio:
+        r.total && r.remaining !== null && (resetsIn === null || resetsIn > 0)
+          ? Math.min(1, Math.max(0, (r.total - r.remaining) / r.total))
+          : r.total
+            ? 0
+            : null,
       resetsInSeconds: resetsIn,
       blockedForSeconds: r.blocked_for === null ? null : Math.round(r.blocked_for * 10) / 10,
       updatedAt: r.updated_at.toISOString(),
@@ -265,12 +270,30 @@ export async function recentErrors(pool: Pool, limit = 20): Promise<RecentError[
   ]);
   const what = (resource: string, scope: string) => `${resource}${scope ? ` ${scope}` : ''}`;
   const errors: RecentError[] = [
-    ...streams.rows.map((r) => ({ at: r.updated_at.toISOString(), kind: 'stream' as const, accountId: r.account_id, what: what(r.resource, r.scope), message: r.last_error })),
-    ...runs.rows.map((r) => ({ at: (r.finished_at ?? r.started_at).toISOString(), kind: 'run' as const, accountId: r.account_id, what: what(r.resource, r.scope), message: r.error ?? 'failed' })),
+    ...streams.rows.map((r) => ({
+      at: r.updated_at.toISOString(),
+      kind: 'stream' as const,
+      accountId: r.account_id,
+      what: what(r.resource, r.scope),
+      message: r.last_error,
+    })),
+    ...runs.rows.map((r) => ({
+      at: (r.finished_at ?? r.started_at).toISOString(),
+      kind: 'run' as const,
+      accountId: r.account_id,
+      what: what(r.resource, r.scope),
+      message: r.error ?? 'failed',
+    })),
     ...subs.rows.map((r) => {
       // Delivery errors are stored as "<ISO time> <message>".
       const m = /^(\d{4}-\d\d-\d\dT[\d:.]+Z) (.*)$/s.exec(r.last_error);
-      return { at: m ? m[1]! : r.created_at.toISOString(), kind: 'delivery' as const, accountId: r.account_id, what: `webhook ${r.event} ${r.type} (${r.id.slice(0, 8)})`, message: m ? m[2]! : r.last_error };
+      return {
+        at: m ? m[1]! : r.created_at.toISOString(),
+        kind: 'delivery' as const,
+        accountId: r.account_id,
+        what: `webhook ${r.event} ${r.type} (${r.id.slice(0, 8)})`,
+        message: m ? m[2]! : r.last_error,
+      };
     }),
   ];
   // A stream's failure shows once, even when its failed run says the same.
@@ -347,7 +370,10 @@ export async function deliveriesOverview(pool: Pool, limit = 100): Promise<Deliv
     last_error: string | null;
     last_delivered_at: Date | null;
     cursor_at: Date;
-  }>(`SELECT id, account_id, event, type, callback_url, delivered, failures, last_error, last_delivered_at, cursor_at FROM subscriptions ORDER BY created_at LIMIT $1`, [limit]);
+  }>(
+    `SELECT id, account_id, event, type, callback_url, delivered, failures, last_error, last_delivered_at, cursor_at FROM subscriptions ORDER BY created_at LIMIT $1`,
+    [limit],
+  );
   return Promise.all(
     rows.map(async (r) => {
       const resource = resourceForWebhookType(r.type)?.name;

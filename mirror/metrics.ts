@@ -92,7 +92,10 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       type: 'counter',
       help: 'Records written by sync passes, by kind (unchanged ones are compared, not rewritten).',
       samples: written.rows.flatMap((r) =>
-        (['inserted', 'updated', 'deleted', 'unchanged'] as const).map((kind) => ({ labels: { source_system: r.source_system, resource: r.resource, kind }, value: r[kind] })),
+        (['inserted', 'updated', 'deleted', 'unchanged'] as const).map((kind) => ({
+          labels: { source_system: r.source_system, resource: r.resource, kind },
+          value: r[kind],
+        })),
       ),
     },
     {
@@ -111,7 +114,10 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       name: 'mirror_stream_lag_seconds',
       type: 'gauge',
       help: "Seconds since the stalest stream of an account's resource was last brought up to date.",
-      samples: lag.rows.map((r) => ({ labels: { account: r.account_id, source_system: r.source_system, resource: r.resource }, value: Math.round(r.lag * 1000) / 1000 })),
+      samples: lag.rows.map((r) => ({
+        labels: { account: r.account_id, source_system: r.source_system, resource: r.resource },
+        value: Math.round(r.lag * 1000) / 1000,
+      })),
     },
     {
       name: 'mirror_sync_runs_total',
@@ -132,7 +138,10 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       samples: budgets.rows
         .filter((r) => r.remaining !== null || r.total !== null)
         // A window whose reported reset has passed has its whole budget again.
-        .map((r) => ({ labels: { budget: r.key, ...budgetLabels(r.key) }, value: r.remaining !== null && (r.resets_in === null || r.resets_in > 0) ? r.remaining : (r.total ?? r.remaining!) })),
+        .map((r) => ({
+          labels: { budget: r.key, ...budgetLabels(r.key) },
+          value: r.remaining !== null && (r.resets_in === null || r.resets_in > 0) ? r.remaining : (r.total ?? r.remaining!),
+        })),
     },
     {
       name: 'mirror_governor_blocked_seconds',

@@ -23,7 +23,10 @@ export class MigrationError extends MirrorError {
 
 export async function readMigrations(dir = defaultMigrationsDir): Promise<MigrationFile[]> {
   const entries = await readdir(dir, { withFileTypes: true });
-  const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  const names = entries
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort();
   return Promise.all(
     names.map(async (name) => {
       const bytes = await readFile(join(dir, name, 'migration.sql'));
@@ -65,7 +68,12 @@ export interface MigrateResult {
 export const noTransactionMarker = '-- migrate: no-transaction';
 
 export function runsOutsideTransaction(sql: string): boolean {
-  return sql.replace(/^\uFEFF/, '').split('\n', 1)[0]!.trim() === noTransactionMarker;
+  return (
+    sql
+      .replace(/^\uFEFF/, '')
+      .split('\n', 1)[0]!
+      .trim() === noTransactionMarker
+  );
 }
 
 /**
@@ -80,7 +88,10 @@ export function splitStatements(sql: string): string[] {
   const n = sql.length;
   const push = (end: number) => {
     const text = sql.slice(start, end).trim();
-    const code = text.replace(/--[^\n]*/g, '').replace(/\/\*[\s\S]*?\*\//g, '').trim();
+    const code = text
+      .replace(/--[^\n]*/g, '')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .trim();
     if (code !== '') out.push(text);
   };
   while (i < n) {
@@ -160,10 +171,11 @@ export async function migrate(databaseUrl: string, options: { dir?: string; befo
         continue;
       }
       const id = randomUUID();
-      await client.query(
-        'INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at, applied_steps_count) VALUES ($1, $2, $3, now(), 0)',
-        [id, m.checksum, m.name],
-      );
+      await client.query('INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at, applied_steps_count) VALUES ($1, $2, $3, now(), 0)', [
+        id,
+        m.checksum,
+        m.name,
+      ]);
       try {
         if (runsOutsideTransaction(m.sql)) {
           for (const statement of splitStatements(m.sql)) await client.query(statement);
@@ -178,10 +190,7 @@ export async function migrate(databaseUrl: string, options: { dir?: string; befo
         await client.query('UPDATE "_prisma_migrations" SET logs = $2 WHERE id = $1', [id, message]);
         throw new MigrationError(`Migration ${m.name} failed: ${message}`, { cause: error });
       }
-      await client.query(
-        'UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1',
-        [id],
-      );
+      await client.query('UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1', [id]);
       result.applied.push(m.name);
     }
     return result;

@@ -95,7 +95,12 @@ export function encodeBody(records: BodyRecords): EncodedRows {
  * rebuild each object to take its source data out of it (7% of its CPU in a full pass). `offsets`
  * are the scan's (lib/list-page.ts); `alloc` gives the buffer written (of the size asked).
  */
-export function splitSourceData(bytes: Buffer, offsets: readonly number[], prefix: number, alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size)): Buffer {
+export function splitSourceData(
+  bytes: Buffer,
+  offsets: readonly number[],
+  prefix: number,
+  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size),
+): Buffer {
   const n = offsets.length / 6;
   let size = 1 + 7 + 2 * Math.max(n - 1, 0);
   for (let i = 0; i < offsets.length; i += 6) size += offsets[i + 1]! - offsets[i]! - (offsets[i + 3]! - offsets[i + 2]!) + offsets[i + 5]! - offsets[i + 4]!;
@@ -136,7 +141,10 @@ function isoOrNull(v: unknown): string | null {
  * Objects serialised for the write, untouched, with their parsed source times. The last copy of a
  * key wins: one statement cannot upsert the same key twice.
  */
-export function encodeObjects(items: readonly Record<string, unknown>[], keyOf: (item: Record<string, unknown>) => string = (item) => String(item.id)): EncodedRows {
+export function encodeObjects(
+  items: readonly Record<string, unknown>[],
+  keyOf: (item: Record<string, unknown>) => string = (item) => String(item.id),
+): EncodedRows {
   const byId = new Map<string, Record<string, unknown>>();
   for (const item of items) byId.set(keyOf(item), item);
   const rows = [...byId.values()].map((k) => ({ k, c: isoOrNull(k.source_create_time), u: isoOrNull(k.source_update_time) }));

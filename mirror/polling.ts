@@ -105,7 +105,11 @@ export function pollingAfter(o: PollOutcome, policy: PollingPolicy): PollPlan {
   if (o.kind === 'across') return { unchangedPolls, nextDueAt: at(policy.incrementalMs), reason: `${acrossReason}: every incremental pass` };
   const interval = pollInterval(policy, unchangedPolls);
   const every = `every ${formatEvery(interval)}${interval >= policy.fullMs && unchangedPolls > 0 ? ' (the bound: the full-pass period)' : ''}`;
-  const reason = o.first ? `${firstReason}: ${every}` : o.changed ? `${changedReason}: ${every}` : `unchanged ${unchangedPolls} poll${unchangedPolls === 1 ? '' : 's'}: ${every}`;
+  const reason = o.first
+    ? `${firstReason}: ${every}`
+    : o.changed
+      ? `${changedReason}: ${every}`
+      : `unchanged ${unchangedPolls} poll${unchangedPolls === 1 ? '' : 's'}: ${every}`;
   return { unchangedPolls, nextDueAt: at(interval), reason };
 }
 
@@ -134,7 +138,10 @@ export async function webhookCoverage(pool: Pool, accountId: string): Promise<We
   // registrations has none: the list is polled).
   let projects: string[] | undefined;
   if (resources.size > 0) {
-    const { rows: live } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND scope = '' AND deleted_at IS NULL`, [accountId]);
+    const { rows: live } = await pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND scope = '' AND deleted_at IS NULL`,
+      [accountId],
+    );
     projects = live.map((p) => p.id);
   }
   return {
@@ -221,7 +228,10 @@ export interface BudgetCandidate {
  */
 export function withinBudget<T extends BudgetCandidate>(candidates: readonly T[], room: number): { granted: T[]; deferred: T[] } {
   const ordered = [...candidates].sort(
-    (a, b) => (a.nextDueAt?.getTime() ?? 0) - (b.nextDueAt?.getTime() ?? 0) || scopeHash(a.resource, a.scope) - scopeHash(b.resource, b.scope) || (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0),
+    (a, b) =>
+      (a.nextDueAt?.getTime() ?? 0) - (b.nextDueAt?.getTime() ?? 0) ||
+      scopeHash(a.resource, a.scope) - scopeHash(b.resource, b.scope) ||
+      (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0),
   );
   const n = Math.max(0, room);
   return { granted: ordered.slice(0, n), deferred: ordered.slice(n) };
@@ -345,7 +355,11 @@ export async function pollingDecisions(
       const verdict = budget.verdicts.get(keyOf(r.resource, r.scope));
       // Not among the account's lists the budget weighed (its project is gone from the mirror): listed as before.
       if (verdict !== 'deferred') continue;
-      out.set(keyOf(r.resource, r.scope), { due: false, reason: deferredReason(budget.perPass), ...(r.next_due_at ? { nextDueAt: r.next_due_at.toISOString() } : {}) });
+      out.set(keyOf(r.resource, r.scope), {
+        due: false,
+        reason: deferredReason(budget.perPass),
+        ...(r.next_due_at ? { nextDueAt: r.next_due_at.toISOString() } : {}),
+      });
     }
   }
   return out;
@@ -422,7 +436,15 @@ export function pollingDecision(decisions: Map<string, PollDecision>, resource: 
  */
 export async function recordPoll(pool: Pool, key: StreamKey, o: { policy: PollingPolicy; covered: boolean; event?: boolean }): Promise<PollPlan | undefined> {
   return inTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ id: number; generation: number; polled_generation: number | null; unchanged_polls: number; state: string; checkpoint: unknown; last_pass_started_at: Date | null }>(
+    const { rows } = await client.query<{
+      id: number;
+      generation: number;
+      polled_generation: number | null;
+      unchanged_polls: number;
+      state: string;
+      checkpoint: unknown;
+      last_pass_started_at: Date | null;
+    }>(
       `SELECT id, generation, polled_generation, unchanged_polls, state, checkpoint, last_pass_started_at FROM streams
         WHERE account_id = $1 AND resource = $2 AND scope = $3 FOR UPDATE`,
       [key.accountId, key.resource, key.scope],

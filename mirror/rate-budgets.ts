@@ -133,15 +133,22 @@ export class PostgresRateBudgets {
     horizonMs: number,
     how: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[] } = {},
   ): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
-    const { rows } = await this.pool.query<{ key: string; window_ms: number; reserved: boolean; wait_ms: number; next_in_ms: number; resets_in_ms: number | null }>(reserveSql, [
-      keys,
-      horizonMs,
-      how.banking ?? [],
-      how.early ?? false,
-      how.resetResolutionMs ?? 1_000,
-      how.lengthGuessed ?? [],
-    ]);
-    return rows.map((r) => ({ key: r.key, windowMs: r.window_ms, reserved: r.reserved, waitMs: r.wait_ms, nextInMs: r.next_in_ms, resetsInMs: r.resets_in_ms }));
+    const { rows } = await this.pool.query<{
+      key: string;
+      window_ms: number;
+      reserved: boolean;
+      wait_ms: number;
+      next_in_ms: number;
+      resets_in_ms: number | null;
+    }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false, how.resetResolutionMs ?? 1_000, how.lengthGuessed ?? []]);
+    return rows.map((r) => ({
+      key: r.key,
+      windowMs: r.window_ms,
+      reserved: r.reserved,
+      waitMs: r.wait_ms,
+      nextInMs: r.next_in_ms,
+      resetsInMs: r.resets_in_ms,
+    }));
   }
 
   async ensureBudgets(seeds: readonly { key: string; total: number | null; windowMs: number; spacingMs: number }[]): Promise<void> {
@@ -149,7 +156,15 @@ export class PostgresRateBudgets {
   }
 
   async report(
-    reports: readonly { key: string; total: number | null; remaining: number | null; resetsInMs: number | null; spacingMs: number; blockedInMs: number | null; windowMs: number }[],
+    reports: readonly {
+      key: string;
+      total: number | null;
+      remaining: number | null;
+      resetsInMs: number | null;
+      spacingMs: number;
+      blockedInMs: number | null;
+      windowMs: number;
+    }[],
   ): Promise<void> {
     await this.pool.query(reportSql, [
       reports.map((r) => r.key),
@@ -167,7 +182,13 @@ export class PostgresRateBudgets {
   }
 
   async takeLease(attempt: { key: string; holder: string; leaseMs: number; limit: number; claimMs: number }): Promise<{ slot: number; taken: boolean }[]> {
-    const { rows } = await this.pool.query<{ slot: number; taken: boolean }>(takeLeaseSql, [attempt.key, attempt.holder, attempt.leaseMs, attempt.limit, attempt.claimMs]);
+    const { rows } = await this.pool.query<{ slot: number; taken: boolean }>(takeLeaseSql, [
+      attempt.key,
+      attempt.holder,
+      attempt.leaseMs,
+      attempt.limit,
+      attempt.claimMs,
+    ]);
     return rows;
   }
 

@@ -34,10 +34,16 @@ export interface PositionKey {
  * locks are held to the commit: pass pages take them after the page before committed, so two pages of
  * a pass never wait on each other through them.
  */
-export async function invalidatePositions(client: Pick<PoolClient, 'query'>, accountId: string, streams: readonly { resource: string; scope: string }[]): Promise<void> {
+export async function invalidatePositions(
+  client: Pick<PoolClient, 'query'>,
+  accountId: string,
+  streams: readonly { resource: string; scope: string }[],
+): Promise<void> {
   if (streams.length === 0) return;
   // One order for every writer, so two that bump the same rows never deadlock.
-  const sorted = [...new Map(streams.map((s) => [`${s.resource}\u0000${s.scope}`, s])).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, s]) => s);
+  const sorted = [...new Map(streams.map((s) => [`${s.resource}\u0000${s.scope}`, s])).entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, s]) => s);
   await client.query(
     `INSERT INTO record_position_sets AS s (account_id, resource, scope)
      SELECT $1, t.resource, t.scope FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(resource, scope, n) ORDER BY t.n

@@ -115,7 +115,10 @@ async function recordsTable(pool: Pool, resource: string): Promise<string> {
     map.catch(() => partitionMaps.delete(pool));
     partitionMaps.set(pool, (entry = { at: now, map }));
   }
-  const name = await entry.map.then((m) => m.get(resource), () => undefined);
+  const name = await entry.map.then(
+    (m) => m.get(resource),
+    () => undefined,
+  );
   return name === undefined ? 'records' : `"${name.replace(/"/g, '""')}"`;
 }
 
@@ -203,7 +206,13 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   const offset = (q.page - 1) * q.perPage;
   // Positions are int4; an offset past them is past any list the mirror holds (the OFFSET query answers it).
   if (offset + q.perPage >= 2 ** 31) return undefined;
-  const { rows } = await pool.query<{ live: number; expected: number; j: string | null; ok: boolean | null }>(positionedStatement(q.includeSourceData, table), [q.accountId, q.resource, scope, offset, offset + q.perPage]);
+  const { rows } = await pool.query<{ live: number; expected: number; j: string | null; ok: boolean | null }>(positionedStatement(q.includeSourceData, table), [
+    q.accountId,
+    q.resource,
+    scope,
+    offset,
+    offset + q.perPage,
+  ]);
   if (rows.length === 0) return undefined;
   const page: string[] = [];
   for (const r of rows) {
@@ -273,8 +282,14 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     known !== undefined && known.until > now
       ? Promise.resolve(known.at)
       : (q.scopes === 'all'
-          ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [q.accountId, q.resource])
-          : pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`, [q.accountId, q.resource, q.scopes])
+          ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [
+              q.accountId,
+              q.resource,
+            ])
+          : pool.query<{ at: Date | null }>(
+              `SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`,
+              [q.accountId, q.resource, q.scopes],
+            )
         ).then(({ rows }) => {
           const at = rows[0]?.at ?? null;
           if (streamOfList !== undefined) remember(cache, streamOfList, at, now);
@@ -283,7 +298,10 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   // A plain page of one stream: by its dense positions where they hold, else by OFFSET (below).
   const plain = q.scopes !== 'all' && q.scopes.length === 1 && !q.includeDeleted && !q.modifiedAfter && !q.filters?.length && !q.orderBy?.length;
   if (plain && q.page === 1) {
-    const [res, at] = await Promise.all([pool.query<{ j: string }>(firstPageStatement(q.includeSourceData, table), [q.accountId, q.resource, q.scopes[0], q.perPage + 1]), freshness]);
+    const [res, at] = await Promise.all([
+      pool.query<{ j: string }>(firstPageStatement(q.includeSourceData, table), [q.accountId, q.resource, q.scopes[0], q.perPage + 1]),
+      freshness,
+    ]);
     listReadPaths.first++;
     const hasMore = res.rows.length > q.perPage;
     const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r.j);
@@ -378,9 +396,14 @@ export async function scopeSynced(pool: Pool, accountId: string, resource: strin
 }
 
 async function syncedNow(pool: Pool, accountId: string, resource: string, scopes: readonly string[] | 'all'): Promise<boolean> {
-  const { rows } = scopes === 'all'
-    ? await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND last_fresh_at IS NOT NULL LIMIT 1`, [accountId, resource])
-    : await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[]) AND last_fresh_at IS NOT NULL LIMIT 1`, [accountId, resource, scopes]);
+  const { rows } =
+    scopes === 'all'
+      ? await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND last_fresh_at IS NOT NULL LIMIT 1`, [accountId, resource])
+      : await pool.query(`SELECT 1 FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[]) AND last_fresh_at IS NOT NULL LIMIT 1`, [
+          accountId,
+          resource,
+          scopes,
+        ]);
   return rows.length > 0;
 }
 

@@ -118,8 +118,8 @@ WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
                             source_create_time, source_update_time, generation, ordinal)
   SELECT $1, $2, ${perProject ? `replace($3::text, '*', data->>'project_id')` : '$3'}, id, source_id, data, source_data, ${contentHash}, sct, sut, $4, ordinal
     FROM input${
-    upsert
-      ? `
+      upsert
+        ? `
   ON CONFLICT (account_id, resource, scope, id) DO UPDATE
      SET source_id = EXCLUDED.source_id, data = EXCLUDED.data, source_data = EXCLUDED.source_data,
          hash = EXCLUDED.hash, source_create_time = EXCLUDED.source_create_time,
@@ -133,8 +133,8 @@ WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
           OR (NOT $7::boolean AND r.ordinal IS DISTINCT FROM EXCLUDED.ordinal))
      -- An older fetch never overwrites a newer state (events and passes race).
      AND (r.source_update_time IS NULL OR EXCLUDED.source_update_time IS NULL OR EXCLUDED.source_update_time >= r.source_update_time)`
-      : ''
-  }
+        : ''
+    }
   RETURNING (r.first_seen_at = now()) AS inserted, (r.mirrored_at = now()) AS changed
 )${seen ? `, seen AS (${seenPageSql((i) => `$${fixedParams(upsert) + 1 + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated,
@@ -167,7 +167,9 @@ const uniqueViolation = '23505';
 export function crossProjectKey(item: Record<string, unknown>, resource: string): string {
   const project = item.project_id;
   if (typeof project !== 'string' || project === '') {
-    throw new CrossProjectScopeError(`A record of the ${resource} list across projects (Project-Id: *) has no project_id (record ${String(item.id)}): the mirror cannot tell which project it belongs to`);
+    throw new CrossProjectScopeError(
+      `A record of the ${resource} list across projects (Project-Id: *) has no project_id (record ${String(item.id)}): the mirror cannot tell which project it belongs to`,
+    );
   }
   return `project=${project}|${String(item.id)}`;
 }
@@ -179,7 +181,10 @@ async function recordSeenPage(
   seen: SeenPage,
   ids: readonly string[],
 ): Promise<void> {
-  await client.query(seenPageSql((i) => `$${i + 1}`), seenPageValues(pass, seen, ids));
+  await client.query(
+    seenPageSql((i) => `$${i + 1}`),
+    seenPageValues(pass, seen, ids),
+  );
 }
 
 function seenPageValues(pass: { streamId: number; generation: number }, seen: SeenPage, ids: readonly string[]): unknown[] {
@@ -189,7 +194,10 @@ function seenPageValues(pass: { streamId: number; generation: number }, seen: Se
 /** The checkpoint that follows a page: the pages before it (`base`) and this page's counts. */
 function checkpointAfter(base: Checkpoint, counts: WriteCounts): Checkpoint {
   const c = base.counts;
-  return { ...base, counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted } };
+  return {
+    ...base,
+    counts: { inserted: c.inserted + counts.inserted, updated: c.updated + counts.updated, unchanged: c.unchanged + counts.unchanged, deleted: c.deleted },
+  };
 }
 
 const genericPlanSetup = 'SET LOCAL plan_cache_mode = force_generic_plan';
@@ -384,7 +392,14 @@ class Staging {
       // Records inserted or rewritten (content, liveness or place in the order): the stream's positions no longer hold.
       let written = 0;
       if (count > 0) {
-        const params: unknown[] = [write.key.accountId, write.key.resource, write.key.scope, write.pass.generation, write.ordinalBase, volatileFields(write.key.resource)];
+        const params: unknown[] = [
+          write.key.accountId,
+          write.key.resource,
+          write.key.scope,
+          write.pass.generation,
+          write.ordinalBase,
+          volatileFields(write.key.resource),
+        ];
         if (upsert) params.push(write.keepOrdinal ?? false);
         if (write.seen) params.push(...seenPageValues(write.pass, write.seen, rows.ids));
         params.push(rows.param);
@@ -393,7 +408,10 @@ class Staging {
           .query<{ inserted: number; updated: number; written: number }>({ ...statement(rows.kind, upsert, Boolean(write.seen), perProject), values: params })
           .catch((error: unknown) => {
             if (perProject && (error as { code?: string }).code === notNullViolation) {
-              throw new CrossProjectScopeError(`A record of the ${write.key.resource} list across projects (Project-Id: *) has no project_id: the mirror cannot tell which project it belongs to`, { cause: error });
+              throw new CrossProjectScopeError(
+                `A record of the ${write.key.resource} list across projects (Project-Id: *) has no project_id: the mirror cannot tell which project it belongs to`,
+                { cause: error },
+              );
             }
             throw error;
           });
@@ -405,7 +423,14 @@ class Staging {
         await recordSeenPage(client, write.pass, write.seen, rows.ids);
       }
       const invalidate =
-        written > 0 ? (client: PoolClient) => invalidatePositions(client, write.key.accountId, (scopes ?? [write.key.scope]).map((scope) => ({ resource: write.key.resource, scope }))) : undefined;
+        written > 0
+          ? (client: PoolClient) =>
+              invalidatePositions(
+                client,
+                write.key.accountId,
+                (scopes ?? [write.key.scope]).map((scope) => ({ resource: write.key.resource, scope })),
+              )
+          : undefined;
       return { counts, records: count, ...(invalidate && { invalidate }) };
     });
   }
@@ -441,7 +466,11 @@ export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: n
       );
       deleted = res.rows.reduce((sum, r) => sum + r.n, 0);
       // The scopes it marked records of have positions no more (this stream's own are computed below).
-      await invalidatePositions(client, key.accountId, res.rows.map((r) => ({ resource: key.resource, scope: r.scope })));
+      await invalidatePositions(
+        client,
+        key.accountId,
+        res.rows.map((r) => ({ resource: key.resource, scope: r.scope })),
+      );
     }
     // The stream's dense positions, for pages at any offset (record-positions.ts): computed here, where
     // its records are as complete as a pass leaves them, before the stream's row is locked (below) so
@@ -556,7 +585,12 @@ export async function markDeleted(pool: Pool, key: StreamKey, ids: readonly stri
  * longer serves either. One transaction; the streams it changed are noted as touched. Returns how
  * many were marked.
  */
-export async function markDeletedWithChildren(pool: Pool, key: StreamKey, id: string, children: { resources: readonly string[]; scope: string }): Promise<number> {
+export async function markDeletedWithChildren(
+  pool: Pool,
+  key: StreamKey,
+  id: string,
+  children: { resources: readonly string[]; scope: string },
+): Promise<number> {
   return inTransaction(pool, async (client) => {
     const res = await client.query<{ resource: string; scope: string; n: number }>(
       `WITH marked AS (
@@ -588,10 +622,11 @@ export async function markDeletedWithChildren(pool: Pool, key: StreamKey, id: st
  */
 export async function applyObjects(pool: Pool, key: StreamKey, items: readonly Record<string, unknown>[]): Promise<WriteCounts> {
   if (items.length === 0) return { inserted: 0, updated: 0, unchanged: 0 };
-  const { rows } = await pool.query<{ n: number | null }>(
-    `SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`,
-    [key.accountId, key.resource, key.scope],
-  );
+  const { rows } = await pool.query<{ n: number | null }>(`SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`, [
+    key.accountId,
+    key.resource,
+    key.scope,
+  ]);
   return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, records: { items }, ordinalBase: rows[0]?.n ?? 0, keepOrdinal: true });
 }
 
@@ -600,7 +635,11 @@ export async function applyObjects(pool: Pool, key: StreamKey, items: readonly R
  * out of the hash), so this is no change: `mirrored_at` and the changes feed stay as they are.
  */
 export async function refreshUrlFields(pool: Pool, key: StreamKey, id: string, object: Record<string, unknown>): Promise<void> {
-  const urls = Object.fromEntries(volatileFields(key.resource).filter((f) => typeof object[f] === 'string').map((f) => [f, object[f]]));
+  const urls = Object.fromEntries(
+    volatileFields(key.resource)
+      .filter((f) => typeof object[f] === 'string')
+      .map((f) => [f, object[f]]),
+  );
   if (Object.keys(urls).length === 0) return;
   await pool.query(`UPDATE records SET data = data || $5::jsonb WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4`, [
     key.accountId,
@@ -632,13 +671,26 @@ export async function knownPages(
   pass: { streamId: number; generation: number },
   range: { from: number; to: number },
 ): Promise<Map<number, KnownPage>> {
-  const { rows } = await pool.query<{ generation: number; page: number; per_page: number; digest: string; ids: string[]; has_more: boolean | null; written_at: Date }>(
+  const { rows } = await pool.query<{
+    generation: number;
+    page: number;
+    per_page: number;
+    digest: string;
+    ids: string[];
+    has_more: boolean | null;
+    written_at: Date;
+  }>(
     `SELECT DISTINCT ON (page) generation, page, per_page, digest, ids, has_more, written_at FROM stream_pages
       WHERE stream_id = $1 AND generation < $2 AND page BETWEEN $3 AND $4 AND digest IS NOT NULL
       ORDER BY page, generation DESC`,
     [pass.streamId, pass.generation, range.from, range.to],
   );
-  return new Map(rows.map((r) => [r.page, { generation: r.generation, page: r.page, perPage: r.per_page, digest: r.digest, ids: r.ids, hasMore: r.has_more, writtenAt: r.written_at }]));
+  return new Map(
+    rows.map((r) => [
+      r.page,
+      { generation: r.generation, page: r.page, perPage: r.per_page, digest: r.digest, ids: r.ids, hasMore: r.has_more, writtenAt: r.written_at },
+    ]),
+  );
 }
 
 /**
@@ -648,7 +700,10 @@ export async function knownPages(
  * mirror already holds exactly what writing the page would leave. Null when that does not hold (the
  * caller writes the page the ordinary way); else a staged page to commit as `stagePage`'s.
  */
-export async function stageKeptPage(pool: Pool, input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage }): Promise<StagedPage | null> {
+export async function stageKeptPage(
+  pool: Pool,
+  input: { key: StreamKey; pass: { streamId: number; generation: number }; known: KnownPage },
+): Promise<StagedPage | null> {
   const distinct = [...new Set(input.known.ids)];
   const opened = await openTransaction(pool, relaxedCommit, async (client) => {
     // Times are compared in SQL: written_at and mirrored_at have microseconds, a JS Date has not.
@@ -686,7 +741,13 @@ export async function stageKeptPage(pool: Pool, input: { key: StreamKey; pass: {
 }
 
 /** Whether every record of a known page is in the mirror, live, and unchanged since it was written. */
-async function recordsIntact(client: Pick<PoolClient, 'query'>, key: StreamKey, streamId: number, known: KnownPage, distinct: readonly string[]): Promise<boolean> {
+async function recordsIntact(
+  client: Pick<PoolClient, 'query'>,
+  key: StreamKey,
+  streamId: number,
+  known: KnownPage,
+  distinct: readonly string[],
+): Promise<boolean> {
   const { rows } = await client.query<{ n: number; intact: boolean }>(
     `SELECT count(*)::int AS n, coalesce(bool_and(r.deleted_at IS NULL AND r.mirrored_at <= p.written_at), true) AS intact
        FROM stream_pages p JOIN records r ON r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.id = ANY($4::text[])

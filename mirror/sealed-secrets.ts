@@ -10,8 +10,14 @@ export interface SealedSecrets {
 
 export async function sealedSecrets(prisma: PrismaClient): Promise<SealedSecrets> {
   const accounts = await prisma.linkedAccount.findMany({ select: { id: true, tokenCiphertext: true, tokenHash: true } });
-  const subscriptions = await prisma.subscription.findMany({ where: { authorizationCiphertext: { not: null } }, select: { id: true, authorizationCiphertext: true } });
-  return { accounts, subscriptions: subscriptions.flatMap((s) => (s.authorizationCiphertext ? [{ id: s.id, authorizationCiphertext: s.authorizationCiphertext }] : [])) };
+  const subscriptions = await prisma.subscription.findMany({
+    where: { authorizationCiphertext: { not: null } },
+    select: { id: true, authorizationCiphertext: true },
+  });
+  return {
+    accounts,
+    subscriptions: subscriptions.flatMap((s) => (s.authorizationCiphertext ? [{ id: s.id, authorizationCiphertext: s.authorizationCiphertext }] : [])),
+  };
 }
 
 /** Writes every re-sealed secret in one transaction: all of them or none. */

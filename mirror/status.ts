@@ -99,7 +99,13 @@ export async function pollingOverview(pool: Pool, filter: { accountId?: string; 
   ]);
   return {
     groups: groups.rows.map((g) => ({ accountId: g.account_id, reason: g.reason, streams: g.streams, nextDueAt: g.next_due_at?.toISOString() ?? null })),
-    next: next.rows.map((n) => ({ accountId: n.account_id, resource: n.resource, scope: n.scope, nextDueAt: n.next_due_at.toISOString(), reason: n.due_reason })),
+    next: next.rows.map((n) => ({
+      accountId: n.account_id,
+      resource: n.resource,
+      scope: n.scope,
+      nextDueAt: n.next_due_at.toISOString(),
+      reason: n.due_reason,
+    })),
   };
 }
 
@@ -121,7 +127,16 @@ export function summarise(statuses: readonly StreamStatus[]): ResourceSummary[] 
     const key = `${s.accountId}/${s.resource}`;
     let sum = byKey.get(key);
     if (!sum) {
-      sum = { accountId: s.accountId, sourceSystem: s.sourceSystem, resource: s.resource, streams: 0, states: {}, liveRecords: 0, oldestFreshAt: null, lastError: null };
+      sum = {
+        accountId: s.accountId,
+        sourceSystem: s.sourceSystem,
+        resource: s.resource,
+        streams: 0,
+        states: {},
+        liveRecords: 0,
+        oldestFreshAt: null,
+        lastError: null,
+      };
       byKey.set(key, sum);
     }
     sum.streams++;

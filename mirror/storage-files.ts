@@ -4,7 +4,10 @@ import type { Pool } from './pool.ts';
 import type { PrismaClient } from './prisma.ts';
 
 /** A record's stored data (its file URL fields among it); undefined once it is gone or deleted. */
-export async function storedRecordData(pool: Pool, key: { accountId: string; resource: string; scope: string; id: string }): Promise<Record<string, unknown> | undefined> {
+export async function storedRecordData(
+  pool: Pool,
+  key: { accountId: string; resource: string; scope: string; id: string },
+): Promise<Record<string, unknown> | undefined> {
   const { rows } = await pool.query<{ data: Record<string, unknown> }>(
     `SELECT data FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4 AND deleted_at IS NULL`,
     [key.accountId, key.resource, key.scope, key.id],

@@ -90,10 +90,11 @@ export async function beginOrResumePass(
   pass: { passKey: string; mode: PassMode; perPage: number; overlapMs?: number },
 ): Promise<StreamPass> {
   return inTransaction(pool, async (client) => {
-    await client.query(
-      `INSERT INTO streams (account_id, resource, scope) VALUES ($1, $2, $3) ON CONFLICT (account_id, resource, scope) DO NOTHING`,
-      [key.accountId, key.resource, key.scope],
-    );
+    await client.query(`INSERT INTO streams (account_id, resource, scope) VALUES ($1, $2, $3) ON CONFLICT (account_id, resource, scope) DO NOTHING`, [
+      key.accountId,
+      key.resource,
+      key.scope,
+    ]);
     const { rows } = await client.query<StreamRow>(
       `SELECT id, generation, state, checkpoint, last_pass_started_at FROM streams
         WHERE account_id = $1 AND resource = $2 AND scope = $3 FOR UPDATE`,
@@ -106,9 +107,7 @@ export async function beginOrResumePass(
     }
     const mode: PassMode = pass.mode === 'incremental' && row.last_pass_started_at ? 'incremental' : 'full';
     const since =
-      mode === 'incremental' && row.last_pass_started_at
-        ? new Date(row.last_pass_started_at.getTime() - (pass.overlapMs ?? 5 * 60_000)).toISOString()
-        : null;
+      mode === 'incremental' && row.last_pass_started_at ? new Date(row.last_pass_started_at.getTime() - (pass.overlapMs ?? 5 * 60_000)).toISOString() : null;
     const checkpoint: Checkpoint = {
       passKey: pass.passKey,
       mode,
@@ -132,10 +131,11 @@ export async function beginOrResumePass(
               pass_started_at = now(), last_error = NULL, updated_at = now() WHERE id = $1`,
       [row.id, generation, mode, JSON.stringify(checkpoint)],
     );
-    await client.query(
-      `INSERT INTO sync_runs (stream_id, generation, mode) VALUES ($1, $2, $3) ON CONFLICT (stream_id, generation) DO NOTHING`,
-      [row.id, generation, mode],
-    );
+    await client.query(`INSERT INTO sync_runs (stream_id, generation, mode) VALUES ($1, $2, $3) ON CONFLICT (stream_id, generation) DO NOTHING`, [
+      row.id,
+      generation,
+      mode,
+    ]);
     // Pages of earlier passes stay (the latest row of each page is what this pass compares its pages
     // with); they are dropped when this pass finishes.
     return { streamId: row.id, generation, checkpoint, started: true };
@@ -226,10 +226,11 @@ export async function committedPageIds(pool: Pool, pass: { streamId: number; gen
  * stay: each is keyed under its own project, where the per-project streams reconcile it.
  */
 export async function retireStream(pool: Pool, key: StreamKey): Promise<void> {
-  await pool.query(
-    `DELETE FROM stream_pages WHERE stream_id IN (SELECT id FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3)`,
-    [key.accountId, key.resource, key.scope],
-  );
+  await pool.query(`DELETE FROM stream_pages WHERE stream_id IN (SELECT id FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3)`, [
+    key.accountId,
+    key.resource,
+    key.scope,
+  ]);
   await pool.query(`DELETE FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
 }
 

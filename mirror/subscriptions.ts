@@ -51,6 +51,10 @@ export async function recordDeliveryFailure(prisma: PrismaClient, failure: { id:
 export async function advanceSubscription(prisma: PrismaClient, step: { id: string; cursor: { at: Date; key: string }; delivered: boolean }): Promise<void> {
   await prisma.subscription.update({
     where: { id: step.id },
-    data: { cursorAt: step.cursor.at, cursorKey: step.cursor.key, ...(step.delivered ? { delivered: { increment: 1 }, lastDeliveredAt: new Date(), lastError: null } : {}) },
+    data: {
+      cursorAt: step.cursor.at,
+      cursorKey: step.cursor.key,
+      ...(step.delivered ? { delivered: { increment: 1 }, lastDeliveredAt: new Date(), lastError: null } : {}),
+    },
   });
 }

@@ -48,7 +48,13 @@ export interface SandboxContext {
 export function createContext(options: ResolvedOptions, logger: Logger | undefined): SandboxContext {
   const baseUrl = options.publicUrl ?? 'http://127.0.0.1';
   const signer = new StorageSigner(options.signingKey, `${baseUrl}/storage`, options.storageUrlTtlMs);
-  const dataset = new Dataset({ seed: options.seed, size: options.size, sizes: options.sizes, ...(options.projectSkew ? { projectSkew: options.projectSkew } : {}), fileUrls: (ref) => signer.urls(ref) });
+  const dataset = new Dataset({
+    seed: options.seed,
+    size: options.size,
+    sizes: options.sizes,
+    ...(options.projectSkew ? { projectSkew: options.projectSkew } : {}),
+    fileUrls: (ref) => signer.urls(ref),
+  });
   return {
     options,
     headers: headerNames(options.headerPrefix),

@@ -31,7 +31,14 @@ export interface SandboxOptions {
    * `{ procloud: [{ limit: 3600, windowMs: 3_600_000 }, { limit: 100, windowMs: 10_000 }] }`; their
    * headers report the window nearer to running out (rate-limits/limiter.ts).
    */
-  rateLimits?: false | { windowMs?: number; accountLimit?: number; sourceSystemLimits?: Record<string, number>; sourceSystemWindows?: Record<string, readonly SourceSystemWindow[]> };
+  rateLimits?:
+    | false
+    | {
+        windowMs?: number;
+        accountLimit?: number;
+        sourceSystemLimits?: Record<string, number>;
+        sourceSystemWindows?: Record<string, readonly SourceSystemWindow[]>;
+      };
   logger?: Logger | false;
   /** Base for Link page and storage URLs; default the listen URL. */
   publicUrl?: string;
@@ -99,7 +106,9 @@ function resolveWindows(windows: Record<string, readonly SourceSystemWindow[]>):
   for (const [slug, list] of Object.entries(windows)) {
     for (const w of list) {
       if (!Number.isInteger(w.limit) || w.limit < 1 || !Number.isFinite(w.windowMs) || w.windowMs <= 0) {
-        throw new RangeError(`sandbox rateLimits.sourceSystemWindows.${slug}: each window needs a whole limit >= 1 and a windowMs > 0 (got ${JSON.stringify(w)})`);
+        throw new RangeError(
+          `sandbox rateLimits.sourceSystemWindows.${slug}: each window needs a whole limit >= 1 and a windowMs > 0 (got ${JSON.stringify(w)})`,
+        );
       }
     }
     out[slug] = list.map((w) => ({ limit: w.limit, windowMs: w.windowMs }));

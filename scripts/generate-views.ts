@@ -19,31 +19,44 @@ const jsonByName = /^(address|addresses|delivery_address|attachments)$|_ids$/;
 function column(field: string, byName = false): string {
   const q = `"${field}"`;
   if (jsonFields.has(field) || (byName && jsonByName.test(field))) return `data->'${field}' AS ${q}`;
-  if (numericFields.has(field) || (byName && numericByName.test(field))) return `CASE WHEN jsonb_typeof(data->'${field}') = 'number' THEN (data->>'${field}')::numeric END AS ${q}`;
+  if (numericFields.has(field) || (byName && numericByName.test(field)))
+    return `CASE WHEN jsonb_typeof(data->'${field}') = 'number' THEN (data->>'${field}')::numeric END AS ${q}`;
   return `data->>'${field}' AS ${q}`;
 }
 
-const ownColumns = new Set(['account_id', 'scope', 'id', 'source_id', 'source_create_time', 'source_update_time', 'source_data', 'first_seen_at', 'mirrored_at']);
+const ownColumns = new Set([
+  'account_id',
+  'scope',
+  'id',
+  'source_id',
+  'source_create_time',
+  'source_update_time',
+  'source_data',
+  'first_seen_at',
+  'mirrored_at',
+]);
 
 /** The view of each resource named (the contract's by default: the typed-views migration). */
 export function viewSql(names: readonly string[] = contractResourceNames, byName = false): string[] {
-  return resources.filter((r) => names.includes(r.name)).map((r) => {
-    const fields = r.fields.filter((f) => !['id', 'source_id', 'source_create_time', 'source_update_time'].includes(f));
-    const cols = [
-      'account_id',
-      'scope',
-      'id',
-      'source_id',
-      // A field named like a column of the view's own (a change event's `scope`) is `data_<field>`.
-      ...fields.map((f) => (ownColumns.has(f) ? column(f, byName).replace(/ AS "[^"]+"$/, ` AS "data_${f}"`) : column(f, byName))),
-      'source_create_time',
-      'source_update_time',
-      'source_data',
-      'first_seen_at',
-      'mirrored_at',
-    ];
-    return `-- CreateView\nCREATE VIEW "mirror_${sqlName(r.name)}" AS\nSELECT ${cols.join(',\n       ')}\n  FROM "records"\n WHERE "resource" = '${r.name}' AND "deleted_at" IS NULL;\n`;
-  });
+  return resources
+    .filter((r) => names.includes(r.name))
+    .map((r) => {
+      const fields = r.fields.filter((f) => !['id', 'source_id', 'source_create_time', 'source_update_time'].includes(f));
+      const cols = [
+        'account_id',
+        'scope',
+        'id',
+        'source_id',
+        // A field named like a column of the view's own (a change event's `scope`) is `data_<field>`.
+        ...fields.map((f) => (ownColumns.has(f) ? column(f, byName).replace(/ AS "[^"]+"$/, ` AS "data_${f}"`) : column(f, byName))),
+        'source_create_time',
+        'source_update_time',
+        'source_data',
+        'first_seen_at',
+        'mirrored_at',
+      ];
+      return `-- CreateView\nCREATE VIEW "mirror_${sqlName(r.name)}" AS\nSELECT ${cols.join(',\n       ')}\n  FROM "records"\n WHERE "resource" = '${r.name}' AND "deleted_at" IS NULL;\n`;
+    });
 }
 
 export function viewsSql(): string {

@@ -112,7 +112,11 @@ function loadEngine(): Promise<LoadedEngine> {
 function sameInterface(candidate: WasmModule, reference: WasmModule, glue: Glue): boolean {
   const provided = new Set(Object.keys(glue));
   if (!wasmApi.Module.imports(candidate).every((i) => i.module === './schema_engine_bg.js' && provided.has(i.name))) return false;
-  const names = (m: WasmModule) => wasmApi.Module.exports(m).map((e) => `${e.kind}:${e.name}`).sort().join('\n');
+  const names = (m: WasmModule) =>
+    wasmApi.Module.exports(m)
+      .map((e) => `${e.kind}:${e.name}`)
+      .sort()
+      .join('\n');
   return names(candidate) === names(reference);
 }
 

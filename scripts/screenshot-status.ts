@@ -20,7 +20,10 @@ if ('missing' in chromium) {
 
 const h = await startHarness({ sandbox: { size: 40, rateLimits: { windowMs: 60_000 } } });
 const op = await startOperatorApp(h, { refreshMs: 1000 });
-const browser = await launchChromium(chromium.path, { httpCredentials: { username: 'operator', password: op.operatorToken }, viewport: { width: 1440, height: 1100 } });
+const browser = await launchChromium(chromium.path, {
+  httpCredentials: { username: 'operator', password: op.operatorToken },
+  viewport: { width: 1440, height: 1100 },
+});
 try {
   const systems = ['buildpro', 'sqlerp', 'crmcloud', 'fieldops'];
   for (const s of systems) await setLatency(h, s, 120);

@@ -4,14 +4,7 @@
 // A project-scoped resource whose source system lists it across projects (`Project-Id: *`) is one
 // stream for the whole account; one that refuses falls back to a stream per project (and the refusal
 // is remembered). An incremental pass lists children only under parents that changed.
-import {
-  ParentClosePolicy,
-  executeChild,
-  patched,
-  proxyActivities,
-  setHandler,
-  uuid4,
-} from '@temporalio/workflow';
+import { ParentClosePolicy, executeChild, patched, proxyActivities, setHandler, uuid4 } from '@temporalio/workflow';
 import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
 import type { SweepItem, SyncActivities } from '../activities/sync.ts';
@@ -104,7 +97,8 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   const kindOf = new Map(plan.resources.map((r) => [r.name, r.scope]));
   const wanted = (r: string) =>
     kindOf.has(r) && (input.resource === undefined || input.resource === r || r === 'projects' || resourceDef(input.resource)?.parent === r);
-  const wantedScope = (scope: string) => input.scope === undefined || scope === input.scope || input.scope.startsWith(`${scope}/`) || scope.startsWith(`${input.scope}/`);
+  const wantedScope = (scope: string) =>
+    input.scope === undefined || scope === input.scope || input.scope.startsWith(`${scope}/`) || scope.startsWith(`${input.scope}/`);
 
   /** `onRefused`: a stream across projects that the upstream will not list so (it is run per project instead). */
   const run = async (spec: Spec, onRefused?: () => void): Promise<void> => {
@@ -141,7 +135,11 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   const top = plan.resources.filter((r) => r.scope === 'account' && wanted(r.name)).map((r) => r.name);
   if (top.includes('projects')) await run({ resource: 'projects', scope: '', path: listPath('projects') });
   const accountSpecs = top.filter((r) => r !== 'projects').map((r) => ({ resource: r, scope: '', path: listPath(r) }));
-  await runBounded(accountSpecs.filter((s) => wantedScope(s.scope)), concurrency, run);
+  await runBounded(
+    accountSpecs.filter((s) => wantedScope(s.scope)),
+    concurrency,
+    run,
+  );
 
   // 2. Project-scoped resources: one stream across projects where the source system lists the
   // resource so (a targeted resync of one project aside), else one stream per project.
@@ -153,7 +151,9 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
     for (const id of projectIds) projectScopes.push({ scope: formatScope([['project', id]]), parts: [['project', id]], projectId: id });
   }
   const perProject = (names: readonly string[]): Spec[] =>
-    projectScopes.flatMap((p) => names.map((r) => ({ resource: r, scope: p.scope, path: listPath(r), projectId: p.projectId }))).filter((s) => wantedScope(s.scope));
+    projectScopes
+      .flatMap((p) => names.map((r) => ({ resource: r, scope: p.scope, path: listPath(r), projectId: p.projectId })))
+      .filter((s) => wantedScope(s.scope));
   // Passes begun before lists across projects existed replay as they ran (one stream per project).
   const crossLists = projectLevel.length > 0 && input.scope === undefined && patched('cross-project-lists');
   const across = crossLists ? plan.resources.filter((r) => projectLevel.includes(r.name) && r.crossProject !== false).map((r) => r.name) : [];
@@ -213,24 +213,46 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   for (const parent of plan.resources) {
     const children = childrenOf(parent.name).filter((c) => wanted(c.name));
     if (children.length === 0) continue;
-    const parentScopes = (parent.scope === 'project' ? projectScopes : [{ scope: '', parts: [] as ScopePart[], projectId: undefined }]).filter((ps) => wantedScope(ps.scope));
+    const parentScopes = (parent.scope === 'project' ? projectScopes : [{ scope: '', parts: [] as ScopePart[], projectId: undefined }]).filter((ps) =>
+      wantedScope(ps.scope),
+    );
     if (sweeping) {
       // Small parent scopes' children are swept; a big one gets its own children workflow.
       for (const child of children) {
-        const cp = await planChildren({ accountId: input.accountId, parentResource: parent.name, parentScopes: parentScopes.map((ps) => ps.scope), childResource: child.name, changedOnly, inlineMax: inlineParentsMax });
+        const cp = await planChildren({
+          accountId: input.accountId,
+          parentResource: parent.name,
+          parentScopes: parentScopes.map((ps) => ps.scope),
+          childResource: child.name,
+          changedOnly,
+          inlineMax: inlineParentsMax,
+        });
         for (const ps of parentScopes) {
           const projectId = ps.projectId ? { projectId: ps.projectId } : {};
           for (const id of cp.inline[ps.scope] ?? []) {
-            childItems.push({ resource: child.name, scope: formatScope([...parseScope(ps.scope), [parent.name, id]]), path: listPath(child.name, id), ...projectId });
+            childItems.push({
+              resource: child.name,
+              scope: formatScope([...parseScope(ps.scope), [parent.name, id]]),
+              path: listPath(child.name, id),
+              ...projectId,
+            });
           }
-          if (cp.big.includes(ps.scope)) groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...projectId, ...(changedOnly ? { changedFor: child.name } : {}) });
+          if (cp.big.includes(ps.scope))
+            groups.push({
+              resource: child.name,
+              parentResource: parent.name,
+              parentScope: ps.scope,
+              ...projectId,
+              ...(changedOnly ? { changedFor: child.name } : {}),
+            });
         }
       }
       continue;
     }
     // Passes begun before sweeps: a children workflow per parent scope, as they ran.
     for (const ps of parentScopes) {
-      for (const child of children) groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...(ps.projectId ? { projectId: ps.projectId } : {}) });
+      for (const child of children)
+        groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...(ps.projectId ? { projectId: ps.projectId } : {}) });
     }
   }
   await runBounded([...sweepsOf(childItems).map((batch) => ({ batch })), ...groups.map((group) => ({ group }))], concurrency, async (job) => {

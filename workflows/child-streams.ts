@@ -40,7 +40,13 @@ export interface ChildStreamsResult extends SliceCounts {
 export async function childStreamsWorkflow(input: ChildStreamsInput): Promise<ChildStreamsResult> {
   const totals: ChildStreamsResult = input.carried ?? { pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0, streams: 0, failed: [] };
   let done = false;
-  setHandler(streamProgressQuery, (): StreamProgress => ({ resource: input.resource, scope: input.parentScope, pages: totals.pages, records: totals.records, done }));
+  setHandler(streamProgressQuery, (): StreamProgress => ({
+    resource: input.resource,
+    scope: input.parentScope,
+    pages: totals.pages,
+    records: totals.records,
+    done,
+  }));
   const ids = await listParentIds({
     accountId: input.accountId,
     parentResource: input.parentResource,

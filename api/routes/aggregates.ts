@@ -34,10 +34,17 @@ export const maxGroups = 1000;
 const fieldList = (fn: string) =>
   z
     .union([z.string(), z.array(z.string())])
-    .transform((v) => [v].flat().flatMap((s) => s.split(',')).map((s) => s.trim()))
+    .transform((v) =>
+      [v]
+        .flat()
+        .flatMap((s) => s.split(','))
+        .map((s) => s.trim()),
+    )
     .refine((fields) => fields.every((f) => f !== ''), `${fn} takes field names, comma-separated (e.g. ${fn}=amount,source_data.Balance)`)
     .optional()
-    .describe(`Fields whose ${fn === 'sum' ? 'sum' : fn === 'avg' ? 'average' : fn === 'min' ? 'minimum' : 'maximum'} is answered: comma-separated, or the parameter repeated. Numbers, and strings that are decimal numbers; other values are left out.${fn === 'min' || fn === 'max' ? ' `source_create_time` / `source_update_time`: the earliest / latest instant.' : ''}`);
+    .describe(
+      `Fields whose ${fn === 'sum' ? 'sum' : fn === 'avg' ? 'average' : fn === 'min' ? 'minimum' : 'maximum'} is answered: comma-separated, or the parameter repeated. Numbers, and strings that are decimal numbers; other values are left out.${fn === 'min' || fn === 'max' ? ' `source_create_time` / `source_update_time`: the earliest / latest instant.' : ''}`,
+    );
 const once = (name: string) => z.string({ message: `${name} is given once, as text` });
 
 const parameters = 'count, sum, avg, min, max, group_by, limit, include_deleted, modified_after, filters, filters[]';
@@ -45,30 +52,66 @@ const parameters = 'count, sum, avg, min, max, group_by, limit, include_deleted,
 /** The query (the filter forms are read again in order from the raw query, with the body's). */
 export const aggregatesQuerySchema = z.strictObject(
   {
-  count: z
-    .enum(['', 'true', 'false'], { message: 'count is a flag: `count`, `count=true` or `count=false`' })
-    .optional()
-    .describe('Answer the number of records (per group). Answered also when no other aggregate is asked.'),
-  sum: fieldList('sum'),
-  avg: fieldList('avg'),
-  min: fieldList('min'),
-  max: fieldList('max'),
-  group_by: once('group_by').min(1, 'group_by names a field').optional().describe('One field (a unified field, a time field, or `source_data.<key>`): one answer per distinct value; a JSON null and a missing field are the group `null`.'),
-  limit: z.coerce.number({ message: 'limit is a number' }).int('limit is an integer').min(1).max(maxGroups).default(100).describe(`Most groups answered, 1 to ${maxGroups} (groups in ascending order of their value).`),
-  include_deleted: z.enum(['true', 'false'], { message: 'include_deleted is true or false' }).optional().describe('Also count records the upstream deleted (as lists).'),
-  modified_after: z.iso.datetime({ offset: true, message: 'modified_after is an ISO 8601 timestamp with a zone (e.g. 2024-05-01T12:00:00Z)' }).optional().describe('Only records the mirror changed after this time.'),
-  filters: z.string().optional().describe('JSON array of `{field, operator, value}`, as list reads take it (also repeated `filters[]=<JSON object>`, or a JSON body `{"filters": [...]}` on the GET).'),
-  'filters[]': z.union([z.string(), z.array(z.string())]).optional().describe('One `{field, operator, value}` JSON object; repeat it for more.'),
+    count: z
+      .enum(['', 'true', 'false'], { message: 'count is a flag: `count`, `count=true` or `count=false`' })
+      .optional()
+      .describe('Answer the number of records (per group). Answered also when no other aggregate is asked.'),
+    sum: fieldList('sum'),
+    avg: fieldList('avg'),
+    min: fieldList('min'),
+    max: fieldList('max'),
+    group_by: once('group_by')
+      .min(1, 'group_by names a field')
+      .optional()
+      .describe(
+        'One field (a unified field, a time field, or `source_data.<key>`): one answer per distinct value; a JSON null and a missing field are the group `null`.',
+      ),
+    limit: z.coerce
+      .number({ message: 'limit is a number' })
+      .int('limit is an integer')
+      .min(1)
+      .max(maxGroups)
+      .default(100)
+      .describe(`Most groups answered, 1 to ${maxGroups} (groups in ascending order of their value).`),
+    include_deleted: z
+      .enum(['true', 'false'], { message: 'include_deleted is true or false' })
+      .optional()
+      .describe('Also count records the upstream deleted (as lists).'),
+    modified_after: z.iso
+      .datetime({ offset: true, message: 'modified_after is an ISO 8601 timestamp with a zone (e.g. 2024-05-01T12:00:00Z)' })
+      .optional()
+      .describe('Only records the mirror changed after this time.'),
+    filters: z
+      .string()
+      .optional()
+      .describe(
+        'JSON array of `{field, operator, value}`, as list reads take it (also repeated `filters[]=<JSON object>`, or a JSON body `{"filters": [...]}` on the GET).',
+      ),
+    'filters[]': z
+      .union([z.string(), z.array(z.string())])
+      .optional()
+      .describe('One `{field, operator, value}` JSON object; repeat it for more.'),
   },
-  { error: (issue) => (issue.code === 'unrecognized_keys' ? `unknown parameter ${issue.keys.map((k) => quoted(k)).join(', ')} (aggregates take ${parameters})` : undefined) },
+  {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys' ? `unknown parameter ${issue.keys.map((k) => quoted(k)).join(', ')} (aggregates take ${parameters})` : undefined,
+  },
 );
 
-const measureSchema = z.object({ sum: z.record(z.string(), z.number().nullable()).optional(), avg: z.record(z.string(), z.number().nullable()).optional(), min: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(), max: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional() });
+const measureSchema = z.object({
+  sum: z.record(z.string(), z.number().nullable()).optional(),
+  avg: z.record(z.string(), z.number().nullable()).optional(),
+  min: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(),
+  max: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(),
+});
 export const aggregatesResponseSchema = z.object({
-  data: z.array(z.object({ group: z.unknown().optional().describe('The group\'s value (only with group_by).'), count: z.number().int().optional() }).extend(measureSchema.shape)),
+  data: z.array(
+    z
+      .object({ group: z.unknown().optional().describe("The group's value (only with group_by)."), count: z.number().int().optional() })
+      .extend(measureSchema.shape),
+  ),
   meta: z.object({ group_by: z.string().nullable(), has_more_results: z.boolean() }),
 });
-
 
 function jsonOf(text: string, what: string, shape: string): unknown {
   try {
@@ -88,7 +131,10 @@ function filterItems(request: FastifyRequest, pairs: [string, string][]): Source
     if (name === 'filters') {
       if (value === '') continue;
       const json = jsonOf(value, 'filters', 'a JSON array of {field, operator, value} objects');
-      if (!Array.isArray(json)) throw new BadRequestError('filters must be a JSON array of {field, operator, value} objects.', { details: [{ path: 'filters', message: 'not an array' }] });
+      if (!Array.isArray(json))
+        throw new BadRequestError('filters must be a JSON array of {field, operator, value} objects.', {
+          details: [{ path: 'filters', message: 'not an array' }],
+        });
       for (const item of json) arrays.push({ at: `filters.${arrays.length}`, item });
     } else if (name === 'filters[]') {
       const at = `filters[]#${listed.length + 1}`;
@@ -99,13 +145,20 @@ function filterItems(request: FastifyRequest, pairs: [string, string][]): Source
   const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
   if (raw && raw.length > 0) {
     const type = [request.headers['content-type']].flat()[0] ?? '';
-    if (!jsonType.test(type)) throw new BadRequestError(`The body of an aggregates read is JSON (Content-Type: application/json), not ${quoted(type.split(';')[0]!.trim() || 'none')}.`);
+    if (!jsonType.test(type))
+      throw new BadRequestError(
+        `The body of an aggregates read is JSON (Content-Type: application/json), not ${quoted(type.split(';')[0]!.trim() || 'none')}.`,
+      );
     const encoding = [request.headers['content-encoding']].flat()[0];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw new BadRequestError('The body of an aggregates read is not compressed.');
     const json = jsonOf(raw.toString('utf8'), 'The body', 'a JSON object {"filters": [...]}');
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new BadRequestError('The body of an aggregates read must be a JSON object {"filters": [...]}.');
+    if (typeof json !== 'object' || json === null || Array.isArray(json))
+      throw new BadRequestError('The body of an aggregates read must be a JSON object {"filters": [...]}.');
     const unknown = Object.keys(json).find((k) => k !== 'filters');
-    if (unknown !== undefined) throw new BadRequestError(`body.${quoted(unknown).slice(1, -1)}: an aggregates read takes only "filters" in its body.`, { details: [{ path: `body.${unknown.slice(0, 64)}`, message: 'unknown key' }] });
+    if (unknown !== undefined)
+      throw new BadRequestError(`body.${quoted(unknown).slice(1, -1)}: an aggregates read takes only "filters" in its body.`, {
+        details: [{ path: `body.${unknown.slice(0, 64)}`, message: 'unknown key' }],
+      });
     const items = (json as { filters?: unknown }).filters;
     if (items !== undefined) {
       if (!Array.isArray(items)) throw new BadRequestError('body.filters must be an array of {field, operator, value} objects.');
@@ -119,22 +172,36 @@ function filterItems(request: FastifyRequest, pairs: [string, string][]): Source
 function checkField(field: string, at: string, def: ResourceDef): void {
   if (field.startsWith(sourceDataPrefix)) {
     const key = field.slice(sourceDataPrefix.length);
-    if (key === '') throw new BadRequestError(`${at}: name a key of the source object, e.g. source_data.Balance.`, { details: [{ path: at, message: 'empty source_data key' }] });
-    if (key.includes('.')) throw new BadRequestError(`${at}: ${quoted(field)} is a nested source_data key; aggregates take top-level keys only.`, { details: [{ path: at, message: 'nested source_data key' }] });
+    if (key === '')
+      throw new BadRequestError(`${at}: name a key of the source object, e.g. source_data.Balance.`, {
+        details: [{ path: at, message: 'empty source_data key' }],
+      });
+    if (key.includes('.'))
+      throw new BadRequestError(`${at}: ${quoted(field)} is a nested source_data key; aggregates take top-level keys only.`, {
+        details: [{ path: at, message: 'nested source_data key' }],
+      });
     return;
   }
   if (!def.fields.includes(field)) {
-    throw new BadRequestError(`${at}: ${quoted(field)} is not a field of ${def.name}; name one of ${def.fields.join(', ')}, or source_data.<key>.`, { details: [{ path: at, message: 'unknown field' }] });
+    throw new BadRequestError(`${at}: ${quoted(field)} is not a field of ${def.name}; name one of ${def.fields.join(', ')}, or source_data.<key>.`, {
+      details: [{ path: at, message: 'unknown field' }],
+    });
   }
 }
 
 /** The scopes the request reads, Project-Id applied as lists apply it (see resources.ts scopesFor). */
-async function scopesOf(projects: ProjectIds, account: AccountSummary, def: ResourceDef, request: FastifyRequest): Promise<{ scopes: string[] | 'all'; scopePrefix?: string; narrowing?: RecordFilter }> {
+async function scopesOf(
+  projects: ProjectIds,
+  account: AccountSummary,
+  def: ResourceDef,
+  request: FastifyRequest,
+): Promise<{ scopes: string[] | 'all'; scopePrefix?: string; narrowing?: RecordFilter }> {
   const value = header(request, 'project-id')?.trim() || undefined;
   const profile = knownProfile(account.sourceSystem);
   const narrowByProjectId = async (): Promise<RecordFilter | undefined> => {
     if (value === undefined || value === '*') return undefined;
-    if (!def.fields.includes('project_id')) throw new BadRequestError(`Project-Id does not narrow ${def.name}: its records carry no project_id (send no Project-Id, or *).`);
+    if (!def.fields.includes('project_id'))
+      throw new BadRequestError(`Project-Id does not narrow ${def.name}: its records carry no project_id (send no Project-Id, or *).`);
     return { field: 'project_id', operator: '=', value: await projects.resolve(account, value) };
   };
   /** One project's scope, or undefined for `*` (every project). */
@@ -170,7 +237,11 @@ const aggregatesSchema = {
   access: 'account',
   params: pathParams('resource'),
   querystring: aggregatesQuerySchema,
-  headers: headersOf(projectHeader('The project (its id, `source_id:<id>`, or `*`): required for project-scoped resources; narrows account-level resources whose records carry `project_id`.')),
+  headers: headersOf(
+    projectHeader(
+      'The project (its id, `source_id:<id>`, or `*`): required for project-scoped resources; narrows account-level resources whose records carry `project_id`.',
+    ),
+  ),
   response: {
     200: json('One entry per group (one entry when not grouped).', aggregatesResponseSchema),
     400: errorAnswer('A parameter, field, operator or aggregate it cannot evaluate, named.'),
@@ -182,60 +253,70 @@ export function registerAggregateRoutes(app: FastifyInstance, deps: AggregateRou
   const { pool, auth, headerPrefix } = deps;
   const projects = deps.projects ?? new ProjectIds({ pool });
 
-  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof aggregatesQuerySchema> }>('/mirror/aggregates/:resource', { preValidation: [credentialsFirst(auth, 'account'), readGetBody], schema: aggregatesSchema }, async (request, reply) => {
-    const account = await auth.account(request);
-    const def = resourceDef(request.params.resource);
-    if (!def) throw new NotFoundError(`No resource ${quoted(request.params.resource)}; resources: ${resources.map((r) => r.name).join(', ')}.`);
-    // Aggregates are the mirror's own: a resource it does not keep has no copy to count.
-    if (!isMirrored(def.name)) throw new NotFoundError(`${def.name} is not among the resources this mirror keeps (MIRROR_RESOURCES); aggregates are computed over the mirror's copy.`);
-    // The filter forms in the order they came (the parsed query has lost it).
-    const q = request.url.indexOf('?');
-    const pairs = q < 0 ? [] : [...new URLSearchParams(request.url.slice(q + 1))];
-    const o = request.query;
+  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof aggregatesQuerySchema> }>(
+    '/mirror/aggregates/:resource',
+    { preValidation: [credentialsFirst(auth, 'account'), readGetBody], schema: aggregatesSchema },
+    async (request, reply) => {
+      const account = await auth.account(request);
+      const def = resourceDef(request.params.resource);
+      if (!def) throw new NotFoundError(`No resource ${quoted(request.params.resource)}; resources: ${resources.map((r) => r.name).join(', ')}.`);
+      // Aggregates are the mirror's own: a resource it does not keep has no copy to count.
+      if (!isMirrored(def.name))
+        throw new NotFoundError(`${def.name} is not among the resources this mirror keeps (MIRROR_RESOURCES); aggregates are computed over the mirror's copy.`);
+      // The filter forms in the order they came (the parsed query has lost it).
+      const q = request.url.indexOf('?');
+      const pairs = q < 0 ? [] : [...new URLSearchParams(request.url.slice(q + 1))];
+      const o = request.query;
 
-    const measures: Measure[] = [];
-    for (const fn of aggregateFunctions) {
-      for (const field of o[fn] ?? []) {
-        checkField(field, fn, def);
-        if (timeColumns[field] && (fn === 'sum' || fn === 'avg')) throw new BadRequestError(`${fn}: ${field} is a time; take its min or max.`, { details: [{ path: fn, message: 'a time field' }] });
-        if (!measures.some((m) => m.fn === fn && m.field === field)) measures.push({ fn, field });
+      const measures: Measure[] = [];
+      for (const fn of aggregateFunctions) {
+        for (const field of o[fn] ?? []) {
+          checkField(field, fn, def);
+          if (timeColumns[field] && (fn === 'sum' || fn === 'avg'))
+            throw new BadRequestError(`${fn}: ${field} is a time; take its min or max.`, { details: [{ path: fn, message: 'a time field' }] });
+          if (!measures.some((m) => m.fn === fn && m.field === field)) measures.push({ fn, field });
+        }
       }
-    }
-    if (measures.length > maxMeasures) throw new BadRequestError(`At most ${maxMeasures} aggregated fields in one read (sum, avg, min and max together); this read has ${measures.length}.`);
-    if (o.group_by !== undefined) checkField(o.group_by, 'group_by', def);
-    const count = o.count === undefined ? measures.length === 0 : o.count !== 'false';
+      if (measures.length > maxMeasures)
+        throw new BadRequestError(`At most ${maxMeasures} aggregated fields in one read (sum, avg, min and max together); this read has ${measures.length}.`);
+      if (o.group_by !== undefined) checkField(o.group_by, 'group_by', def);
+      const count = o.count === undefined ? measures.length === 0 : o.count !== 'false';
 
-    let filters: RecordFilter[];
-    try {
-      filters = checkFilters(filterItems(request, pairs), def);
-    } catch (error) {
-      // A list forwards what the mirror does not evaluate; here there is no one else to ask.
-      if (error instanceof NotEvaluated) throw new BadRequestError(`Invalid filters: ${error.reason.replace(' is not evaluated by the mirror', ' is not one aggregates evaluate')} (filter on unified fields, id, source_create_time, source_update_time or source_data.<key>).`);
-      throw error;
-    }
-    const where = await scopesOf(projects, account, def, request);
-    const result = await aggregateRecords(pool, {
-      accountId: account.id,
-      resource: def.name,
-      scopes: where.scopes,
-      ...(where.scopePrefix !== undefined ? { scopePrefix: where.scopePrefix } : {}),
-      includeDeleted: o.include_deleted === 'true',
-      ...(o.modified_after ? { modifiedAfter: new Date(o.modified_after) } : {}),
-      filters: where.narrowing ? [...filters, where.narrowing] : filters,
-      measures,
-      ...(o.group_by !== undefined ? { groupBy: o.group_by } : {}),
-      limit: o.limit,
-    });
-    if (result.retrievedAt) void reply.header(`${headerPrefix}-Data-Retrieved-At`, result.retrievedAt.toISOString());
-    else void reply.header(`${headerPrefix}-Warnings`, `nothing of ${def.name} is mirrored for this account yet: the aggregates cover no record`);
-    const asked = new Set(measures.map((m) => m.fn));
-    const data = result.groups.map((g) => {
-      const out: Record<string, unknown> = {};
-      if (o.group_by !== undefined) out.group = g.group;
-      if (count) out.count = g.count;
-      for (const fn of aggregateFunctions) if (asked.has(fn)) out[fn] = g.values[fn];
-      return out;
-    });
-    return reply.send({ data, meta: { group_by: o.group_by ?? null, has_more_results: result.hasMore } });
-  });
+      let filters: RecordFilter[];
+      try {
+        filters = checkFilters(filterItems(request, pairs), def);
+      } catch (error) {
+        // A list forwards what the mirror does not evaluate; here there is no one else to ask.
+        if (error instanceof NotEvaluated)
+          throw new BadRequestError(
+            `Invalid filters: ${error.reason.replace(' is not evaluated by the mirror', ' is not one aggregates evaluate')} (filter on unified fields, id, source_create_time, source_update_time or source_data.<key>).`,
+          );
+        throw error;
+      }
+      const where = await scopesOf(projects, account, def, request);
+      const result = await aggregateRecords(pool, {
+        accountId: account.id,
+        resource: def.name,
+        scopes: where.scopes,
+        ...(where.scopePrefix !== undefined ? { scopePrefix: where.scopePrefix } : {}),
+        includeDeleted: o.include_deleted === 'true',
+        ...(o.modified_after ? { modifiedAfter: new Date(o.modified_after) } : {}),
+        filters: where.narrowing ? [...filters, where.narrowing] : filters,
+        measures,
+        ...(o.group_by !== undefined ? { groupBy: o.group_by } : {}),
+        limit: o.limit,
+      });
+      if (result.retrievedAt) void reply.header(`${headerPrefix}-Data-Retrieved-At`, result.retrievedAt.toISOString());
+      else void reply.header(`${headerPrefix}-Warnings`, `nothing of ${def.name} is mirrored for this account yet: the aggregates cover no record`);
+      const asked = new Set(measures.map((m) => m.fn));
+      const data = result.groups.map((g) => {
+        const out: Record<string, unknown> = {};
+        if (o.group_by !== undefined) out.group = g.group;
+        if (count) out.count = g.count;
+        for (const fn of aggregateFunctions) if (asked.has(fn)) out[fn] = g.values[fn];
+        return out;
+      });
+      return reply.send({ data, meta: { group_by: o.group_by ?? null, has_more_results: result.hasMore } });
+    },
+  );
 }

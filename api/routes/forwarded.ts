@@ -38,12 +38,22 @@ const linkedAccountAnswer = linkedAccountSchema.meta({ id: 'LinkedAccount' });
 /** A link call forwarded as it came: its body is the upstream's to judge. */
 const forwardedBody = (shape: Record<string, z.ZodType>) => readAsItCame(z.looseObject(shape));
 const forwardedAnswer = (description = 'Forwarded.') => ({ 200: json(description, forwardedSchema) });
-const linkRoute = (summary: string, extra: FastifySchema = {}): FastifySchema => ({ summary, tags: ['link'], access: 'account', response: forwardedAnswer(), ...extra });
+const linkRoute = (summary: string, extra: FastifySchema = {}): FastifySchema => ({
+  summary,
+  tags: ['link'],
+  access: 'account',
+  response: forwardedAnswer(),
+  ...extra,
+});
 const sessionId = pathParams('id');
 
 const passThrough: Record<string, FastifySchema> = {
   '/passthrough': { summary: 'Pass-through request to the source system (forwarded, streamed)', consumes: ['*/*'], response: forwardedAnswer() },
-  '/passthrough-download': { summary: 'Pass-through download (forwarded, streamed)', consumes: ['*/*'], response: { 200: answer('The bytes.', 'application/octet-stream') } },
+  '/passthrough-download': {
+    summary: 'Pass-through download (forwarded, streamed)',
+    consumes: ['*/*'],
+    response: { 200: answer('The bytes.', 'application/octet-stream') },
+  },
   '/passthrough-multipart': { summary: 'Pass-through multipart upload (forwarded, streamed)', consumes: ['multipart/form-data'], response: forwardedAnswer() },
   '/passthrough-upload': { summary: 'Pass-through binary upload (forwarded, streamed)', consumes: ['application/octet-stream'], response: forwardedAnswer() },
 };
@@ -82,12 +92,16 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     body: exchangeSchema,
     response: { 200: json('The linked account.', linkedAccountAnswer) },
   } satisfies FastifySchema;
-  app.post<{ Body: z.infer<typeof exchangeSchema> }>('/link/token/exchange', { preValidation: credentialsFirst(auth, 'client'), schema: exchange }, async (request) => {
-    const clientId = await auth.client(request);
-    const { public_token } = request.body;
-    const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, public_token);
-    return linked;
-  });
+  app.post<{ Body: z.infer<typeof exchangeSchema> }>(
+    '/link/token/exchange',
+    { preValidation: credentialsFirst(auth, 'client'), schema: exchange },
+    async (request) => {
+      const clientId = await auth.client(request);
+      const { public_token } = request.body;
+      const { linked } = await linkWithPublicToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, public_token);
+      return linked;
+    },
+  );
 
   /** Adopts an account linked before the mirror, by its existing account token. */
   const adopt = {
@@ -95,14 +109,20 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     tags: ['link'],
     access: 'client',
     body: adoptSchema,
-    response: { 201: json('Registered; its first sync started.', z.object({ id: z.string(), reference_id: z.string(), source_system: z.string(), status: z.string() })) },
+    response: {
+      201: json('Registered; its first sync started.', z.object({ id: z.string(), reference_id: z.string(), source_system: z.string(), status: z.string() })),
+    },
   } satisfies FastifySchema;
-  app.post<{ Body: z.infer<typeof adoptSchema> }>('/mirror/accounts', { preValidation: credentialsFirst(auth, 'client'), schema: adopt }, async (request, reply) => {
-    const clientId = await auth.client(request);
-    const { account_token } = request.body;
-    const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, account_token);
-    return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
-  });
+  app.post<{ Body: z.infer<typeof adoptSchema> }>(
+    '/mirror/accounts',
+    { preValidation: credentialsFirst(auth, 'client'), schema: adopt },
+    async (request, reply) => {
+      const clientId = await auth.client(request);
+      const { account_token } = request.body;
+      const account = await adoptAccountToken({ upstream: deps.upstream, accounts: deps.accounts, sync: deps.sync, clientId }, account_token);
+      return reply.status(201).send({ id: account.id, reference_id: account.referenceId, source_system: account.sourceSystem, status: account.status });
+    },
+  );
 
   // Link sessions: forwarded; the mirror records what it needs to accept the session itself.
   const key = deps.sessionKey;
@@ -146,7 +166,8 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
         capture: {
           maxBytes: 1024 * 1024,
           async onAnswer(status, body) {
-            if (status >= 200 && status < 300 && deps.prisma) await updateSessionExpiry(deps.prisma, account.id, request.params.id, jsonOf(body), action === 'expire');
+            if (status >= 200 && status < 300 && deps.prisma)
+              await updateSessionExpiry(deps.prisma, account.id, request.params.id, jsonOf(body), action === 'expire');
           },
         },
       });
@@ -169,10 +190,14 @@ export function registerForwardedRoutes(app: FastifyInstance, deps: ForwardedRou
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
     for (const [path, schema] of Object.entries(passThrough)) {
-      scope.post(path, { ...guarded, schema: { tags: ['pass-through'], access: 'account', body: readAsItCame(z.unknown()), ...schema } }, async (request, reply) => {
-        const account = await auth.account(request);
-        return forward(request, reply, target, { account });
-      });
+      scope.post(
+        path,
+        { ...guarded, schema: { tags: ['pass-through'], access: 'account', body: readAsItCame(z.unknown()), ...schema } },
+        async (request, reply) => {
+          const account = await auth.account(request);
+          return forward(request, reply, target, { account });
+        },
+      );
     }
 
     // Everything else of the upstream's surface that no route of the mirror serves (resources the

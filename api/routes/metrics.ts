@@ -51,7 +51,8 @@ export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDe
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
   const schema = {
     summary: 'Prometheus metrics',
-    description: 'Upstream requests and 429s per source system and API latency (this process), records written, pages, stream lag, governor budgets, inbox, outbound deliveries (from Postgres).',
+    description:
+      'Upstream requests and 429s per source system and API latency (this process), records written, pages, stream lag, governor budgets, inbox, outbound deliveries (from Postgres).',
     tags: ['operator'],
     access: 'operator',
     response: { 200: answer('Prometheus text format 0.0.4', 'text/plain') },

@@ -14,7 +14,18 @@ import { resources, resourceDef, type ResourceDef } from '../../lib/resources.ts
 import { credentialsFirst } from '../auth.ts';
 import { planGet, planList, planPagesOnly } from '../read-plan.ts';
 import { isUpstreamCollection, readGetBody, ResourceReads, sendJson, type ResourceRouteDeps } from '../resource-reads.ts';
-import { asyncHeader, errorAnswer, headersOf, json, objectSchema, pageSchema, pathParams, projectHeader, readAsItCame, sourceDataHeaders } from '../route-schema.ts';
+import {
+  asyncHeader,
+  errorAnswer,
+  headersOf,
+  json,
+  objectSchema,
+  pageSchema,
+  pathParams,
+  projectHeader,
+  readAsItCame,
+  sourceDataHeaders,
+} from '../route-schema.ts';
 
 export { maxGetBodyBytes, readGetBody, type ResourceRouteDeps } from '../resource-reads.ts';
 
@@ -28,8 +39,11 @@ const listQuerySchema = readAsItCame(
     per_page: z.coerce.number().int().min(1).max(1000).optional().describe("Records per page, 1 to 1000 (unset: the source system's default)."),
     include_deleted: z.enum(['true', 'false']).optional().describe('Also list records the upstream deleted (the mirror keeps them, soft-deleted).'),
     modified_after: z.iso.datetime({ offset: true }).optional().describe('Only records the mirror changed after this time.'),
-    filters: z.string().optional().describe('JSON array of `{field, operator, value}` (also repeated `filters[]=<JSON object>`, or a JSON body `{"filters": [...]}` on the GET).'),
-    order_by: z.string().optional().describe('JSON array of `{field, dir}` (also `order_by[]=`, or the body\'s `order_by`).'),
+    filters: z
+      .string()
+      .optional()
+      .describe('JSON array of `{field, operator, value}` (also repeated `filters[]=<JSON object>`, or a JSON body `{"filters": [...]}` on the GET).'),
+    order_by: z.string().optional().describe("JSON array of `{field, dir}` (also `order_by[]=`, or the body's `order_by`)."),
   }),
 );
 const pagesQuerySchema = readAsItCame(z.looseObject({ page: listQuerySchema.shape.page, per_page: listQuerySchema.shape.per_page }));
@@ -51,7 +65,8 @@ function listSchema(def: ResourceDef): FastifySchema {
   const parent = def.parent ? resourceDef(def.parent) : undefined;
   return {
     summary: `List ${what(def)}${parent ? ` of a ${parent.name.replace(/s$/, '').replace(/-/g, ' ')}` : ''}`,
-    description: "Served from the mirror in the upstream's shape, with exact `has_more_results`. A scope the mirror never synced is answered by the upstream (with a warning header) while its sync starts.",
+    description:
+      "Served from the mirror in the upstream's shape, with exact `has_more_results`. A scope the mirror never synced is answered by the upstream (with a warning header) while its sync starts.",
     tags: [def.name],
     access: 'account',
     ...(parent ? { params: pathParams('parentId') } : {}),
@@ -98,7 +113,9 @@ const changesSchema = {
     200: json(
       'A page of changes.',
       z.object({
-        data: z.array(z.object({ event: z.enum(['CREATE', 'UPDATE', 'DELETE']), id: z.string(), scope: z.string(), mirrored_at: z.iso.datetime(), object: z.unknown() })),
+        data: z.array(
+          z.object({ event: z.enum(['CREATE', 'UPDATE', 'DELETE']), id: z.string(), scope: z.string(), mirrored_at: z.iso.datetime(), object: z.unknown() }),
+        ),
         meta: z.object({ next_cursor: z.string(), has_more_results: z.boolean() }),
       }),
     ),
@@ -141,7 +158,8 @@ function handlers(reads: ResourceReads) {
       const q = plan.serve;
       const profile = knownProfile(r.account.sourceSystem);
       // A source system that does not filter this resource refuses every filter form: its answer is relayed.
-      if (q.hasFilterForms && profile?.resources[def.name]?.updateTimeFilter === false) return reads.forwarded(r, reply, `${profile.name} does not filter ${def.name}`);
+      if (q.hasFilterForms && profile?.resources[def.name]?.updateTimeFilter === false)
+        return reads.forwarded(r, reply, `${profile.name} does not filter ${def.name}`);
       const narrowing = await reads.projectNarrowing(r, def);
       if (typeof narrowing === 'string') return reads.forwarded(r, reply, narrowing);
       if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
@@ -228,13 +246,36 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   const h = handlers(new ResourceReads(deps));
   const reads = { preValidation: readGetBody };
 
-  app.get('/root-folder', { ...reads, schema: folderSchema("The project's root folder, with its files and subfolders", undefined, 'No root folder mirrored for this project.') }, h.rootFolder);
-  app.get<{ Params: { id: string } }>('/folders/:id', { ...reads, schema: folderSchema('One folder by id or `source_id:<id>`, with its files and subfolders', pathParams('id'), 'No such folder in this account.') }, h.folder);
+  app.get(
+    '/root-folder',
+    { ...reads, schema: folderSchema("The project's root folder, with its files and subfolders", undefined, 'No root folder mirrored for this project.') },
+    h.rootFolder,
+  );
+  app.get<{ Params: { id: string } }>(
+    '/folders/:id',
+    {
+      ...reads,
+      schema: folderSchema('One folder by id or `source_id:<id>`, with its files and subfolders', pathParams('id'), 'No such folder in this account.'),
+    },
+    h.folder,
+  );
   for (const sub of ['files', 'folders'] as const) {
-    const schema: FastifySchema = { summary: `The ${sub} of a folder`, tags: ['folders'], access: 'account', params: pathParams('id'), querystring: pagesQuerySchema, headers: folderHeaders, response: { 200: json('A page of records.', pageSchema(resourceDef(sub)!)) } };
+    const schema: FastifySchema = {
+      summary: `The ${sub} of a folder`,
+      tags: ['folders'],
+      access: 'account',
+      params: pathParams('id'),
+      querystring: pagesQuerySchema,
+      headers: folderHeaders,
+      response: { 200: json('A page of records.', pageSchema(resourceDef(sub)!)) },
+    };
     app.get<{ Params: { id: string } }>(`/folders/:id/${sub}`, { ...reads, schema }, h.folderContents(sub));
   }
-  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof changesQuerySchema> }>('/mirror/changes/:resource', { preValidation: credentialsFirst(deps.auth, 'account'), schema: changesSchema }, h.changes);
+  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof changesQuerySchema> }>(
+    '/mirror/changes/:resource',
+    { preValidation: credentialsFirst(deps.auth, 'account'), schema: changesSchema },
+    h.changes,
+  );
 
   // Every resource of the catalog: its list and its objects (children through their parent).
   for (const def of resources) {

@@ -24,7 +24,8 @@ export interface StatusRouteDeps {
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
   const upstreamUsage = deps.upstream && (() => deps.upstream!.usage());
-  const overview = () => buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl, ...(upstreamUsage ? { upstreamUsage } : {}) });
+  const overview = () =>
+    buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl, ...(upstreamUsage ? { upstreamUsage } : {}) });
 
   const statusPage = {
     summary: 'Status page (HTML)',
@@ -41,7 +42,12 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps
     return reply.send(request.query.fragment ? renderMain(o) : renderPage(o, { refreshMs: deps.operator?.refreshMs }));
   });
 
-  const statusJson = { summary: 'What the status page shows, as JSON', tags: ['operator'], access: 'operator', response: { 200: json('The overview.', z.looseObject({})) } } satisfies FastifySchema;
+  const statusJson = {
+    summary: 'What the status page shows, as JSON',
+    tags: ['operator'],
+    access: 'operator',
+    response: { 200: json('The overview.', z.looseObject({})) },
+  } satisfies FastifySchema;
   app.get('/status.json', { preHandler, schema: statusJson }, async (_request, reply) => {
     void reply.header('cache-control', 'no-store');
     return reply.send(await overview());

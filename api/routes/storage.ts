@@ -56,7 +56,10 @@ const storageSchema = {
   access: 'public',
   params: pathParams('resource', 'id', 'field'),
   querystring: linkQuery,
-  headers: headersOf({ range: z.string().optional().describe('A byte range, as HTTP takes it.'), 'if-none-match': z.string().optional().describe('The ETag of a copy the caller holds.') }),
+  headers: headersOf({
+    range: z.string().optional().describe('A byte range, as HTTP takes it.'),
+    'if-none-match': z.string().optional().describe('The ETag of a copy the caller holds.'),
+  }),
   response: {
     200: answer('The bytes.', 'application/octet-stream'),
     206: answer('The requested range.', 'application/octet-stream'),
@@ -111,7 +114,15 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       if (typeof v === 'string') headers[h] = v;
     }
     try {
-      return await deps.upstream.stream({ method: 'GET', url: t.url, headers, budget: { account: l.accountId, origin: 'storage' }, priority: 'interactive', bodyTimeoutMs: 300_000, what: 'a stored file' });
+      return await deps.upstream.stream({
+        method: 'GET',
+        url: t.url,
+        headers,
+        budget: { account: l.accountId, origin: 'storage' },
+        priority: 'interactive',
+        bodyTimeoutMs: 300_000,
+        what: 'a stored file',
+      });
     } catch (error) {
       // A 5xx: the message reaches the logs only.
       throw new UpstreamError(`The upstream's storage could not be reached (${(error as Error).message}).`, undefined, { cause: error });
@@ -157,7 +168,10 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
         res = await fetchFile(t, request, link);
       }
       if (t.kind === 'refused') {
-        request.log.warn({ resource: link.resource, id: link.id, field: link.field, reason: t.reason }, 'storage proxy: the upstream gave a URL outside its storage; not fetched');
+        request.log.warn(
+          { resource: link.resource, id: link.id, field: link.field, reason: t.reason },
+          'storage proxy: the upstream gave a URL outside its storage; not fetched',
+        );
         await record(502);
         return badGateway(
           reply,
@@ -169,9 +183,16 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       if (res.status >= 300 && res.status < 400 && res.status !== 304) {
         // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
         await res.discard();
-        request.log.warn({ resource: link.resource, id: link.id, field: link.field, status: res.status }, 'storage proxy: the upstream storage answered a redirect; not followed');
+        request.log.warn(
+          { resource: link.resource, id: link.id, field: link.field, status: res.status },
+          'storage proxy: the upstream storage answered a redirect; not followed',
+        );
         await record(502);
-        return badGateway(reply, 'storage_redirect_refused', `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`);
+        return badGateway(
+          reply,
+          'storage_redirect_refused',
+          `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`,
+        );
       }
       if (res.status >= 400 && res.status !== 416) {
         await res.discard();

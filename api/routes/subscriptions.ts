@@ -32,7 +32,12 @@ const webhookSchema = z
     project_id: z.string().optional(),
     target: z.string(),
     type: z.string(),
-    delivery: z.object({ delivered: z.number().int(), failures: z.number().int(), last_error: z.string().nullable(), last_delivered_at: z.string().nullable() }),
+    delivery: z.object({
+      delivered: z.number().int(),
+      failures: z.number().int(),
+      last_error: z.string().nullable(),
+      last_delivered_at: z.string().nullable(),
+    }),
   })
   .meta({ id: 'Webhook' });
 const webhookId = pathParams('id');
@@ -40,16 +45,34 @@ const webhookId = pathParams('id');
 const schemas = {
   create: {
     summary: 'Subscribe to changes of a resource',
-    description: 'Every change the mirror applies to a matching record is delivered, in order and at least once, to `callback_url` with your `authorization_header`.',
+    description:
+      'Every change the mirror applies to a matching record is delivered, in order and at least once, to `callback_url` with your `authorization_header`.',
     tags: ['webhooks'],
     access: 'account',
     headers: headersOf(projectHeader('Only changes in this project.')),
     body: createSchema,
     response: { 201: json('The subscription.', webhookSchema), 400: errorAnswer('Invalid body.') },
   },
-  list: { summary: 'List subscriptions', tags: ['webhooks'], access: 'account', response: { 200: json('Subscriptions.', z.object({ data: z.array(webhookSchema), meta: metaSchema })) } },
-  get: { summary: 'One subscription', tags: ['webhooks'], access: 'account', params: webhookId, response: { 200: json('The subscription.', webhookSchema), 404: errorAnswer('No such webhook.') } },
-  delete: { summary: 'Delete a subscription', tags: ['webhooks'], access: 'account', params: webhookId, response: { 200: json('The deleted subscription.', webhookSchema), 404: errorAnswer('No such webhook.') } },
+  list: {
+    summary: 'List subscriptions',
+    tags: ['webhooks'],
+    access: 'account',
+    response: { 200: json('Subscriptions.', z.object({ data: z.array(webhookSchema), meta: metaSchema })) },
+  },
+  get: {
+    summary: 'One subscription',
+    tags: ['webhooks'],
+    access: 'account',
+    params: webhookId,
+    response: { 200: json('The subscription.', webhookSchema), 404: errorAnswer('No such webhook.') },
+  },
+  delete: {
+    summary: 'Delete a subscription',
+    tags: ['webhooks'],
+    access: 'account',
+    params: webhookId,
+    response: { 200: json('The deleted subscription.', webhookSchema), 404: errorAnswer('No such webhook.') },
+  },
 } satisfies Record<string, FastifySchema>;
 
 export interface SubscriptionDeps {
@@ -75,27 +98,36 @@ function shape(row: SubscriptionRow) {
 }
 
 export function registerSubscriptionRoutes(app: FastifyInstance, deps: SubscriptionDeps): void {
-  app.post<{ Body: z.infer<typeof createSchema> }>('/webhooks', { preValidation: credentialsFirst(deps.auth, 'account'), schema: schemas.create }, async (request, reply) => {
-    const account = await deps.auth.account(request);
-    const body = request.body;
-    if (!resourceForWebhookType(body.type)) throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
-    // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
-    const verdict = await deps.callbacks.checkUrl(body.callback_url);
-    if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
-    const projectHeader = request.headers['project-id'];
-    const id = randomUUID();
-    const row = await createSubscription(deps.prisma, {
-      id,
-      accountId: account.id,
-      callbackUrl: body.callback_url,
-      authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
-      event: body.event,
-      type: body.type,
-      projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
-    });
-    await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: subscriptionWorkflowId(id), args: [{ subscriptionId: id }] });
-    return reply.status(201).send(shape(row));
-  });
+  app.post<{ Body: z.infer<typeof createSchema> }>(
+    '/webhooks',
+    { preValidation: credentialsFirst(deps.auth, 'account'), schema: schemas.create },
+    async (request, reply) => {
+      const account = await deps.auth.account(request);
+      const body = request.body;
+      if (!resourceForWebhookType(body.type))
+        throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+      // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
+      const verdict = await deps.callbacks.checkUrl(body.callback_url);
+      if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
+      const projectHeader = request.headers['project-id'];
+      const id = randomUUID();
+      const row = await createSubscription(deps.prisma, {
+        id,
+        accountId: account.id,
+        callbackUrl: body.callback_url,
+        authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
+        event: body.event,
+        type: body.type,
+        projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
+      });
+      await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', {
+        taskQueue: deps.sync.taskQueue,
+        workflowId: subscriptionWorkflowId(id),
+        args: [{ subscriptionId: id }],
+      });
+      return reply.status(201).send(shape(row));
+    },
+  );
 
   app.get('/webhooks', { schema: schemas.list }, async (request) => {
     const account = await deps.auth.account(request);
@@ -115,7 +147,10 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
     const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
     await deleteSubscription(deps.prisma, row.id);
-    await deps.sync.client.workflow.getHandle(subscriptionWorkflowId(row.id)).cancel().catch(() => undefined);
+    await deps.sync.client.workflow
+      .getHandle(subscriptionWorkflowId(row.id))
+      .cancel()
+      .catch(() => undefined);
     return reply.status(200).send(shape(row));
   });
 }

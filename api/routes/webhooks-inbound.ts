@@ -83,7 +83,8 @@ function mismatch(e: z.infer<typeof inboundEventSchema>, registration: Registrat
   if (e.type !== registration.type) return `type "${e.type}" does not match this webhook's type "${registration.type}"`;
   if (e.event !== registration.event) return `event ${e.event} does not match this webhook's event ${registration.event}`;
   // A project-level webhook speaks for its own project only.
-  if (registration.projectId && e.project_id && e.project_id !== registration.projectId) return 'project_id names another project than the one this webhook was registered for';
+  if (registration.projectId && e.project_id && e.project_id !== registration.projectId)
+    return 'project_id names another project than the one this webhook was registered for';
   return targetProblem(e.target, registration.type);
 }
 
@@ -136,28 +137,32 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
     authorized.set(request, registration);
   }
 
-  app.post<{ Params: { registrationId: string }; Body: z.infer<typeof inboundEventSchema> }>('/webhooks/inbound/:registrationId', { preValidation: authorize, schema: inboundSchema }, async (request, reply) => {
-    const registration = authorized.get(request)!;
-    const e = request.body;
-    const problem = mismatch(e, registration);
-    if (problem) {
-      request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');
-      throw new BadRequestError(`Invalid webhook event: ${problem}.`);
-    }
-    const stored = await storeEvent(deps.pool, {
-      accountId: registration.accountId,
-      registrationId: registration.id,
-      event: e.event,
-      type: e.type,
-      target: e.target,
-      projectId: registration.projectId ?? e.project_id ?? null,
-      body: e,
-    });
-    if (deps.sync) {
-      // The event is safe in the inbox: answer now, wake the workflow meanwhile (signals are
-      // coalesced per account). A failed wake-up is repaired by the workflow's own timer.
-      void deps.sync.signalEvents(registration.accountId).catch((error: unknown) => request.log.warn({ err: error }, 'could not signal the change workflow'));
-    }
-    return reply.status(200).send({ received: true, duplicate: !stored });
-  });
+  app.post<{ Params: { registrationId: string }; Body: z.infer<typeof inboundEventSchema> }>(
+    '/webhooks/inbound/:registrationId',
+    { preValidation: authorize, schema: inboundSchema },
+    async (request, reply) => {
+      const registration = authorized.get(request)!;
+      const e = request.body;
+      const problem = mismatch(e, registration);
+      if (problem) {
+        request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');
+        throw new BadRequestError(`Invalid webhook event: ${problem}.`);
+      }
+      const stored = await storeEvent(deps.pool, {
+        accountId: registration.accountId,
+        registrationId: registration.id,
+        event: e.event,
+        type: e.type,
+        target: e.target,
+        projectId: registration.projectId ?? e.project_id ?? null,
+        body: e,
+      });
+      if (deps.sync) {
+        // The event is safe in the inbox: answer now, wake the workflow meanwhile (signals are
+        // coalesced per account). A failed wake-up is repaired by the workflow's own timer.
+        void deps.sync.signalEvents(registration.accountId).catch((error: unknown) => request.log.warn({ err: error }, 'could not signal the change workflow'));
+      }
+      return reply.status(200).send({ received: true, duplicate: !stored });
+    },
+  );
 }

@@ -84,7 +84,11 @@ const writeHeaders = (projectScoped: boolean, ignoreProhibited: boolean) =>
   readAsItCame(
     headersOf({
       ...(projectScoped ? { 'project-id': z.string().describe('The project the record belongs to.') } : {}),
-      ...(ignoreProhibited ? { 'ignore-prohibited-fields': z.string().optional().describe('`true` drops fields the source system does not support instead of refusing the write.') } : {}),
+      ...(ignoreProhibited
+        ? {
+            'ignore-prohibited-fields': z.string().optional().describe('`true` drops fields the source system does not support instead of refusing the write.'),
+          }
+        : {}),
       ...asyncHeader,
     }),
   );
@@ -123,7 +127,10 @@ function writeSchemas(def: ResourceDef) {
         "Forwarded to the upstream; its answer is relayed unchanged. On its success the record (and what is listed under it) is marked deleted in the mirror before the answer is sent, as a pass's delete detection marks it: reads no longer serve it, `include_deleted=true` and the change feed show it. A refused delete changes nothing.",
       params: item,
       headers: writeHeaders(projectScoped, false),
-      response: { 204: answer("Deleted (the upstream's answer)."), 404: errorAnswer("The upstream's answer: no such record, or the source system does not delete it.") },
+      response: {
+        204: answer("Deleted (the upstream's answer)."),
+        404: errorAnswer("The upstream's answer: no such record, or the source system does not delete it."),
+      },
     } satisfies FastifySchema,
     bulk: {
       ...common,
@@ -133,7 +140,10 @@ function writeSchemas(def: ResourceDef) {
       ...(collection ? { params: collection } : {}),
       headers: writeHeaders(projectScoped, false),
       body: bulkBody,
-      response: { 200: json('One result per item, creates first: `{operation, index, status, object}` or `{..., status, error}`.', forwardedSchema), 400: errorAnswer("The upstream's refusal of the whole request, with its message.") },
+      response: {
+        200: json('One result per item, creates first: `{operation, index, status, object}` or `{..., status, error}`.', forwardedSchema),
+        400: errorAnswer("The upstream's refusal of the whole request, with its message."),
+      },
     } satisfies FastifySchema,
   };
 }
@@ -217,7 +227,11 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
    * upstream's success (2xx), applies it with `apply`; a refusal or a failure is relayed and changes
    * nothing.
    */
-  function forwardWrite(def: ResourceDef, resource: ResourceDef, apply: (request: FastifyRequest<{ Params: Params }>, account: AccountSummary, place: Place, answer: Buffer) => Promise<void>) {
+  function forwardWrite(
+    def: ResourceDef,
+    resource: ResourceDef,
+    apply: (request: FastifyRequest<{ Params: Params }>, account: AccountSummary, place: Place, answer: Buffer) => Promise<void>,
+  ) {
     return async (request: FastifyRequest<{ Params: Params }>, reply: FastifyReply) => {
       const account = await auth.account(request);
       const place = await placeOf(request, account, def);
@@ -245,7 +259,8 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
       const parsed = jsonOf(body);
       if (parsed === undefined) return;
       const objects = objectsOf(parsed);
-      if (kind === 'update' && objects.length === 0) throw new NotFoundError(`The upstream answered the update of ${resource.name} ${request.params.id} without the object.`);
+      if (kind === 'update' && objects.length === 0)
+        throw new NotFoundError(`The upstream answered the update of ${resource.name} ${request.params.id} without the object.`);
       await applyObjects(pool, { accountId: account.id, resource: resource.name, scope: place.scope }, await complete(account, resource, place, objects));
       await refreshParent(account, place);
     });
@@ -256,7 +271,10 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
       const id = await resolveId(pool, account.id, def.name, place.scope, request.params.id!);
       if (id) {
         const children = childrenOf(def.name).map((c) => c.name);
-        await markDeletedWithChildren(pool, { accountId: account.id, resource: def.name, scope: place.scope }, id, { resources: children, scope: `${place.scope ? `${place.scope}/` : ''}${def.name}=${id}` });
+        await markDeletedWithChildren(pool, { accountId: account.id, resource: def.name, scope: place.scope }, id, {
+          resources: children,
+          scope: `${place.scope ? `${place.scope}/` : ''}${def.name}=${id}`,
+        });
       }
       await refreshParent(account, place);
     });
@@ -293,7 +311,9 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
       summary: 'Upload a new file into a folder upstream (multipart/form-data, streamed)',
       params: pathParams('id'),
       consumes: ['multipart/form-data'],
-      body: readAsItCame(z.looseObject({}).describe('Form fields as the upstream takes them (`name`, `content_type`) and the file in a part named `contents`.')),
+      body: readAsItCame(
+        z.looseObject({}).describe('Form fields as the upstream takes them (`name`, `content_type`) and the file in a part named `contents`.'),
+      ),
     };
     scope.post<{ Params: Params }>('/folders/:id/files', { ...guarded, schema: upload }, write(resourceDef('folders')!, 'create', files));
   });

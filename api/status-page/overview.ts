@@ -34,7 +34,16 @@ export interface ActiveStream extends StreamProgressRow {
 export interface StatusOverview {
   generatedAt: string;
   temporal: { uiUrl: string | null; namespace: string | null; taskQueue: string | null; reachable: boolean; error: string | null };
-  totals: { accounts: number; streams: number; syncing: number; failed: number; records: number; inboxPending: number; deliveryBacklog: number; deliveriesFailing: number };
+  totals: {
+    accounts: number;
+    streams: number;
+    syncing: number;
+    failed: number;
+    records: number;
+    inboxPending: number;
+    deliveryBacklog: number;
+    deliveriesFailing: number;
+  };
   accounts: AccountStatus[];
   active: ActiveStream[];
   budgets: BudgetRow[];
@@ -61,7 +70,6 @@ export interface OverviewDeps {
   upstreamUsage?: () => Record<Priority, ClassUsage> | undefined;
 }
 
-
 export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview> {
   const namespace = deps.sync?.client.options.namespace ?? null;
   const links = temporalLinks(deps.temporalUiUrl, namespace ?? 'default');
@@ -87,7 +95,13 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
   const ids = deps.sync?.scheduleIds.bind(deps.sync);
   return {
     generatedAt: new Date().toISOString(),
-    temporal: { uiUrl: deps.temporalUiUrl ?? null, namespace, taskQueue: deps.sync?.taskQueue ?? null, reachable: temporal.error === null, error: temporal.error },
+    temporal: {
+      uiUrl: deps.temporalUiUrl ?? null,
+      namespace,
+      taskQueue: deps.sync?.taskQueue ?? null,
+      reachable: temporal.error === null,
+      error: temporal.error,
+    },
     totals: {
       accounts: accounts.length,
       streams: accounts.reduce((n, a) => n + a.streams, 0),

@@ -34,7 +34,7 @@ function bar(done: number, total: number | null, label: string): string {
 function stateChips(states: Record<string, number>): string {
   const order = ['syncing', 'failed', 'synced', 'never_synced', 'paused'];
   return Object.entries(states)
-    .sort(([a], [b]) => (order.indexOf(a) + 99) % 99 - (order.indexOf(b) + 99) % 99)
+    .sort(([a], [b]) => ((order.indexOf(a) + 99) % 99) - ((order.indexOf(b) + 99) % 99))
     .map(([s, n]) => `<span class="chip ${escapeHtml(s)}">${escapeHtml(s.replace('_', ' '))} ${num(n)}</span>`)
     .join(' ');
 }
@@ -84,14 +84,20 @@ export function renderMain(o: StatusOverview): string {
   // When incremental passes list streams next, and why: by reason, then the next few.
   const due = (iso: string | null) => (iso === null ? '–' : Date.parse(iso) <= now ? 'at the next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
   const groupRows = o.polling.groups.map(
-    (g) => `<tr class="poll-group"><td><code>${short(g.accountId)}</code></td><td>${escapeHtml(g.reason)}</td><td class="num">${num(g.streams)}</td><td>${due(g.nextDueAt)}</td></tr>`,
+    (g) =>
+      `<tr class="poll-group"><td><code>${short(g.accountId)}</code></td><td>${escapeHtml(g.reason)}</td><td class="num">${num(g.streams)}</td><td>${due(g.nextDueAt)}</td></tr>`,
   );
   const nextRows = o.polling.next.map(
-    (n) => `<tr class="poll-next"><td><code>${short(n.accountId)}</code></td><td>${escapeHtml(n.resource)}</td><td class="scope">${escapeHtml(n.scope || '–')}</td><td title="${escapeHtml(n.nextDueAt)}">${due(n.nextDueAt)}</td><td>${escapeHtml(n.reason ?? '')}</td></tr>`,
+    (n) =>
+      `<tr class="poll-next"><td><code>${short(n.accountId)}</code></td><td>${escapeHtml(n.resource)}</td><td class="scope">${escapeHtml(n.scope || '–')}</td><td title="${escapeHtml(n.nextDueAt)}">${due(n.nextDueAt)}</td><td>${escapeHtml(n.reason ?? '')}</td></tr>`,
   );
   parts.push(`<section id="polling"><h2>Polling: when incremental passes list streams next</h2>
-${groupRows.length ? `<table><thead><tr><th>account</th><th>why</th><th class="num">streams</th><th>first due</th></tr></thead><tbody>${groupRows.join('\n')}</tbody></table>
-${nextRows.length ? `<table id="polling-next"><thead><tr><th>account</th><th>resource</th><th>scope</th><th>next due</th><th>why</th></tr></thead><tbody>${nextRows.join('\n')}</tbody></table>` : ''}` : '<p class="muted">No stream yet.</p>'}</section>`);
+${
+  groupRows.length
+    ? `<table><thead><tr><th>account</th><th>why</th><th class="num">streams</th><th>first due</th></tr></thead><tbody>${groupRows.join('\n')}</tbody></table>
+${nextRows.length ? `<table id="polling-next"><thead><tr><th>account</th><th>resource</th><th>scope</th><th>next due</th><th>why</th></tr></thead><tbody>${nextRows.join('\n')}</tbody></table>` : ''}`
+    : '<p class="muted">No stream yet.</p>'
+}</section>`);
 
   // Streams syncing now.
   const streamRows = o.active.map(
@@ -105,23 +111,34 @@ ${streamRows.length ? `<table><thead><tr><th>account</th><th>resource</th><th>sc
 
   // Rate budgets.
   const budgetRows = o.budgets.map(
-    (b) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}${b.lane === 'sync' ? ' · <span class="small">sync share lane</span>' : ''}</td>
+    (
+      b,
+    ) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}${b.lane === 'sync' ? ' · <span class="small">sync share lane</span>' : ''}</td>
 <td class="progress-cell">${b.usedRatio === null ? '<span class="muted">no limit reported</span>' : `${bar(b.usedRatio * 100, 100, 'budget used')}<div class="small">${Math.round(b.usedRatio * 100)} % used</div>`}</td>
 <td class="num">${num(b.remaining)} / ${num(b.total)}</td><td>${b.resetsInSeconds && b.resetsInSeconds > 0 ? `in ${age(b.resetsInSeconds)}` : '–'}</td>
 <td class="${b.blockedForSeconds ? 'bad' : ''}">${b.blockedForSeconds ? `blocked ${age(b.blockedForSeconds)}` : ''}</td></tr>`,
   );
   parts.push(`<section id="budgets"><h2>Rate-limit budgets</h2>
 ${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}
-${o.upstreamClasses.length ? `<table id="budget-classes"><thead><tr><th>class (this process)</th><th class="num">sent</th><th class="num">refused (429 at once)</th><th class="num">waited for a concurrency slot</th><th class="num">waited for the rate (pace, spent window, sync share)</th></tr></thead><tbody>${o.upstreamClasses
-    .map((c) => `<tr><td>${c.class}</td><td class="num">${num(c.granted)}</td><td class="num">${num(c.refused)}</td><td class="num">${age(c.waitedForConcurrencySeconds)}</td><td class="num">${age(c.waitedForRateSeconds)}</td></tr>`)
-    .join('\n')}</tbody></table>` : ''}</section>`);
+${
+  o.upstreamClasses.length
+    ? `<table id="budget-classes"><thead><tr><th>class (this process)</th><th class="num">sent</th><th class="num">refused (429 at once)</th><th class="num">waited for a concurrency slot</th><th class="num">waited for the rate (pace, spent window, sync share)</th></tr></thead><tbody>${o.upstreamClasses
+        .map(
+          (c) =>
+            `<tr><td>${c.class}</td><td class="num">${num(c.granted)}</td><td class="num">${num(c.refused)}</td><td class="num">${age(c.waitedForConcurrencySeconds)}</td><td class="num">${age(c.waitedForRateSeconds)}</td></tr>`,
+        )
+        .join('\n')}</tbody></table>`
+    : ''
+}</section>`);
 
   // Inbox and outbound deliveries.
   const inboxRows = o.inbox.map(
-    (i) => `<tr><td><code>${short(i.accountId)}</code></td><td class="num">${num(i.pending)}</td><td>${i.oldestPendingSeconds === null ? '–' : age(i.oldestPendingSeconds)}</td><td class="num">${num(i.appliedLastHour)}</td><td>${i.latencyP50Seconds === null ? '–' : `${i.latencyP50Seconds} s / ${i.latencyP95Seconds} s`}</td></tr>`,
+    (i) =>
+      `<tr><td><code>${short(i.accountId)}</code></td><td class="num">${num(i.pending)}</td><td>${i.oldestPendingSeconds === null ? '–' : age(i.oldestPendingSeconds)}</td><td class="num">${num(i.appliedLastHour)}</td><td>${i.latencyP50Seconds === null ? '–' : `${i.latencyP50Seconds} s / ${i.latencyP95Seconds} s`}</td></tr>`,
   );
   const deliveryRows = o.deliveries.map(
-    (d) => `<tr><td><code>${short(d.accountId)}</code></td><td>${escapeHtml(d.event)} ${escapeHtml(d.type)}</td><td>${escapeHtml(d.callbackOrigin)}</td><td class="num">${num(d.delivered)}</td><td class="num">${num(d.backlog)}</td><td class="num ${d.failures ? 'bad' : ''}">${num(d.failures)}</td><td class="err">${escapeHtml(d.lastError ?? '')}</td></tr>`,
+    (d) =>
+      `<tr><td><code>${short(d.accountId)}</code></td><td>${escapeHtml(d.event)} ${escapeHtml(d.type)}</td><td>${escapeHtml(d.callbackOrigin)}</td><td class="num">${num(d.delivered)}</td><td class="num">${num(d.backlog)}</td><td class="num ${d.failures ? 'bad' : ''}">${num(d.failures)}</td><td class="err">${escapeHtml(d.lastError ?? '')}</td></tr>`,
   );
   parts.push(`<section id="inbox" class="half"><h2>Webhook inbox</h2>
 ${inboxRows.length ? `<table><thead><tr><th>account</th><th class="num">pending</th><th>oldest</th><th class="num">applied (1 h)</th><th>latency p50 / p95</th></tr></thead><tbody>${inboxRows.join('\n')}</tbody></table>` : '<p class="muted">No webhook event in the last hour, none waiting.</p>'}</section>
@@ -130,12 +147,15 @@ ${deliveryRows.length ? `<table><thead><tr><th>account</th><th>subscription</th>
 
   // Recent errors.
   const errorRows = o.errors.map(
-    (e) => `<tr><td>${since(e.at, now)} ago</td><td>${escapeHtml(e.kind)}</td><td><code>${short(e.accountId)}</code></td><td>${escapeHtml(e.what)}</td><td class="err">${escapeHtml(e.message)}</td></tr>`,
+    (e) =>
+      `<tr><td>${since(e.at, now)} ago</td><td>${escapeHtml(e.kind)}</td><td><code>${short(e.accountId)}</code></td><td>${escapeHtml(e.what)}</td><td class="err">${escapeHtml(e.message)}</td></tr>`,
   );
   parts.push(`<section id="errors"><h2>Recent errors</h2>
 ${errorRows.length ? `<table><thead><tr><th>when</th><th>kind</th><th>account</th><th>what</th><th>error</th></tr></thead><tbody>${errorRows.join('\n')}</tbody></table>` : '<p class="muted">None.</p>'}</section>`);
 
-  parts.push(`<p class="small muted" id="generated" data-generated="${escapeHtml(o.generatedAt)}">Generated ${escapeHtml(o.generatedAt)}${o.temporal.taskQueue ? ` · task queue <code>${escapeHtml(o.temporal.taskQueue)}</code>` : ''}${o.temporal.uiUrl ? ` · ${link(o.temporal.uiUrl, 'Temporal UI')}` : ''} · <a href="/status.json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/docs">API reference</a></p>`);
+  parts.push(
+    `<p class="small muted" id="generated" data-generated="${escapeHtml(o.generatedAt)}">Generated ${escapeHtml(o.generatedAt)}${o.temporal.taskQueue ? ` · task queue <code>${escapeHtml(o.temporal.taskQueue)}</code>` : ''}${o.temporal.uiUrl ? ` · ${link(o.temporal.uiUrl, 'Temporal UI')}` : ''} · <a href="/status.json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/docs">API reference</a></p>`,
+  );
   return parts.join('\n');
 }
 

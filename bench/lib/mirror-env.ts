@@ -199,7 +199,10 @@ export class MirrorEnv {
     const deadline = Date.now() + 60_000;
     for (;;) {
       if (child.process.exitCode !== null) throw new Error(`the API exited at start:\n${logTail(child.logFile)}`);
-      const ok = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+      const ok = await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) break;
       if (Date.now() > deadline) throw new Error(`the API did not answer within 60 s:\n${logTail(child.logFile)}`);
       await sleep(200);

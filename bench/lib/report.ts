@@ -44,10 +44,7 @@ export function machineInfo(postgres?: string): Report['machine'] {
 }
 
 /** A judged figure: `higherIsBetter` says which way the ratio (or the value itself) must go. */
-export function judged(
-  base: Omit<Row, 'verdict' | 'ratio'> & { ratio?: number | null },
-  test: { min?: number; max?: number; on: 'ratio' | 'value' },
-): Row {
+export function judged(base: Omit<Row, 'verdict' | 'ratio'> & { ratio?: number | null }, test: { min?: number; max?: number; on: 'ratio' | 'value' }): Row {
   const x = test.on === 'ratio' ? base.ratio : base.value;
   let verdict: Verdict = 'error';
   if (x !== null && x !== undefined && Number.isFinite(x)) {
@@ -62,7 +59,14 @@ export function info(base: Omit<Row, 'verdict'>): Row {
 }
 
 export function errorRow(scenario: number, figure: string, error: unknown): Row {
-  return { scenario, figure, value: null, unit: '', verdict: 'error', note: (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 300) };
+  return {
+    scenario,
+    figure,
+    value: null,
+    unit: '',
+    verdict: 'error',
+    note: (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 300),
+  };
 }
 
 export function fmt(value: number | null | undefined, unit = ''): string {

@@ -37,14 +37,26 @@ async function startBaseline(env: MirrorEnv, account: Linked, wrapped: boolean):
   const child = spawnNode(
     'filters-baseline',
     ['--import', 'tsx', 'bench/filters-baseline-server.ts'],
-    { ...process.env, BASELINE_PORT: String(port), DATABASE_URL: env.databaseUrl, BASELINE_ACCOUNT_ID: account.accountId, BASELINE_SOURCE_WRAPPED: wrapped ? '1' : '0' },
+    {
+      ...process.env,
+      BASELINE_PORT: String(port),
+      DATABASE_URL: env.databaseUrl,
+      BASELINE_ACCOUNT_ID: account.accountId,
+      BASELINE_SOURCE_WRAPPED: wrapped ? '1' : '0',
+    },
     join(env.shared.logDir, 'filters-baseline.log'),
   );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.process.exitCode !== null) throw new Error(`the filters baseline exited at start:\n${logTail(child.logFile)}`);
-    if (await fetch(`${url}/aggregate`).then((r) => r.ok, () => false)) return { url, child };
+    if (
+      await fetch(`${url}/aggregate`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return { url, child };
     if (Date.now() > deadline) throw new Error(`the filters baseline did not answer:\n${logTail(child.logFile)}`);
     await sleep(100);
   }
@@ -72,26 +84,42 @@ export async function filtersAggregates(
   try {
     const filter = encodeURIComponent(JSON.stringify([{ field: `source_data.${found.key}`, operator: '=', value: found.value }]));
     const cases = [
-      { kind: 'filter' as const, query: `source_data.${found.key} = ${JSON.stringify(found.value)}, page 1 of 100`, mirror: `/customers?per_page=100&filters=${filter}`, baseline: `/filter?key=${encodeURIComponent(found.key)}&value=${encodeURIComponent(found.value)}` },
-      { kind: 'aggregate' as const, query: 'count and sum of balance, grouped by status', mirror: '/mirror/aggregates/customers?count&sum=balance&group_by=status&limit=1000', baseline: '/aggregate' },
+      {
+        kind: 'filter' as const,
+        query: `source_data.${found.key} = ${JSON.stringify(found.value)}, page 1 of 100`,
+        mirror: `/customers?per_page=100&filters=${filter}`,
+        baseline: `/filter?key=${encodeURIComponent(found.key)}&value=${encodeURIComponent(found.value)}`,
+      },
+      {
+        kind: 'aggregate' as const,
+        query: 'count and sum of balance, grouped by status',
+        mirror: '/mirror/aggregates/customers?count&sum=balance&group_by=status&limit=1000',
+        baseline: '/aggregate',
+      },
     ];
     const out: FilterAggregateComparison[] = [];
     for (const c of cases) {
       // The same answer first: the same records in the same order, or the same groups, counts and sums.
       const [m, b] = await Promise.all([
-        fetch(`${env.api.url}${c.mirror}`, { headers }).then(async (r) => ({ status: r.status, body: (await r.json()) as { data: Record<string, unknown>[] } })),
+        fetch(`${env.api.url}${c.mirror}`, { headers }).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as { data: Record<string, unknown>[] },
+        })),
         fetch(`${baseline.url}${c.baseline}`).then(async (r) => ({ status: r.status, body: (await r.json()) as { data: Record<string, unknown>[] } })),
       ]);
       if (m.status !== 200 || b.status !== 200) throw new Error(`${c.kind}: the mirror answered ${m.status}, the baseline ${b.status}`);
       const key = (e: Record<string, unknown>) =>
-        c.kind === 'filter' ? String(e.id) : `${JSON.stringify(e.group)}:${String(e.count)}:${Number((e.sum as { balance: number | null }).balance).toFixed(2)}`;
+        c.kind === 'filter'
+          ? String(e.id)
+          : `${JSON.stringify(e.group)}:${String(e.count)}:${Number((e.sum as { balance: number | null }).balance).toFixed(2)}`;
       const mk = m.body.data.map(key);
       const bk = b.body.data.map(key);
       if (c.kind === 'aggregate') {
         bk.sort();
         mk.sort();
       }
-      if (mk.length === 0 || mk.join('\n') !== bk.join('\n')) throw new Error(`${c.kind}: the mirror and the baseline answer differently (${mk.length} and ${bk.length} rows)`);
+      if (mk.length === 0 || mk.join('\n') !== bk.join('\n'))
+        throw new Error(`${c.kind}: the mirror and the baseline answer differently (${mk.length} and ${bk.length} rows)`);
       // Aggregates read every record per request: fewer connections than the two cores can serve are pointless.
       const connections = c.kind === 'aggregate' ? Math.min(options.connections, 4) : options.connections;
       await load(env.api.url, c.mirror, headers, options.warmupSeconds, connections);
@@ -101,7 +129,10 @@ export async function filtersAggregates(
       for (let round = 0; round < options.rounds; round++) {
         // Alternate which goes first so drift in the machine's load favours neither.
         for (const who of round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const)) {
-          const r = who === 'mirror' ? await load(env.api.url, c.mirror, headers, options.seconds, connections) : await load(baseline.url, c.baseline, {}, options.seconds, connections);
+          const r =
+            who === 'mirror'
+              ? await load(env.api.url, c.mirror, headers, options.seconds, connections)
+              : await load(baseline.url, c.baseline, {}, options.seconds, connections);
           if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
           if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
         }

@@ -43,7 +43,9 @@ async function fetchCopyChunks(env: MirrorEnv, account: Linked, records: number)
       const { source_data: sourceData, ...data } = item;
       const dataText = JSON.stringify(data);
       const sourceText = sourceData === undefined ? null : JSON.stringify(sourceData);
-      const hash = createHash('md5').update(dataText + (sourceText ?? '')).digest('hex');
+      const hash = createHash('md5')
+        .update(dataText + (sourceText ?? ''))
+        .digest('hex');
       const uuid = `${hash.slice(0, 8)}-${hash.slice(8, 12)}-${hash.slice(12, 16)}-${hash.slice(16, 20)}-${hash.slice(20)}`;
       lines.push(
         [
@@ -144,7 +146,15 @@ export async function ingestCeiling(env: MirrorEnv, account: Linked, records: nu
     }
     await client.query('DROP TABLE bench_ceiling');
     const seconds = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
-    return { rows, seconds, rowsPerSecond: rows / seconds, bytes: chunks.reduce((a, c) => a + c.length, 0), runs: times.map((t) => rows / t), walBytes, checkpointed };
+    return {
+      rows,
+      seconds,
+      rowsPerSecond: rows / seconds,
+      bytes: chunks.reduce((a, c) => a + c.length, 0),
+      runs: times.map((t) => rows / t),
+      walBytes,
+      checkpointed,
+    };
   } finally {
     await client.end();
   }
@@ -213,10 +223,10 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
   const pool = env.services.pool;
   const streamOf = async () =>
     (
-      await pool.query<{ generation: number; records: number }>(`SELECT generation, records FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ''`, [
-        account.accountId,
-        bigListResource,
-      ])
+      await pool.query<{ generation: number; records: number }>(
+        `SELECT generation, records FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ''`,
+        [account.accountId, bigListResource],
+      )
     ).rows[0];
   const before = (await streamOf())?.generation ?? 0;
   const checkpointed = await checkpoint(pool);
@@ -274,7 +284,10 @@ export async function timedFullSync(env: MirrorEnv, workers: WorkerSet, account:
       WHERE s.account_id = $1 AND s.resource = $2 ORDER BY r.generation DESC LIMIT 1`,
     [account.accountId, bigListResource],
   );
-  const live = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NULL`, [account.accountId, bigListResource]);
+  const live = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NULL`, [
+    account.accountId,
+    bigListResource,
+  ]);
   if (live.rows[0]!.n !== expected) throw new Error(`the mirror holds ${live.rows[0]!.n} live ${bigListResource}, expected ${expected}`);
   const effectiveSeconds = seconds - (stall?.waitedSeconds ?? 0);
   return {

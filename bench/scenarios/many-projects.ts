@@ -34,7 +34,14 @@ export interface ManyProjectsOptions {
 
 export function manyProjectsOptions(quick: boolean, projects?: number, invoices?: number): ManyProjectsOptions {
   const p = projects ?? (quick ? 50 : 500);
-  return { projects: p, bigProjects: Math.max(1, Math.round(p / 100)), big: quick ? 100 : 200, small: 2, invoices: invoices ?? (quick ? 500 : 5_000), changeFraction: 0.01 };
+  return {
+    projects: p,
+    bigProjects: Math.max(1, Math.round(p / 100)),
+    big: quick ? 100 : 200,
+    small: 2,
+    invoices: invoices ?? (quick ? 500 : 5_000),
+    changeFraction: 0.01,
+  };
 }
 
 export interface PassFigures {
@@ -188,7 +195,12 @@ const changeField = (resource: string): string => {
 };
 
 /** Changes `n` random top-level records through the sandbox's admin API; returns what was changed. */
-async function changeRecords(env: MirrorEnv, account: Linked, n: number, tag: string): Promise<{ resource: string; scope: string; id: string; field: string; value: string }[]> {
+async function changeRecords(
+  env: MirrorEnv,
+  account: Linked,
+  n: number,
+  tag: string,
+): Promise<{ resource: string; scope: string; id: string; field: string; value: string }[]> {
   const { rows } = await env.services.pool.query<{ resource: string; scope: string; id: string }>(
     `SELECT resource, scope, id FROM records WHERE account_id = $1 AND deleted_at IS NULL AND resource <> 'projects'
         AND resource NOT IN ('ap-invoice-line-items', 'file-versions', 'drawing-versions') ORDER BY random() LIMIT $2`,
@@ -202,7 +214,13 @@ async function changeRecords(env: MirrorEnv, account: Linked, n: number, tag: st
     const res = await fetch(`${env.sandbox.url}/_admin/objects`, {
       method: 'PATCH',
       headers: { ...env.upstreamHeaders, 'content-type': 'application/json' },
-      body: JSON.stringify({ account_token: account.accountToken, resource: r.resource, id: r.id, patch: { [field]: value }, ...(projectId ? { project_id: projectId } : {}) }),
+      body: JSON.stringify({
+        account_token: account.accountToken,
+        resource: r.resource,
+        id: r.id,
+        patch: { [field]: value },
+        ...(projectId ? { project_id: projectId } : {}),
+      }),
     });
     if (!res.ok) throw new Error(`patching ${r.resource} ${r.id} failed: ${res.status} ${await res.text()}`);
     changes.push({ ...r, field, value });
@@ -216,11 +234,14 @@ async function visible(env: MirrorEnv, account: Linked, changes: Awaited<ReturnT
   const problems: string[] = [];
   for (const c of changes) {
     const projectId = c.scope.startsWith('project=') ? c.scope.slice('project='.length).split('/')[0] : undefined;
-    const res = await fetch(`${env.api!.url}/${c.resource}/${encodeURIComponent(c.id)}`, { headers: { ...env.mirrorHeaders(account.accountToken), ...(projectId ? { 'project-id': projectId } : {}) } });
+    const res = await fetch(`${env.api!.url}/${c.resource}/${encodeURIComponent(c.id)}`, {
+      headers: { ...env.mirrorHeaders(account.accountToken), ...(projectId ? { 'project-id': projectId } : {}) },
+    });
     const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
     const forwarded = [...res.headers.keys()].some((k) => k.endsWith('-warnings'));
     if (res.ok && body[c.field] === c.value && !forwarded) ok++;
-    else if (problems.length < 5) problems.push(`${c.resource} ${c.id}: ${res.status} ${c.field}=${JSON.stringify(body[c.field])}${forwarded ? ' (forwarded)' : ''}`);
+    else if (problems.length < 5)
+      problems.push(`${c.resource} ${c.id}: ${res.status} ${c.field}=${JSON.stringify(body[c.field])}${forwarded ? ' (forwarded)' : ''}`);
   }
   return { visible: ok, problems };
 }
@@ -250,13 +271,19 @@ async function limitedFullPass(env: MirrorEnv, workers: WorkerSet, account: Link
   const published = profileOf(system)!.rateLimit;
   // The sync may spend only this share of each window (issue 23: the rest is the application's): the
   // time the limit imposes is judged against it, as scenario 4 does.
-  const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(env.childEnv(workers.taskQueue).MIRROR_SYNC_BUDGET_SHARE ?? process.env.MIRROR_SYNC_BUDGET_SHARE);
+  const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(
+    env.childEnv(workers.taskQueue).MIRROR_SYNC_BUDGET_SHARE ?? process.env.MIRROR_SYNC_BUDGET_SHARE,
+  );
   const rate = Math.max((0.5 * unlimited.requests) / unlimited.seconds, unlimited.requests / 75);
   const limit = Math.max(5, Math.round(unlimited.requests / 12));
   const windowMs = Math.round((limit / rate) * 1000);
   const speedup = rate / (published.limit / (published.windowMs / 1000));
   const admin = (body: unknown) =>
-    fetch(`${env.sandbox.url}/_admin/rate-limits`, { method: 'PUT', headers: { ...env.upstreamHeaders, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => {
+    fetch(`${env.sandbox.url}/_admin/rate-limits`, {
+      method: 'PUT',
+      headers: { ...env.upstreamHeaders, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then(async (r) => {
       if (!r.ok) throw new Error(`setting the sandbox's rate limits failed: ${r.status} ${await r.text()}`);
     });
   await admin({ enabled: true, windowMs, accountLimit: 1_000_000, sourceSystemLimits: { [system]: limit }, reset: true });
@@ -306,15 +333,26 @@ async function limitedFullPass(env: MirrorEnv, workers: WorkerSet, account: Link
   }
 }
 
-async function runAccount(env: MirrorEnv, workers: WorkerSet, system: string, label: string, o: ManyProjectsOptions, say: (line: string) => void): Promise<AccountFigures> {
+async function runAccount(
+  env: MirrorEnv,
+  workers: WorkerSet,
+  system: string,
+  label: string,
+  o: ManyProjectsOptions,
+  say: (line: string) => void,
+): Promise<AccountFigures> {
   const account = await env.link(system, `bench-many-${system}`);
   say(`[9] ${label}: full pass ...`);
   const full = await pass(env, workers, account, 'full');
   const { floor, records, resources } = await floorOf(env, account, system);
-  say(`[9] ${label}: ${records} records, ${full.requests} requests (floor ${floor}), ${full.workflows} workflows, ${full.seconds.toFixed(1)} s; idle incremental pass ...`);
+  say(
+    `[9] ${label}: ${records} records, ${full.requests} requests (floor ${floor}), ${full.workflows} workflows, ${full.seconds.toFixed(1)} s; idle incremental pass ...`,
+  );
   await env.services.pool.query('ANALYZE');
   const idle = await pass(env, workers, account, 'incremental');
-  say(`[9] ${label}: idle ${idle.requests} requests, ${idle.notDue} streams not due, ${idle.seconds.toFixed(1)} s; ${laterPasses} idle passes at simulated times ${benchPolling.incrementalMinutes} min apart ...`);
+  say(
+    `[9] ${label}: idle ${idle.requests} requests, ${idle.notDue} streams not due, ${idle.seconds.toFixed(1)} s; ${laterPasses} idle passes at simulated times ${benchPolling.incrementalMinutes} min apart ...`,
+  );
   const period = benchPolling.incrementalMinutes * 60_000;
   const later: AccountFigures['later'] = [];
   for (let i = 1; i <= laterPasses; i++) {
@@ -330,7 +368,9 @@ async function runAccount(env: MirrorEnv, workers: WorkerSet, system: string, la
   await elapse(env, account, benchPolling.fullHours * 3_600_000);
   await pass(env, workers, account, 'incremental');
   const eventually = await visible(env, account, changes);
-  say(`[9] ${label}: ${seen.visible}/${changes.length} changes visible at once, ${eventually.visible} a full-pass period later; the full pass under the rate limit ...`);
+  say(
+    `[9] ${label}: ${seen.visible}/${changes.length} changes visible at once, ${eventually.visible} a full-pass period later; the full pass under the rate limit ...`,
+  );
   const limited = await limitedFullPass(env, workers, account, system, full);
   return {
     label,

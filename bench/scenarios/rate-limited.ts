@@ -54,12 +54,12 @@ function record(server: Server, accountToken: string): { seen: Seen[]; stop(): v
     // Fastify hands its headers to writeHead (not setHeader): read the window there.
     let resetsAt: number | undefined;
     const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-    res.writeHead = ((...args: unknown[]) => {
+    res.writeHead = (...args: unknown[]) => {
       const headers = args.find((a): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a));
       const key = headers && Object.keys(headers).find((k) => k.toLowerCase() === `${headerName}-resetsattimestamp`);
       if (key) resetsAt = Number(headers[key]);
       return writeHead(...args);
-    });
+    };
     res.once('close', () => {
       const reset = resetsAt ?? res.getHeader(`${headerName}-resetsattimestamp`);
       seen.push({ t, status: res.headersSent ? res.statusCode : 0, resetsAt: reset === undefined ? undefined : Number(reset) });
@@ -69,7 +69,12 @@ function record(server: Server, accountToken: string): { seen: Seen[]; stop(): v
   return { seen, stop: () => server.off('request', listener) };
 }
 
-export function analyse(seen: readonly Seen[], o: { limit: number; windowMs: number }, stoppedAt: number, finished: boolean): Omit<RateLimitRun, 'workers' | 'finished' | 'seconds' | 'budgets'> {
+export function analyse(
+  seen: readonly Seen[],
+  o: { limit: number; windowMs: number },
+  stoppedAt: number,
+  finished: boolean,
+): Omit<RateLimitRun, 'workers' | 'finished' | 'seconds' | 'budgets'> {
   const windows = new Map<number, { accepted: number; rejected: number; first: number }>();
   let accepted = 0;
   let rejected = 0;
@@ -133,7 +138,12 @@ async function runWith(env: MirrorEnv, account: Linked, workers: number, o: Rate
       `SELECT key, total, window_ms, spacing_ms FROM rate_budgets WHERE key LIKE '%' || $1 || '%' ORDER BY key`,
       [account.accountId],
     );
-    const budgets = rows.map((r) => ({ kind: r.key.startsWith('source:') ? 'source system' : 'service', total: r.total, windowMs: r.window_ms, spacingMs: r.spacing_ms }));
+    const budgets = rows.map((r) => ({
+      kind: r.key.startsWith('source:') ? 'source system' : 'service',
+      total: r.total,
+      windowMs: r.window_ms,
+      spacingMs: r.spacing_ms,
+    }));
     return { workers, finished, seconds: (stoppedAt - t0) / 1000, budgets, ...analyse(rec.seen, o, stoppedAt, finished) };
   } finally {
     rec.stop();

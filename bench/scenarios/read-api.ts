@@ -54,7 +54,13 @@ async function startBaseline(env: MirrorEnv, account: Linked): Promise<{ url: st
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.process.exitCode !== null) throw new Error(`the baseline server exited at start:\n${logTail(child.logFile)}`);
-    if (await fetch(`${url}/customers?per_page=1`).then((r) => r.ok, () => false)) return { url, child };
+    if (
+      await fetch(`${url}/customers?per_page=1`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return { url, child };
     if (Date.now() > deadline) throw new Error(`the baseline server did not answer:\n${logTail(child.logFile)}`);
     await sleep(100);
   }
@@ -99,7 +105,10 @@ export async function readApi(
         // Alternate which goes first so drift in the machine's load favours neither.
         const order = round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const);
         for (const who of order) {
-          const r = who === 'mirror' ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections) : await load(baseline.url, {}, next, options.seconds, options.connections);
+          const r =
+            who === 'mirror'
+              ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections)
+              : await load(baseline.url, {}, next, options.seconds, options.connections);
           if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
           if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
         }

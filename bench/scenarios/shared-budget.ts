@@ -61,12 +61,12 @@ function record(server: Server, accountToken: string): { seen: Seen[]; stop(): v
     const t = performance.timeOrigin + performance.now();
     let resetsAt: number | undefined;
     const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-    res.writeHead = ((...args: unknown[]) => {
+    res.writeHead = (...args: unknown[]) => {
       const headers = args.find((a): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a));
       const key = headers && Object.keys(headers).find((k) => k.toLowerCase() === `${headerName}-resetsattimestamp`);
       if (key) resetsAt = Number(headers[key]);
       return writeHead(...args);
-    });
+    };
     const app = (req.url ?? '').startsWith('/passthrough');
     res.once('close', () => {
       const reset = resetsAt ?? res.getHeader(`${headerName}-resetsattimestamp`);
@@ -132,7 +132,8 @@ export async function sharedBudget(shared: BenchShared, o: SharedBudgetOptions):
       await application;
       if (!finished) await handle.terminate('benchmark: enough windows measured').catch(() => undefined);
       rec.stop();
-      if (process.env.BENCH_DUMP_DIR) (await import('node:fs')).writeFileSync(`${process.env.BENCH_DUMP_DIR}/budget-${o.share}.json`, JSON.stringify({ seen: rec.seen, calls }));
+      if (process.env.BENCH_DUMP_DIR)
+        (await import('node:fs')).writeFileSync(`${process.env.BENCH_DUMP_DIR}/budget-${o.share}.json`, JSON.stringify({ seen: rec.seen, calls }));
 
       const windows = new Map<number, { sync: number; app: number; rejected: number }>();
       for (const s of rec.seen) {
@@ -157,7 +158,10 @@ export async function sharedBudget(shared: BenchShared, o: SharedBudgetOptions):
       const delays = after.filter((c) => c.arrivedAt !== undefined).map((c) => c.arrivedAt! - c.sentAt);
       const floor = delays.length > 0 ? Math.min(...delays) : 0;
       const p99 = (list: typeof calls): number | null => {
-        const added = list.filter((c) => c.arrivedAt !== undefined).map((c) => c.arrivedAt! - c.sentAt - floor).sort((a, b) => a - b);
+        const added = list
+          .filter((c) => c.arrivedAt !== undefined)
+          .map((c) => c.arrivedAt! - c.sentAt - floor)
+          .sort((a, b) => a - b);
         return added.length > 0 ? added[Math.min(added.length - 1, Math.floor(added.length * 0.99))]! : null;
       };
       return {

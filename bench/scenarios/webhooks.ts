@@ -47,7 +47,7 @@ export async function webhookLatency(
   const problems: string[] = [];
   // 1. A (small) pass that registers the account's upstream webhooks when it is done.
   const handle = await workers.sync.start({ accountId: account.accountId, mode: 'full', resource: 'projects', registerWebhooks: true });
-  const pass = (await handle.result());
+  const pass = await handle.result();
   for (const f of pass.failed) problems.push(`registration pass: ${f.resource} ${f.scope}: ${f.error ?? ''}`);
   const hooks = await fetch(`${env.sandbox.url}/webhooks`, { headers: { ...env.upstreamHeaders, 'account-token': account.accountToken } });
   const registeredCount = hooks.ok ? ((await hooks.json()) as { data: unknown[] }).data.length : 0;
@@ -64,7 +64,10 @@ export async function webhookLatency(
   const targets = rows.map((r) => r.id);
   // The sandbox indexes a list's ids on the first lookup by id (a second or so at 200k records):
   // have that done before the clock starts, as a real upstream would have.
-  if (targets[0]) await fetch(`${env.sandbox.url}/customers/${targets[0]}`, { headers: { ...env.upstreamHeaders, 'account-token': account.accountToken } }).then((r) => r.arrayBuffer());
+  if (targets[0])
+    await fetch(`${env.sandbox.url}/customers/${targets[0]}`, { headers: { ...env.upstreamHeaders, 'account-token': account.accountToken } }).then((r) =>
+      r.arrayBuffer(),
+    );
   const tag = `bench-${Date.now().toString(36)}`;
   const sentAt = new Map<string, number>();
   const names = new Map<string, string>();
@@ -130,7 +133,10 @@ export async function webhookLatency(
   const writeLatency = written.filter((r) => measured.has(r.id)).map((r) => Number(r.at) - sentAt.get(r.id)!);
   if (process.env.BENCH_DUMP_DIR) {
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(`${process.env.BENCH_DUMP_DIR}/webhooks.json`, JSON.stringify(written.map((r) => ({ sent: sentAt.get(r.id)! - start, ms: Number(r.at) - sentAt.get(r.id)! }))));
+    writeFileSync(
+      `${process.env.BENCH_DUMP_DIR}/webhooks.json`,
+      JSON.stringify(written.map((r) => ({ sent: sentAt.get(r.id)! - start, ms: Number(r.at) - sentAt.get(r.id)! }))),
+    );
   }
   const writeTimes = written.map((r) => Number(r.at));
   const span = writeTimes.length > 1 ? (Math.max(...writeTimes) - Math.min(...writeTimes)) / 1000 : 0;

@@ -22,7 +22,16 @@ export const accountsCommand: Command = {
       console.log(
         table(
           ['account', 'source', 'status', 'reference', '>streams', '>records', '>lag', 'last error'],
-          accounts.map((a) => [a.id, a.sourceSystem, a.status, a.referenceId, `${a.states.synced ?? 0}/${a.streams}`, a.liveRecords, age(a.lagSeconds), a.lastError ? a.lastError.replace(/\s+/g, ' ').slice(0, 60) : '']),
+          accounts.map((a) => [
+            a.id,
+            a.sourceSystem,
+            a.status,
+            a.referenceId,
+            `${a.states.synced ?? 0}/${a.streams}`,
+            a.liveRecords,
+            age(a.lagSeconds),
+            a.lastError ? a.lastError.replace(/\s+/g, ' ').slice(0, 60) : '',
+          ]),
         ),
       );
     } finally {

@@ -36,14 +36,22 @@ export async function diagnose(env: Record<string, string | undefined>, options:
   const add = (c: Check) => checks.push(c);
   const release = releaseLabel();
   const info = buildInfo();
-  add({ name: 'release', status: 'ok', detail: `this CLI runs construction-mirror ${info.version}, commit ${info.commit ?? 'unknown (no MIRROR_COMMIT and no git)'}` });
+  add({
+    name: 'release',
+    status: 'ok',
+    detail: `this CLI runs construction-mirror ${info.version}, commit ${info.commit ?? 'unknown (no MIRROR_COMMIT and no git)'}`,
+  });
 
   // 1. Configuration.
   let config: Config;
   const broken = new Set<string>();
   try {
     config = parseConfig(env);
-    add({ name: 'config', status: 'ok', detail: `settings parse (upstream ${config.UPSTREAM_BASE_URL}, Temporal ${config.TEMPORAL_ADDRESS}, task queue ${config.TEMPORAL_TASK_QUEUE})` });
+    add({
+      name: 'config',
+      status: 'ok',
+      detail: `settings parse (upstream ${config.UPSTREAM_BASE_URL}, Temporal ${config.TEMPORAL_ADDRESS}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
+    });
   } catch (error) {
     const details = ((error as { details?: { path?: string; message: string }[] }).details ?? []).map((d) => d.message);
     for (const d of details) broken.add(d.split(':')[0] ?? '');
@@ -52,7 +60,9 @@ export async function diagnose(env: Record<string, string | undefined>, options:
       name: 'config',
       status: 'fail',
       detail: details.length ? details.join('; ') : oneLine((error as Error).message),
-      fix: onlySecrets ? 'run `npx mirror setup` (it generates the missing secrets into .env.local), or set them in the environment.' : 'set these in the environment or in .env.local (the README lists every variable).',
+      fix: onlySecrets
+        ? 'run `npx mirror setup` (it generates the missing secrets into .env.local), or set them in the environment.'
+        : 'set these in the environment or in .env.local (the README lists every variable).',
     });
     if (!onlySecrets) return checks;
     // Go on with stand-ins for the broken secrets: Postgres and Temporal need none of them.
@@ -73,7 +83,12 @@ export async function diagnose(env: Record<string, string | undefined>, options:
     await db?.close().catch(() => undefined);
     db = undefined;
     const p = postgresProblem(error, config.DATABASE_URL);
-    add({ name: 'postgres', status: 'fail', detail: p ? `${p.problem} (${safeUrl(config.DATABASE_URL)})` : `${safeUrl(config.DATABASE_URL)}: ${oneLine((error as Error).message)}`, fix: p?.fix ?? 'check DATABASE_URL and that the server accepts connections.' });
+    add({
+      name: 'postgres',
+      status: 'fail',
+      detail: p ? `${p.problem} (${safeUrl(config.DATABASE_URL)})` : `${safeUrl(config.DATABASE_URL)}: ${oneLine((error as Error).message)}`,
+      fix: p?.fix ?? 'check DATABASE_URL and that the server accepts connections.',
+    });
   }
 
   try {
@@ -90,9 +105,27 @@ export async function diagnose(env: Record<string, string | undefined>, options:
           const applied = new Map(rows.filter((r) => r.finished_at !== null).map((r) => [r.migration_name, r.checksum]));
           const pending = files.filter((f) => !applied.has(f.name));
           const changed = files.filter((f) => applied.has(f.name) && applied.get(f.name) !== f.checksum);
-          if (failed.length) add({ name: 'migrations', status: 'fail', detail: `${failed[0]!.migration_name} failed and was not rolled back`, fix: 'see `npx mirror migrate` for how to recover.' });
-          else if (changed.length) add({ name: 'migrations', status: 'fail', detail: `${changed.map((f) => f.name).join(', ')} changed after it was applied`, fix: 'restore the applied migration file and add a new migration instead.' });
-          else if (pending.length) add({ name: 'migrations', status: 'fail', detail: `${pending.length} pending (${pending.map((f) => f.name).join(', ')})`, fix: 'run `npx mirror migrate`.' });
+          if (failed.length)
+            add({
+              name: 'migrations',
+              status: 'fail',
+              detail: `${failed[0]!.migration_name} failed and was not rolled back`,
+              fix: 'see `npx mirror migrate` for how to recover.',
+            });
+          else if (changed.length)
+            add({
+              name: 'migrations',
+              status: 'fail',
+              detail: `${changed.map((f) => f.name).join(', ')} changed after it was applied`,
+              fix: 'restore the applied migration file and add a new migration instead.',
+            });
+          else if (pending.length)
+            add({
+              name: 'migrations',
+              status: 'fail',
+              detail: `${pending.length} pending (${pending.map((f) => f.name).join(', ')})`,
+              fix: 'run `npx mirror migrate`.',
+            });
           else {
             migrated = true;
             add({ name: 'migrations', status: 'ok', detail: `${applied.size} applied, none pending` });
@@ -140,12 +173,24 @@ export async function diagnose(env: Record<string, string | undefined>, options:
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
       const body = (await res.json().catch(() => ({}))) as { version?: unknown; commit?: unknown };
-      const apiRelease = typeof body.version === 'string' ? releaseLabel({ version: body.version, commit: typeof body.commit === 'string' ? body.commit : null }) : 'unknown';
+      const apiRelease =
+        typeof body.version === 'string' ? releaseLabel({ version: body.version, commit: typeof body.commit === 'string' ? body.commit : null }) : 'unknown';
       if (!res.ok) add({ name: 'api', status: 'warn', detail: `${url} answered ${res.status}`, fix: 'check the API process logs.' });
-      else if (apiRelease !== release) add({ name: 'api', status: 'warn', detail: `${url} answers, running release ${apiRelease}; this CLI is ${release}`, fix: 'restart the API on the new release.' });
+      else if (apiRelease !== release)
+        add({
+          name: 'api',
+          status: 'warn',
+          detail: `${url} answers, running release ${apiRelease}; this CLI is ${release}`,
+          fix: 'restart the API on the new release.',
+        });
       else add({ name: 'api', status: 'ok', detail: `${url} answers, release ${apiRelease}` });
     } catch {
-      add({ name: 'api', status: 'warn', detail: `no API answers at ${url}`, fix: 'start it with `npx mirror api` (applications read the mirror through it).' });
+      add({
+        name: 'api',
+        status: 'warn',
+        detail: `no API answers at ${url}`,
+        fix: 'start it with `npx mirror api` (applications read the mirror through it).',
+      });
     }
   }
   return checks;
@@ -188,7 +233,13 @@ async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) 
     // Each worker's identity ends with the release it runs (lib/build-info.ts `workerIdentity`).
     const releases = [...new Set((res.pollers ?? []).map((p) => /construction-mirror\/(\S+)$/.exec(p.identity ?? '')?.[1] ?? 'unknown'))].sort();
     const others = releases.filter((r) => r !== releaseLabel());
-    if (pollers === 0) add({ name: 'worker', status: 'warn', detail: `no worker polls task queue "${config.TEMPORAL_TASK_QUEUE}": syncs would wait`, fix: 'start one with `npx mirror worker` (as many as you like).' });
+    if (pollers === 0)
+      add({
+        name: 'worker',
+        status: 'warn',
+        detail: `no worker polls task queue "${config.TEMPORAL_TASK_QUEUE}": syncs would wait`,
+        fix: 'start one with `npx mirror worker` (as many as you like).',
+      });
     else if (others.length > 0) {
       add({
         name: 'worker',
@@ -196,9 +247,19 @@ async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) 
         detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}" run ${releases.join(', ')}; this CLI is ${releaseLabel()}`,
         fix: 'finish the upgrade: restart every worker on the new release (a worker of an older release cannot replay a workflow a newer one patched).',
       });
-    } else add({ name: 'worker', status: 'ok', detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}", release ${releases.join(', ')}` });
+    } else
+      add({
+        name: 'worker',
+        status: 'ok',
+        detail: `${pollers} worker poller(s) on task queue "${config.TEMPORAL_TASK_QUEUE}", release ${releases.join(', ')}`,
+      });
   } catch (error) {
-    add({ name: 'worker', status: 'warn', detail: `could not ask Temporal about task queue "${config.TEMPORAL_TASK_QUEUE}": ${oneLine((error as Error).message)}`, fix: 'check the Temporal server.' });
+    add({
+      name: 'worker',
+      status: 'warn',
+      detail: `could not ask Temporal about task queue "${config.TEMPORAL_TASK_QUEUE}": ${oneLine((error as Error).message)}`,
+      fix: 'check the Temporal server.',
+    });
   } finally {
     await connection.close().catch(() => undefined);
   }
@@ -212,7 +273,12 @@ async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) 
   try {
     res = await fetch(`${base}/link/token/create`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'api-version': config.UPSTREAM_API_VERSION, 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET },
+      headers: {
+        'content-type': 'application/json',
+        'api-version': config.UPSTREAM_API_VERSION,
+        'client-id': config.UPSTREAM_CLIENT_ID,
+        'client-secret': config.UPSTREAM_CLIENT_SECRET,
+      },
       body: JSON.stringify({ reference_id: 'mirror-doctor' }),
       signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
     });
@@ -222,7 +288,7 @@ async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) 
       name: 'upstream',
       status: 'fail',
       detail: `no answer from ${base} (${cause})`,
-      fix: 'start the sandbox (`npx mirror sandbox`) or set UPSTREAM_BASE_URL to the unified API\'s base URL.',
+      fix: "start the sandbox (`npx mirror sandbox`) or set UPSTREAM_BASE_URL to the unified API's base URL.",
     });
     return { ok: false, skewMs: undefined };
   }
@@ -246,7 +312,12 @@ async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) 
     ok = true;
     add({ name: 'upstream', status: 'ok', detail: `${base} accepted the client credentials (${ms} ms)` });
   } else {
-    add({ name: 'upstream', status: 'fail', detail: `${base} answered ${res.status} to a link token request (${body.message ?? body.error ?? 'no message'})`, fix: 'check UPSTREAM_BASE_URL: it must be the unified API\'s base URL.' });
+    add({
+      name: 'upstream',
+      status: 'fail',
+      detail: `${base} answered ${res.status} to a link token request (${body.message ?? body.error ?? 'no message'})`,
+      fix: "check UPSTREAM_BASE_URL: it must be the unified API's base URL.",
+    });
   }
   return { ok, skewMs: skew };
 }
@@ -254,9 +325,19 @@ async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) 
 async function checkCredentials(db: DiagnosticConnection, config: Config, timeoutMs: number, upstreamOk: boolean, add: (c: Check) => void): Promise<void> {
   const secretHash = await db.clientSecretHash(config.MIRROR_CLIENT_ID);
   if (secretHash === undefined) {
-    add({ name: 'credentials', status: 'fail', detail: `MIRROR_CLIENT_ID ${config.MIRROR_CLIENT_ID} is not registered: the API refuses it`, fix: 'run `npx mirror setup` (it registers MIRROR_CLIENT_ID and MIRROR_CLIENT_SECRET).' });
+    add({
+      name: 'credentials',
+      status: 'fail',
+      detail: `MIRROR_CLIENT_ID ${config.MIRROR_CLIENT_ID} is not registered: the API refuses it`,
+      fix: 'run `npx mirror setup` (it registers MIRROR_CLIENT_ID and MIRROR_CLIENT_SECRET).',
+    });
   } else if (secretHash !== sha256Hex(config.MIRROR_CLIENT_SECRET)) {
-    add({ name: 'credentials', status: 'fail', detail: 'MIRROR_CLIENT_SECRET is not the registered secret of MIRROR_CLIENT_ID', fix: 'run `npx mirror setup` to register the new secret (applications must then send it), or restore the old one.' });
+    add({
+      name: 'credentials',
+      status: 'fail',
+      detail: 'MIRROR_CLIENT_SECRET is not the registered secret of MIRROR_CLIENT_ID',
+      fix: 'run `npx mirror setup` to register the new secret (applications must then send it), or restore the old one.',
+    });
   } else add({ name: 'credentials', status: 'ok', detail: `MIRROR_CLIENT_ID is registered with this secret` });
 
   const accounts = await db.linkedAccountTokens(3);
@@ -286,7 +367,12 @@ async function checkCredentials(db: DiagnosticConnection, config: Config, timeou
   for (const t of tokens) {
     try {
       const res = await fetch(`${base}/link/account`, {
-        headers: { 'api-version': config.UPSTREAM_API_VERSION, 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET, 'account-token': t.token },
+        headers: {
+          'api-version': config.UPSTREAM_API_VERSION,
+          'client-id': config.UPSTREAM_CLIENT_ID,
+          'client-secret': config.UPSTREAM_CLIENT_SECRET,
+          'account-token': t.token,
+        },
         signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
       });
       await res.arrayBuffer();
@@ -298,7 +384,12 @@ async function checkCredentials(db: DiagnosticConnection, config: Config, timeou
   }
   add(
     refused.length
-      ? { name: 'accounts', status: 'warn', detail: `the upstream refuses the token of ${refused.join(', ')}`, fix: 'link them again (`npx mirror link --reference-id <id>`), or unlink them (`npx mirror unlink --account <id>`).' }
+      ? {
+          name: 'accounts',
+          status: 'warn',
+          detail: `the upstream refuses the token of ${refused.join(', ')}`,
+          fix: 'link them again (`npx mirror link --reference-id <id>`), or unlink them (`npx mirror unlink --account <id>`).',
+        }
       : { name: 'accounts', status: 'ok', detail: `account tokens decrypt and the upstream accepts them (${tokens.length} checked)` },
   );
 }
@@ -307,7 +398,10 @@ const marks: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'WARN', fail: 'FA
 
 export function formatChecks(checks: readonly Check[]): string {
   const width = Math.max(...checks.map((c) => c.name.length));
-  const lines = checks.flatMap((c) => [`  ${marks[c.status]}  ${c.name.padEnd(width)}  ${c.detail}`, ...(c.fix && c.status !== 'ok' ? [`        ${' '.repeat(width)}  fix: ${c.fix}`] : [])]);
+  const lines = checks.flatMap((c) => [
+    `  ${marks[c.status]}  ${c.name.padEnd(width)}  ${c.detail}`,
+    ...(c.fix && c.status !== 'ok' ? [`        ${' '.repeat(width)}  fix: ${c.fix}`] : []),
+  ]);
   const failed = checks.filter((c) => c.status === 'fail');
   const warned = checks.filter((c) => c.status === 'warn');
   lines.push(

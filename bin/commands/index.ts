@@ -39,9 +39,20 @@ export const commands: Record<string, Command> = {
   'record-histories': recordHistoriesCommand,
   bench: {
     summary: 'Run the benchmarks: one table of figures against limits, baselines and targets (also bench/results/latest.json)',
-    usage: 'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',
+    usage:
+      'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',
     help: 'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). See README "Benchmarks".',
-    options: { quick: { type: 'boolean' }, records: { type: 'string' }, scale: { type: 'string' }, only: { type: 'string' }, 'rate-window-ms': { type: 'string' }, 'rate-limit': { type: 'string' }, projects: { type: 'string' }, invoices: { type: 'string' }, save: { type: 'boolean' } },
+    options: {
+      quick: { type: 'boolean' },
+      records: { type: 'string' },
+      scale: { type: 'string' },
+      only: { type: 'string' },
+      'rate-window-ms': { type: 'string' },
+      'rate-limit': { type: 'string' },
+      projects: { type: 'string' },
+      invoices: { type: 'string' },
+      save: { type: 'boolean' },
+    },
     async run(v) {
       const { runBench } = await import('../../bench/run.ts');
       return runBench(v);

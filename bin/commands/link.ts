@@ -17,8 +17,8 @@ export const linkCommand: Command = {
     'Creates a link token for your reference id (your own id for the user or company) and prints the Link URL. Open it in a browser and sign in: ' +
     'the Link page hands the public token back to this command (a one-time callback on 127.0.0.1), or paste it here. ' +
     'Against the sandbox, --source-system <slug> (buildpro, docvault, sqlerp, xmlbooks, graphledger, crmcloud, fieldops) completes the Link page for you.\n' +
-    'The Link URL is the upstream\'s `/link` page (the sandbox\'s); where a real upstream\'s Link lives elsewhere, run your Link integration and pass its public token with --public-token, which skips straight to the exchange.\n' +
-    'Prints the account id and its Account-Token (what your application sends to the mirror, with MIRROR_CLIENT_ID\'s credentials: the account belongs to that client), then starts the first full sync and the periodic schedules; --watch follows the sync.\n' +
+    "The Link URL is the upstream's `/link` page (the sandbox's); where a real upstream's Link lives elsewhere, run your Link integration and pass its public token with --public-token, which skips straight to the exchange.\n" +
+    "Prints the account id and its Account-Token (what your application sends to the mirror, with MIRROR_CLIENT_ID's credentials: the account belongs to that client), then starts the first full sync and the periodic schedules; --watch follows the sync.\n" +
     'Linking the same reference id again keeps the account and its mirrored data only when the upstream names the same linked company and user; otherwise it is a new account.\n' +
     'Example: mirror link --reference-id acme-42 --source-system buildpro --watch',
   options: {
@@ -52,21 +52,38 @@ export const linkCommand: Command = {
         }
       }
       // The CLI links as the configured MIRROR_CLIENT_ID: the account answers to that client's credentials.
-      const { account, linked } = await linkWithPublicToken({ upstream: services.upstream, accounts: services.accounts, sync: temporal?.sync, clientId: config.MIRROR_CLIENT_ID }, publicToken);
+      const { account, linked } = await linkWithPublicToken(
+        { upstream: services.upstream, accounts: services.accounts, sync: temporal?.sync, clientId: config.MIRROR_CLIENT_ID },
+        publicToken,
+      );
       const workflowId = temporal ? temporal.sync.workflowId({ accountId: account.id }) : undefined;
       if (v.json) {
-        console.log(JSON.stringify({ accountId: account.id, accountToken: linked.account_token, referenceId: account.referenceId, sourceSystem: account.sourceSystem, syncWorkflowId: workflowId ?? null }));
+        console.log(
+          JSON.stringify({
+            accountId: account.id,
+            accountToken: linked.account_token,
+            referenceId: account.referenceId,
+            sourceSystem: account.sourceSystem,
+            syncWorkflowId: workflowId ?? null,
+          }),
+        );
       } else {
         console.log(`Linked ${account.sourceSystemName} (${account.sourceSystem}) for reference ${account.referenceId}.`);
         console.log(`  Account id:    ${account.id}`);
         console.log(`  Account-Token: ${linked.account_token}`);
-        console.log(workflowId ? `  First sync:    workflow ${workflowId}, schedules account-full:${account.id} and account-incremental:${account.id}` : '  No sync started (--no-sync): `npx mirror sync --account <id>` starts one.');
+        console.log(
+          workflowId
+            ? `  First sync:    workflow ${workflowId}, schedules account-full:${account.id} and account-incremental:${account.id}`
+            : '  No sync started (--no-sync): `npx mirror sync --account <id>` starts one.',
+        );
       }
       if (v.watch && temporal) {
         const handle = temporal.sync.client.workflow.getHandle(workflowId!);
         const started = (await handle.describe()).startTime;
         const result = await followPass({ pool: services.pool, sync: temporal.sync, handle, accountId: account.id, since: new Date(started.getTime() - 1000) });
-        console.error(`First sync done: ${result.records} records in ${result.streams} streams${result.failed.length ? `, ${result.failed.length} failed` : ''}.`);
+        console.error(
+          `First sync done: ${result.records} records in ${result.streams} streams${result.failed.length ? `, ${result.failed.length} failed` : ''}.`,
+        );
         return result.failed.length ? exitCode.failed : exitCode.ok;
       }
       return exitCode.ok;
@@ -78,7 +95,12 @@ export const linkCommand: Command = {
 };
 
 /** The sandbox's admin API plays the person on the Link page. */
-async function sandboxPublicToken(base: string, config: { UPSTREAM_CLIENT_ID: string; UPSTREAM_CLIENT_SECRET: string }, linkToken: string, sourceSystem: string): Promise<string> {
+async function sandboxPublicToken(
+  base: string,
+  config: { UPSTREAM_CLIENT_ID: string; UPSTREAM_CLIENT_SECRET: string },
+  linkToken: string,
+  sourceSystem: string,
+): Promise<string> {
   const res = await fetch(`${base}/_admin/link/public-token`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'client-id': config.UPSTREAM_CLIENT_ID, 'client-secret': config.UPSTREAM_CLIENT_SECRET },
@@ -87,7 +109,9 @@ async function sandboxPublicToken(base: string, config: { UPSTREAM_CLIENT_ID: st
   if (res.status === 404) throw new UsageError('--source-system works against the sandbox only: open the Link URL instead (leave --source-system out).');
   if (!res.ok) {
     const body = (await res.json().catch(() => ({}))) as { message?: string };
-    throw new UsageError(`the sandbox refused source system "${sourceSystem}" (${res.status} ${body.message ?? ''}); slugs: buildpro, docvault, sqlerp, xmlbooks, graphledger, crmcloud, fieldops.`);
+    throw new UsageError(
+      `the sandbox refused source system "${sourceSystem}" (${res.status} ${body.message ?? ''}); slugs: buildpro, docvault, sqlerp, xmlbooks, graphledger, crmcloud, fieldops.`,
+    );
   }
   return ((await res.json()) as { public_token: string }).public_token;
 }
@@ -121,7 +145,15 @@ async function awaitPublicToken(base: string, linkToken: string, timeoutMs: numb
   }
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new MirrorError(`No public token arrived within ${Math.round(timeoutMs / 1000)} s: run \`npx mirror link\` again (the link token expires after 30 minutes), or pass --public-token.`)), timeoutMs);
+    timer = setTimeout(
+      () =>
+        reject(
+          new MirrorError(
+            `No public token arrived within ${Math.round(timeoutMs / 1000)} s: run \`npx mirror link\` again (the link token expires after 30 minutes), or pass --public-token.`,
+          ),
+        ),
+      timeoutMs,
+    );
   });
   try {
     return await Promise.race([token, timeout]);

@@ -18,7 +18,8 @@ export const migrateCommand: Command = {
     // The operator's field indexes (MIRROR_INDEXED_FIELDS), after the migrations that made the partitions.
     const { applyFieldIndexes } = await import('../../mirror/field-indexes.ts');
     const ix = await applyFieldIndexes(config.DATABASE_URL, config.MIRROR_INDEXED_FIELDS, (line) => console.log(line));
-    if (ix.created.length + ix.kept.length + ix.dropped.length > 0) console.log(`Field indexes: ${ix.created.length} created, ${ix.kept.length} kept, ${ix.dropped.length} dropped.`);
+    if (ix.created.length + ix.kept.length + ix.dropped.length > 0)
+      console.log(`Field indexes: ${ix.created.length} created, ${ix.kept.length} kept, ${ix.dropped.length} dropped.`);
   },
 };
 

@@ -40,9 +40,12 @@ export const recordHistoriesCommand: Command = {
   options: { release: { type: 'string' }, size: { type: 'string' }, force: { type: 'boolean' } },
   async run(v) {
     const release = typeof v.release === 'string' ? v.release : '';
-    if (!releaseName.test(release)) throw new UsageError('--release needs a name for the folder of this release\'s histories: letters, digits, ".", "-" or "_" (e.g. --release 2026-11-25 or --release 0.2.0).');
+    if (!releaseName.test(release))
+      throw new UsageError(
+        '--release needs a name for the folder of this release\'s histories: letters, digits, ".", "-" or "_" (e.g. --release 2026-11-25 or --release 0.2.0).',
+      );
     const size = v.size === undefined ? 12 : Number(v.size);
-    if (!Number.isInteger(size) || size < 2 || size > 200) throw new UsageError('--size is the sandbox\'s list size: an integer from 2 to 200.');
+    if (!Number.isInteger(size) || size < 2 || size > 200) throw new UsageError("--size is the sandbox's list size: an integer from 2 to 200.");
     const dir = join(historiesRoot, release);
     if (existsSync(dir) && readdirSync(dir).length > 0 && !v.force) {
       throw new UsageError(`${dir} already holds histories: a release's histories are recorded once (pass --force to record them again).`);
@@ -63,7 +66,11 @@ export async function recordHistories(dir: string, options: { size: number; log:
   const { historyToJSON } = await import('@temporalio/common/lib/proto-utils.js');
   const { freePort } = await import('../test-runner.ts');
   const { startDevServer } = await import('../temporal-cli.ts');
-  const temporal = await startDevServer({ port: await freePort(), headless: true, dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': suggestContinueAsNewAfter } });
+  const temporal = await startDevServer({
+    port: await freePort(),
+    headless: true,
+    dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': suggestContinueAsNewAfter },
+  });
   // The harness takes the dev server it is given (test/helpers/temporal.ts).
   process.env.TEMPORAL_TEST_ADDRESS = temporal.address;
   process.env.LOG_LEVEL ??= 'silent';
@@ -76,7 +83,8 @@ export async function recordHistories(dir: string, options: { size: number; log:
   try {
     const client = h.temporal;
     const record = async (name: string, workflowId: string, runId?: string) => {
-      for (const run of await runsOf(client, workflowId, runId)) out.push({ name: run.index === undefined ? name : `${name}-${run.index}`, json: historyToJSON(run.history) });
+      for (const run of await runsOf(client, workflowId, runId))
+        out.push({ name: run.index === undefined ? name : `${name}-${run.index}`, json: historyToJSON(run.history) });
     };
     const pass = async (accountId: string, mode: 'full' | 'incremental', first = false) => {
       const handle = first ? await h.sync.onLinked(accountId) : await h.sync.start({ accountId, mode });
@@ -119,7 +127,12 @@ export async function recordHistories(dir: string, options: { size: number; log:
     // The change workflow and the deliveries: webhook events of the BuildPro account (registered by its first pass).
     const { accountId, accountToken } = linked.buildpro!;
     const headers = { ...h.clientHeaders, 'account-token': accountToken };
-    const created = await h.app.inject({ method: 'POST', url: '/webhooks', headers, payload: { callback_url: hook.url, authorization_header: 'Bearer record', event: 'UPDATE', type: 'vendor' } });
+    const created = await h.app.inject({
+      method: 'POST',
+      url: '/webhooks',
+      headers,
+      payload: { callback_url: hook.url, authorization_header: 'Bearer record', event: 'UPDATE', type: 'vendor' },
+    });
     if (created.statusCode !== 201) throw new Error(`creating a subscription failed: ${created.statusCode} ${created.body}`);
     const subscription = created.json<{ id: string }>();
     const vendors = await upstreamAll(h, '/vendors', { 'account-token': accountToken });

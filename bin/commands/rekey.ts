@@ -13,7 +13,7 @@ export const rekeyCommand: Command = {
   usage: 'mirror rekey [--old-encryption-key <base64>] [--dry-run]',
   help:
     'Put the new keys in .env.local first (the old MIRROR_ENCRYPTION_KEY goes to --old-encryption-key), stop the API and workers, run this, start them again.\n' +
-    'Account tokens and subscribers\' authorization headers are decrypted with the old key (or the current one, for rows already rewritten) and encrypted with the new one; ' +
+    "Account tokens and subscribers' authorization headers are decrypted with the old key (or the current one, for rows already rewritten) and encrypted with the new one; " +
     'token lookup hashes are recomputed with the current MIRROR_SIGNING_KEY (and hashes from before the account-token hash domain upgraded; the API also upgrades each on its next use). Upstream webhook secrets are checked with the signing key too: ' +
     'when it changed, the command names the accounts to re-register (`npx mirror webhooks register --account <id> --force`).',
   options: { 'old-encryption-key': { type: 'string' }, 'dry-run': { type: 'boolean' } },
@@ -34,7 +34,10 @@ export const rekeyCommand: Command = {
         try {
           return decryptSecret(encryptionKey, sealed);
         } catch (error) {
-          if (!oldKey) throw new UsageError('a stored secret does not decrypt with MIRROR_ENCRYPTION_KEY: pass the previous key with --old-encryption-key.', { cause: error });
+          if (!oldKey)
+            throw new UsageError('a stored secret does not decrypt with MIRROR_ENCRYPTION_KEY: pass the previous key with --old-encryption-key.', {
+              cause: error,
+            });
           try {
             return decryptSecret(oldKey, sealed);
           } catch {
@@ -48,17 +51,31 @@ export const rekeyCommand: Command = {
         const tokenHash = accountTokenHash(signingKey, token);
         // A hash from before the hash domains, made with this same key, is only upgraded: the key did not change.
         const legacy = a.tokenHash === keyedHash(signingKey, token);
-        return { id: a.id, tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)), tokenHash, hashChanged: a.tokenHash !== tokenHash && !legacy, upgraded: legacy };
+        return {
+          id: a.id,
+          tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)),
+          tokenHash,
+          hashChanged: a.tokenHash !== tokenHash && !legacy,
+          upgraded: legacy,
+        };
       });
-      const subscriptionUpdates = subscriptions.map((s) => ({ id: s.id, authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext))) }));
+      const subscriptionUpdates = subscriptions.map((s) => ({
+        id: s.id,
+        authorizationCiphertext: new Uint8Array(encryptSecret(encryptionKey, open(s.authorizationCiphertext))),
+      }));
       const rehashed = accountUpdates.filter((a) => a.hashChanged);
       const upgraded = accountUpdates.filter((a) => a.upgraded).length;
       if (!v['dry-run']) {
         await resealSecrets(services.prisma, { accounts: accountUpdates, subscriptions: subscriptionUpdates });
       }
-      console.log(`${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed${upgraded ? `; ${upgraded} from before the account-token hash domain upgraded` : ''}) and ${subscriptionUpdates.length} subscriber authorization headers.`);
+      console.log(
+        `${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed${upgraded ? `; ${upgraded} from before the account-token hash domain upgraded` : ''}) and ${subscriptionUpdates.length} subscriber authorization headers.`,
+      );
       if (rehashed.length > 0) {
-        const withHooks = await accountsWithWebhooks(services.prisma, rehashed.map((a) => a.id));
+        const withHooks = await accountsWithWebhooks(
+          services.prisma,
+          rehashed.map((a) => a.id),
+        );
         if (withHooks.length) {
           console.log('MIRROR_SIGNING_KEY changed: upstream webhooks of these accounts carry secrets checked with the old key. Register them again:');
           for (const accountId of withHooks) console.log(`  npx mirror webhooks register --account ${accountId} --force`);

@@ -21,7 +21,9 @@ export const sandboxCommand: Command = {
       ...(v['no-rate-limits'] ? { rateLimits: false as const } : {}),
       logger: createLogger({ level: config.LOG_LEVEL, name: 'sandbox' }),
     });
-    console.error(`Sandbox upstream at ${sandbox.url}\n  Client-Id: ${config.UPSTREAM_CLIENT_ID}\n  Client-Secret: (UPSTREAM_CLIENT_SECRET in .env.local)\n  API-Version: 2021-11-21`);
+    console.error(
+      `Sandbox upstream at ${sandbox.url}\n  Client-Id: ${config.UPSTREAM_CLIENT_ID}\n  Client-Secret: (UPSTREAM_CLIENT_SECRET in .env.local)\n  API-Version: 2021-11-21`,
+    );
     await untilSignal();
     await sandbox.close();
   },

@@ -34,7 +34,10 @@ export class UsageError extends Error {}
 
 /** One line: what went wrong and what to do. */
 export function oneLine(message: string): string {
-  return message.replace(/\s*\n\s*-?\s*/g, '; ').replace(/;\s*;/g, ';').trim();
+  return message
+    .replace(/\s*\n\s*-?\s*/g, '; ')
+    .replace(/;\s*;/g, ';')
+    .trim();
 }
 
 const doctorHint = 'Run `npx mirror doctor` to check the set-up.';
@@ -43,12 +46,19 @@ const doctorHint = 'Run `npx mirror doctor` to check the set-up.';
 export function describeFailure(error: unknown, config?: Partial<Config>): { code: number; message: string } {
   if (error instanceof UsageError) return { code: exitCode.usage, message: error.message };
   if (error instanceof ConfigError) return { code: exitCode.environment, message: oneLine(error.message) };
-  if (error instanceof NotFoundError) return { code: exitCode.notFound, message: `${sentence(oneLine(error.message))} \`npx mirror accounts\` lists the linked accounts.` };
+  if (error instanceof NotFoundError)
+    return { code: exitCode.notFound, message: `${sentence(oneLine(error.message))} \`npx mirror accounts\` lists the linked accounts.` };
   if (error instanceof UpstreamAuthError) {
-    return { code: exitCode.environment, message: `The upstream refused the credentials (${oneLine(error.message)}): set UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET to what the upstream issued. ${doctorHint}` };
+    return {
+      code: exitCode.environment,
+      message: `The upstream refused the credentials (${oneLine(error.message)}): set UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET to what the upstream issued. ${doctorHint}`,
+    };
   }
   if (error instanceof UpstreamError && error.upstreamStatus === undefined) {
-    return { code: exitCode.environment, message: `${sentence(oneLine(error.message))} Start the upstream (\`npx mirror sandbox\`) or fix UPSTREAM_BASE_URL. ${doctorHint}` };
+    return {
+      code: exitCode.environment,
+      message: `${sentence(oneLine(error.message))} Start the upstream (\`npx mirror sandbox\`) or fix UPSTREAM_BASE_URL. ${doctorHint}`,
+    };
   }
   const pg = postgresProblem(error, config?.DATABASE_URL);
   if (pg) return { code: exitCode.environment, message: `${pg.problem}: ${pg.fix}` };
@@ -97,10 +107,20 @@ export function postgresProblem(error: unknown, databaseUrl = 'postgresql://post
   }
   for (const c of causes(error)) {
     const code = c.code ?? '';
-    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'ETIMEDOUT' || /connect(ion)? (refused|timeout|terminated)/i.test(c.message ?? '')) {
-      return { problem: `No PostgreSQL answers at ${where}`, fix: 'start it (e.g. `pg_ctlcluster 15 main start`, or `docker compose up -d postgres`) or set DATABASE_URL.' };
+    if (
+      code === 'ECONNREFUSED' ||
+      code === 'ENOTFOUND' ||
+      code === 'EHOSTUNREACH' ||
+      code === 'ETIMEDOUT' ||
+      /connect(ion)? (refused|timeout|terminated)/i.test(c.message ?? '')
+    ) {
+      return {
+        problem: `No PostgreSQL answers at ${where}`,
+        fix: 'start it (e.g. `pg_ctlcluster 15 main start`, or `docker compose up -d postgres`) or set DATABASE_URL.',
+      };
     }
-    if (code === '3D000') return { problem: `Database "${name}" does not exist at ${where}`, fix: 'run `npx mirror setup` (or `npx mirror migrate`) to create and migrate it.' };
+    if (code === '3D000')
+      return { problem: `Database "${name}" does not exist at ${where}`, fix: 'run `npx mirror setup` (or `npx mirror migrate`) to create and migrate it.' };
     if (code === '42P01') return { problem: `Database "${name}" is not migrated`, fix: 'run `npx mirror migrate`.' };
     if (code === '28P01' || code === '28000') return { problem: `PostgreSQL at ${where} refused the login`, fix: 'fix the user and password in DATABASE_URL.' };
   }

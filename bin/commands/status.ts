@@ -51,7 +51,9 @@ export const statusCommand: Command = {
       }
       for (const a of accounts) {
         const mine = statuses.filter((s) => s.accountId === a.id);
-        console.log(`\n${a.id}  ${a.sourceSystemName} (${a.sourceSystem})  ${a.status}  ref ${a.referenceId}  ${a.liveRecords} records  lag ${age(a.lagSeconds)}`);
+        console.log(
+          `\n${a.id}  ${a.sourceSystemName} (${a.sourceSystem})  ${a.status}  ref ${a.referenceId}  ${a.liveRecords} records  lag ${age(a.lagSeconds)}`,
+        );
         if (mine.length === 0) {
           console.log(v.failed ? '  no failed stream' : '  no stream yet: its first pass has not started (is a worker running?)');
           continue;
@@ -61,7 +63,17 @@ export const statusCommand: Command = {
             indent(
               table(
                 ['resource', 'scope', 'state', '>records', 'last fresh', '>lag', 'next due', 'why', 'last error'],
-                mine.map((s) => [s.resource, clip(s.scope || '-', 48), s.state, s.liveRecords, s.lastFreshAt ?? 'never', age(s.lagSeconds), due(s.nextDueAt), clip(s.dueReason, 60), clip(s.lastError, 70)]),
+                mine.map((s) => [
+                  s.resource,
+                  clip(s.scope || '-', 48),
+                  s.state,
+                  s.liveRecords,
+                  s.lastFreshAt ?? 'never',
+                  age(s.lagSeconds),
+                  due(s.nextDueAt),
+                  clip(s.dueReason, 60),
+                  clip(s.lastError, 70),
+                ]),
               ),
             ),
           );
@@ -72,7 +84,17 @@ export const statusCommand: Command = {
                 ['resource', '>streams', 'states', '>records', 'oldest fresh', '>lag', 'last error'],
                 summarise(mine)
                   .map(withLag(mine))
-                  .map((r) => [r.resource, r.streams, Object.entries(r.states).map(([k, n]) => `${k}:${n}`).join(' '), r.liveRecords, r.oldestFreshAt ?? 'never', age(r.lagSeconds), clip(r.lastError, 70)]),
+                  .map((r) => [
+                    r.resource,
+                    r.streams,
+                    Object.entries(r.states)
+                      .map(([k, n]) => `${k}:${n}`)
+                      .join(' '),
+                    r.liveRecords,
+                    r.oldestFreshAt ?? 'never',
+                    age(r.lagSeconds),
+                    clip(r.lastError, 70),
+                  ]),
               ),
             ),
           );
@@ -80,13 +102,30 @@ export const statusCommand: Command = {
           const groups = polling.groups.filter((g) => g.accountId === a.id);
           const next = polling.next.filter((n) => n.accountId === a.id);
           console.log(`\n  Polling (when incremental passes list streams next):`);
-          console.log(indent(table(['>streams', 'why', 'first due'], groups.map((g) => [g.streams, clip(g.reason, 70), due(g.nextDueAt)]))));
+          console.log(
+            indent(
+              table(
+                ['>streams', 'why', 'first due'],
+                groups.map((g) => [g.streams, clip(g.reason, 70), due(g.nextDueAt)]),
+              ),
+            ),
+          );
           if (next.length > 0) {
-            console.log(indent(table(['next due', 'resource', 'scope', 'why'], next.map((n) => [due(n.nextDueAt), n.resource, clip(n.scope || '-', 48), clip(n.reason, 60)]))));
+            console.log(
+              indent(
+                table(
+                  ['next due', 'resource', 'scope', 'why'],
+                  next.map((n) => [due(n.nextDueAt), n.resource, clip(n.scope || '-', 48), clip(n.reason, 60)]),
+                ),
+              ),
+            );
           }
         }
       }
-      if (anyFailed) console.log(`\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`);
+      if (anyFailed)
+        console.log(
+          `\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`,
+        );
       return anyFailed ? exitCode.failed : exitCode.ok;
     } finally {
       await services.close();

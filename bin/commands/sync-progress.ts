@@ -57,7 +57,10 @@ export async function followPass(o: FollowOptions): Promise<AccountSyncSummary> 
   let lastHeartbeat = 0;
 
   const draw = async (final: boolean) => {
-    const [rows, p] = await Promise.all([streamProgress(o.pool, { accountId: o.accountId, since: o.since, limit: 2000 }), final ? undefined : o.sync.progress(o.handle)]);
+    const [rows, p] = await Promise.all([
+      streamProgress(o.pool, { accountId: o.accountId, since: o.since, limit: 2000 }),
+      final ? undefined : o.sync.progress(o.handle),
+    ]);
     const done = rows.filter((r) => r.state === 'synced').length;
     const failed = rows.filter((r) => r.state === 'failed').length;
     const records = rows.reduce((n, r) => n + r.records, 0);
@@ -95,7 +98,13 @@ export async function followPass(o: FollowOptions): Promise<AccountSyncSummary> 
 
   while (!settled) {
     await draw(false).catch(() => undefined);
-    await Promise.race([result.then(() => undefined, () => undefined), new Promise((r) => setTimeout(r, interval))]);
+    await Promise.race([
+      result.then(
+        () => undefined,
+        () => undefined,
+      ),
+      new Promise((r) => setTimeout(r, interval)),
+    ]);
   }
   await draw(true).catch(() => undefined);
   return result;
@@ -103,8 +112,30 @@ export async function followPass(o: FollowOptions): Promise<AccountSyncSummary> 
 
 export function totalsTable(rows: PassTotals[]): string {
   const sum = (k: keyof PassTotals) => rows.reduce((n, r) => n + (r[k] as number), 0);
-  const body = rows.map((r) => [r.resource, r.streams, r.failed || '', r.pages, r.records, r.inserted, r.updated, r.unchanged, r.deleted, r.seconds.toFixed(1)]);
-  body.push(['total', sum('streams'), sum('failed') || '', sum('pages'), sum('records'), sum('inserted'), sum('updated'), sum('unchanged'), sum('deleted'), Math.max(0, ...rows.map((r) => r.seconds)).toFixed(1)]);
+  const body = rows.map((r) => [
+    r.resource,
+    r.streams,
+    r.failed || '',
+    r.pages,
+    r.records,
+    r.inserted,
+    r.updated,
+    r.unchanged,
+    r.deleted,
+    r.seconds.toFixed(1),
+  ]);
+  body.push([
+    'total',
+    sum('streams'),
+    sum('failed') || '',
+    sum('pages'),
+    sum('records'),
+    sum('inserted'),
+    sum('updated'),
+    sum('unchanged'),
+    sum('deleted'),
+    Math.max(0, ...rows.map((r) => r.seconds)).toFixed(1),
+  ]);
   return table(['resource', '>streams', '>failed', '>pages', '>records', '>inserted', '>updated', '>unchanged', '>deleted', '>seconds'], body);
 }
 

@@ -25,7 +25,7 @@ export const syncCommand: Command = {
   options: { ...options, mode: { type: 'string' } },
   async run(v) {
     if (v.mode !== undefined && v.mode !== 'full' && v.mode !== 'incremental') throw new UsageError('--mode is full or incremental.');
-    return runPass(v, (v.mode) ?? 'full');
+    return runPass(v, v.mode ?? 'full');
   },
 };
 
@@ -34,7 +34,7 @@ export const resyncCommand: Command = {
   usage: 'mirror resync --account <id> [--resource <name>] [--scope <scope>] [--no-wait] [--json]',
   help:
     'The same as `mirror sync --mode full`: every page is read again, unchanged records are skipped by hash, and records the upstream no longer serves are marked deleted once the pass completed. ' +
-    'The Temporal UI can do the same: trigger the account\'s `account-full:<id>` schedule.',
+    "The Temporal UI can do the same: trigger the account's `account-full:<id>` schedule.",
   options,
   async run(v) {
     return runPass(v, 'full');
@@ -61,7 +61,9 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
       const joined = description.startTime.getTime() < dbNow.getTime() - 1000;
       const since = new Date(Math.min(dbNow.getTime(), description.startTime.getTime()));
       const what = `${mode} pass of ${account.sourceSystemName} account ${accountId}${resource ? ` (${resource}${scope ? ` ${scope}` : ''})` : ''}`;
-      console.error(`${joined ? 'Joined the running' : mode === 'incremental' ? 'Started an' : 'Started a'} ${what}: workflow ${handle.workflowId}${v['no-wait'] ? '' : ' (Ctrl-C stops watching, not the pass)'}.`);
+      console.error(
+        `${joined ? 'Joined the running' : mode === 'incremental' ? 'Started an' : 'Started a'} ${what}: workflow ${handle.workflowId}${v['no-wait'] ? '' : ' (Ctrl-C stops watching, not the pass)'}.`,
+      );
       if (v['no-wait']) {
         if (v.json) console.log(JSON.stringify({ workflowId: handle.workflowId, runId: description.runId, joined }));
         return exitCode.ok;
@@ -70,7 +72,10 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
       try {
         result = await followPass({ pool: services.pool, sync: temporal.sync, handle, accountId, since, live: v.json ? false : undefined });
       } catch (error) {
-        throw new Error(`The pass ended without a result (${error instanceof Error ? error.message : String(error)}); see workflow ${handle.workflowId} in the Temporal UI`, { cause: error });
+        throw new Error(
+          `The pass ended without a result (${error instanceof Error ? error.message : String(error)}); see workflow ${handle.workflowId} in the Temporal UI`,
+          { cause: error },
+        );
       }
       const totals = await finalTotals(services.pool, accountId, since);
       if (v.json) {
@@ -78,7 +83,10 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
       } else {
         console.log(totalsTable(totals));
         for (const f of result.failed) console.log(`FAILED ${f.resource}${f.scope ? ` ${f.scope}` : ''}: ${(f.error ?? '').replace(/\s+/g, ' ')}`);
-        if (result.failed.length) console.error(`${result.failed.length} streams failed: \`npx mirror status --account ${accountId} --failed\`, then \`npx mirror resync --account ${accountId} --resource <name>\`.`);
+        if (result.failed.length)
+          console.error(
+            `${result.failed.length} streams failed: \`npx mirror status --account ${accountId} --failed\`, then \`npx mirror resync --account ${accountId} --resource <name>\`.`,
+          );
       }
       return result.failed.length > 0 ? exitCode.failed : exitCode.ok;
     } finally {

@@ -19,7 +19,10 @@ export const unlinkCommand: Command = {
       try {
         await temporal.sync.deleteSchedules(accountId);
         for (const id of [accountSyncWorkflowId(accountId), changesWorkflowId(accountId)]) {
-          await temporal.sync.client.workflow.getHandle(id).cancel().catch(() => undefined);
+          await temporal.sync.client.workflow
+            .getHandle(id)
+            .cancel()
+            .catch(() => undefined);
         }
       } finally {
         await temporal.close();
@@ -27,7 +30,9 @@ export const unlinkCommand: Command = {
       const { sessionsEnded } = await services.accounts.unlink(accountId);
       let purged = 0;
       if (v.purge) purged = await purgeAccountRecords(services.pool, accountId);
-      console.log(`Unlinked ${accountId}: schedules deleted, passes cancelled, ${sessionsEnded} link sessions ended${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`);
+      console.log(
+        `Unlinked ${accountId}: schedules deleted, passes cancelled, ${sessionsEnded} link sessions ended${v.purge ? `, ${purged} mirrored records removed` : '; its mirrored data is kept (--purge removes it)'}.`,
+      );
     } finally {
       await services.close();
     }

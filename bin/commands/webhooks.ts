@@ -15,7 +15,7 @@ export const webhooksCommand: Command = {
     'list: the webhooks the mirror registered upstream (event, type, project, upstream id) with the events each delivered, and the outbound subscriptions your applications made on the mirror.\n' +
     "register: registers what is missing for the account's source system (what the first sync does). --force first deletes every registration, upstream and here, " +
     'and registers them all again with fresh secrets: do it after changing PUBLIC_BASE_URL or rotating MIRROR_SIGNING_KEY (deliveries are checked against it).\n' +
-    'The upstream calls back at PUBLIC_BASE_URL (else the API\'s address): it must reach the mirror\'s API from there.',
+    "The upstream calls back at PUBLIC_BASE_URL (else the API's address): it must reach the mirror's API from there.",
   options: { account: { type: 'string' }, force: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(v, positionals) {
     const action = positionals[0] ?? 'list';
@@ -63,11 +63,20 @@ async function list(services: Services, v: Record<string, unknown>): Promise<num
     registrations.length
       ? table(
           ['account', 'event', 'type', 'project', 'upstream id', 'registered', '>events', 'last event'],
-          registrations.map((r) => [r.accountId.slice(0, 8), r.event, r.type, r.projectId ?? '', r.upstreamId ?? '', r.createdAt, r.received, r.lastReceivedAt ?? '']),
+          registrations.map((r) => [
+            r.accountId.slice(0, 8),
+            r.event,
+            r.type,
+            r.projectId ?? '',
+            r.upstreamId ?? '',
+            r.createdAt,
+            r.received,
+            r.lastReceivedAt ?? '',
+          ]),
         )
       : '  none (`npx mirror webhooks register --account <id>` registers them; SQL ERP sends none)',
   );
-  console.log('\nOutbound subscriptions (your applications\' webhooks on the mirror):');
+  console.log("\nOutbound subscriptions (your applications' webhooks on the mirror):");
   console.log(
     subs.length
       ? table(

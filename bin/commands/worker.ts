@@ -11,8 +11,8 @@ export const workerCommand: Command = {
   usage: 'mirror worker [--metrics-port <port>] [--metrics-host 127.0.0.1]',
   help:
     'Run as many as you like against one Temporal server and one Postgres: rate budgets are shared through Postgres.\n' +
-    '--metrics-port (or WORKER_METRICS_PORT) serves this worker\'s Prometheus metrics at /metrics: upstream requests, 429s and latency per source system. ' +
-    'Cluster-wide figures (records written, pages, lag, budgets) come from the API\'s /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token.',
+    "--metrics-port (or WORKER_METRICS_PORT) serves this worker's Prometheus metrics at /metrics: upstream requests, 429s and latency per source system. " +
+    "Cluster-wide figures (records written, pages, lag, budgets) come from the API's /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token.",
   options: { 'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' } },
   async run(v) {
     const config = cliConfig();
@@ -32,7 +32,8 @@ export const workerCommand: Command = {
         const token = config.OPERATOR_TOKEN;
         const presented = (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
         if (req.url !== '/metrics') return void res.writeHead(404).end('Not found: scrape /metrics\n');
-        if (token && !safeEqual(sha256Hex(presented), sha256Hex(token))) return void res.writeHead(401, { 'www-authenticate': 'Bearer' }).end('Send OPERATOR_TOKEN as a Bearer token.\n');
+        if (token && !safeEqual(sha256Hex(presented), sha256Hex(token)))
+          return void res.writeHead(401, { 'www-authenticate': 'Bearer' }).end('Send OPERATOR_TOKEN as a Bearer token.\n');
         metrics.registry.metrics().then(
           (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
           (error: unknown) => res.writeHead(500).end(String(error)),

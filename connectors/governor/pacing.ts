@@ -248,7 +248,10 @@ export interface Schedule {
 export function reserveSlot(schedules: readonly Schedule[], now: number, early = false): { at: number; schedules: Schedule[] } {
   let at = now;
   for (const s of schedules) at = Math.max(at, s.nextAt - (early ? s.spacingMs : 0), s.blockedUntil ?? at);
-  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - bankedCredit(s, at)) : Math.max(s.nextAt, at)) + s.spacingMs })) };
+  return {
+    at,
+    schedules: schedules.map((s) => ({ ...s, nextAt: (s.banks ? Math.max(s.nextAt, at - bankedCredit(s, at)) : Math.max(s.nextAt, at)) + s.spacingMs })),
+  };
 }
 
 /**

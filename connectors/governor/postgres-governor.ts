@@ -128,7 +128,12 @@ export class PostgresRateGovernor extends RateGovernor {
 
   private async insertBudgets(budgets: readonly BudgetSpec[]): Promise<void> {
     await this.store.ensureBudgets(
-      budgets.map((b) => ({ key: b.key, total: b.initial.total ?? null, windowMs: Math.round(b.initial.windowMs), spacingMs: initialSpacing(b, this.options.pacing) })),
+      budgets.map((b) => ({
+        key: b.key,
+        total: b.initial.total ?? null,
+        windowMs: Math.round(b.initial.windowMs),
+        spacingMs: initialSpacing(b, this.options.pacing),
+      })),
     );
     for (const b of budgets) this.ensured.add(b.key);
   }
@@ -222,13 +227,16 @@ export class PostgresRateGovernor extends RateGovernor {
 
   private holdLease(holder: string, key: string, slot: number): void {
     this.leases.set(holder, { key, slot });
-    this.renewTimer ??= setInterval(() => {
-      const holders = [...this.leases.keys()];
-      if (holders.length === 0) return;
-      this.store
-        .renewLeases(holders, this.leaseTtlMs)
-        .catch((error: unknown) => this.logger?.warn({ err: error }, 'rate governor: renewing concurrency leases failed'));
-    }, Math.max(1_000, this.leaseTtlMs / 3));
+    this.renewTimer ??= setInterval(
+      () => {
+        const holders = [...this.leases.keys()];
+        if (holders.length === 0) return;
+        this.store
+          .renewLeases(holders, this.leaseTtlMs)
+          .catch((error: unknown) => this.logger?.warn({ err: error }, 'rate governor: renewing concurrency leases failed'));
+      },
+      Math.max(1_000, this.leaseTtlMs / 3),
+    );
     this.renewTimer.unref();
   }
 }

@@ -9,7 +9,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.ts';
 import { GovernorWaitTooLongError, type ClassUsage, type Governor, type GovernorKeys, type KnownWindow, type Priority } from '../governor.ts';
 import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
-import { laneOf, planFor, resolveOptions, sourceSystemWindow, type BudgetSpec, type CapSpec, type Clock, type RateGovernorOptions, type ResolvedOptions } from './budgets.ts';
+import {
+  laneOf,
+  planFor,
+  resolveOptions,
+  sourceSystemWindow,
+  type BudgetSpec,
+  type CapSpec,
+  type Clock,
+  type RateGovernorOptions,
+  type ResolvedOptions,
+} from './budgets.ts';
 import { blockAfterRejection, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
 import { Semaphore } from './semaphore.ts';
 
@@ -96,7 +106,11 @@ export abstract class RateGovernor implements Governor {
     const laneViews = !interactive && share < 1 ? views.filter((v) => v.facts.total !== undefined) : [];
     const lanes = laneViews.length > 0;
     const specs = [...views.map((v) => v.spec), ...laneViews.map((v) => laneOf(v.spec, share))];
-    const horizon = interactive ? this.options.interactiveMaxWaitMs : lanes ? Math.min(this.options.backgroundHorizonMs, this.options.reserveHorizonMs) : this.options.reserveHorizonMs;
+    const horizon = interactive
+      ? this.options.interactiveMaxWaitMs
+      : lanes
+        ? Math.min(this.options.backgroundHorizonMs, this.options.reserveHorizonMs)
+        : this.options.reserveHorizonMs;
     const usage = this.usageByClass[priority];
     const held: { semaphore: Semaphore; shared?: SharedRelease }[] = [];
     const releaseCaps = () => {
@@ -136,7 +150,9 @@ export abstract class RateGovernor implements Governor {
       while (!reservation.reserved) {
         // Woken when the slot comes within the horizon (and at least every reserveHorizonMs, so a pace
         // the headers change applies to waiting requests too).
-        const sleepMs = lanes ? Math.max(1, Math.min(reservation.waitMs - horizon, this.options.reserveHorizonMs)) : Math.min(reservation.waitMs, this.options.reserveHorizonMs);
+        const sleepMs = lanes
+          ? Math.max(1, Math.min(reservation.waitMs - horizon, this.options.reserveHorizonMs))
+          : Math.min(reservation.waitMs, this.options.reserveHorizonMs);
         await this.clock.sleep(sleepMs, signal);
         reservation = await this.reserve(specs, request, signal);
       }

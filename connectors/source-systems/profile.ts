@@ -40,7 +40,11 @@ export function perPageFor(profile: SourceSystemProfile, resource: string): numb
 }
 
 /** The scope kind of a resource in a source system: the profile's word, else the catalog's. */
-export function scopeKindIn(profile: SourceSystemProfile | undefined, resource: string, catalogDefault: 'account' | 'project' | 'child'): 'account' | 'project' | 'child' {
+export function scopeKindIn(
+  profile: SourceSystemProfile | undefined,
+  resource: string,
+  catalogDefault: 'account' | 'project' | 'child',
+): 'account' | 'project' | 'child' {
   if (catalogDefault === 'child') return 'child';
   return profile?.resources[resource]?.scope ?? catalogDefault;
 }

@@ -48,7 +48,10 @@ export const sourceSystemSettingsSchema = z.object({
   max_execution_ms: z.number().int().positive().optional(),
 });
 
-export const storageSettingsSchema = z.object({ url_ttl_ms: z.number().int().positive().optional(), async_result_ttl_ms: z.number().int().positive().optional() });
+export const storageSettingsSchema = z.object({
+  url_ttl_ms: z.number().int().positive().optional(),
+  async_result_ttl_ms: z.number().int().positive().optional(),
+});
 
 export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const opts = { config: { kind: 'admin' as const } };
@@ -60,7 +63,11 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
   }
 
   /** Resolves the list a mutation targets: company, project (if project-scoped), parent (children). */
-  function scopeFor(account: LinkedAccount, name: string, t: { project_id?: string | undefined; parent_id?: string | undefined; company_id?: string | undefined }): { resource: ResourceName; scope: Scope; parent?: ResourceName } {
+  function scopeFor(
+    account: LinkedAccount,
+    name: string,
+    t: { project_id?: string | undefined; parent_id?: string | undefined; company_id?: string | undefined },
+  ): { resource: ResourceName; scope: Scope; parent?: ResourceName } {
     const resource = (name === 'line-items' ? 'ap-invoice-line-items' : name) as ResourceName;
     if (!isTopLevel(resource) && !isChild(resource)) throw new BadRequestError(`Unknown resource ${name}; children are ${childResources.join(', ')}`);
     if (!account.profile.resources[resource]) throw new BadRequestError(`${resource} is not supported by ${account.profile.name}`);
@@ -99,14 +106,20 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     const next = {
       latencyMs: body.latency_ms ?? prev.latencyMs,
       ...(body.max_queued !== undefined ? { maxQueued: body.max_queued } : prev.maxQueued !== undefined ? { maxQueued: prev.maxQueued } : {}),
-      ...(body.max_execution_ms !== undefined ? { maxExecutionMs: body.max_execution_ms } : prev.maxExecutionMs !== undefined ? { maxExecutionMs: prev.maxExecutionMs } : {}),
+      ...(body.max_execution_ms !== undefined
+        ? { maxExecutionMs: body.max_execution_ms }
+        : prev.maxExecutionMs !== undefined
+          ? { maxExecutionMs: prev.maxExecutionMs }
+          : {}),
     };
     ctx.sourceSettings.set(slug, next);
     return { slug, latency_ms: next.latencyMs, max_queued: next.maxQueued ?? null, max_execution_ms: next.maxExecutionMs ?? null };
   });
 
   app.get('/_admin/accounts', opts, async () => ({
-    data: ctx.accounts.all().map((a) => ({ id: a.id, reference_id: a.referenceId, source_system: a.profile.slug, companies: a.companies, linked_at: a.linkedAt })),
+    data: ctx.accounts
+      .all()
+      .map((a) => ({ id: a.id, reference_id: a.referenceId, source_system: a.profile.slug, companies: a.companies, linked_at: a.linkedAt })),
   }));
 
   app.post('/_admin/objects', opts, async (request, reply) => {

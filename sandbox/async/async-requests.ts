@@ -30,7 +30,15 @@ export class AsyncRequests {
 
   create(accountId: string): AsyncRequest {
     this.sweep();
-    const r: AsyncRequest = { id: randomUUID(), accountId, state: 'pending', startedAt: null, finishedAt: null, expiresAt: Date.now() + this.ttlMs, result: null };
+    const r: AsyncRequest = {
+      id: randomUUID(),
+      accountId,
+      state: 'pending',
+      startedAt: null,
+      finishedAt: null,
+      expiresAt: Date.now() + this.ttlMs,
+      result: null,
+    };
     this.requests.set(r.id, r);
     return r;
   }

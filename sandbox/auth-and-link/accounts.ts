@@ -67,7 +67,12 @@ export class AccountRegistry {
     this.linkTokens.delete(linkToken);
     if (!pending || pending.expiresAt <= Date.now()) throw new BadRequestError('Invalid, used or expired link_token');
     const token = `public-sandbox-${randomUUID()}`;
-    this.publicTokens.set(token, { referenceId: pending.referenceId, slug: profile.slug, ...(login ? { login } : {}), expiresAt: Date.now() + PUBLIC_TOKEN_TTL_MS });
+    this.publicTokens.set(token, {
+      referenceId: pending.referenceId,
+      slug: profile.slug,
+      ...(login ? { login } : {}),
+      expiresAt: Date.now() + PUBLIC_TOKEN_TTL_MS,
+    });
     return token;
   }
 

@@ -46,10 +46,17 @@ export function registerLinkPage(app: FastifyInstance, ctx: SandboxContext): voi
     const token = q.link_token ?? '';
     void reply.type('text/html; charset=utf-8');
     const origin = q.origin === undefined ? undefined : originSchema.safeParse(q.origin).data;
-    if (q.origin !== undefined && origin === undefined) return reply.code(400).send(page('Link', '<p>The opener\'s origin is not an http(s) origin.</p>'));
+    if (q.origin !== undefined && origin === undefined) return reply.code(400).send(page('Link', "<p>The opener's origin is not an http(s) origin.</p>"));
     if (!ctx.accounts.peekLinkToken(token)) {
       const message = 'This link token is invalid, used or expired. Ask the application for a new one.';
-      return reply.code(400).send(page('Link', `<p>${message}</p>${origin ? post(origin, { source: brand, event: 'exit', error: { error_code: 'INVALID_LINK_TOKEN', message } }) : ''}`));
+      return reply
+        .code(400)
+        .send(
+          page(
+            'Link',
+            `<p>${message}</p>${origin ? post(origin, { source: brand, event: 'exit', error: { error_code: 'INVALID_LINK_TOKEN', message } }) : ''}`,
+          ),
+        );
     }
     // What the Link script asked for: one source system, a category (the profiles' kind), and whether
     // sandbox systems are shown (every system of the sandbox is one; it has no production systems).
@@ -57,7 +64,10 @@ export function registerLinkPage(app: FastifyInstance, ctx: SandboxContext): voi
       (p) => (!q.source_system || p.slug === q.source_system) && (!q.category || p.kind === q.category) && q.show_sandbox !== 'false',
     );
     const options = shown
-      .map((p, i) => `<label><input type="radio" name="source_system" value="${p.slug}"${i === 0 ? ' checked' : ''}> ${escape(p.name)} <small>(${p.kind})</small></label>`)
+      .map(
+        (p, i) =>
+          `<label><input type="radio" name="source_system" value="${p.slug}"${i === 0 ? ' checked' : ''}> ${escape(p.name)} <small>(${p.kind})</small></label>`,
+      )
       .join('');
     const closeButton = origin
       ? ` <button type="button" id="link-exit">Close</button><script>document.getElementById('link-exit').addEventListener('click', function () { window.parent.postMessage(${scriptLiteral({ source: brand, event: 'exit' } satisfies LinkMessage)}, ${scriptLiteral(origin)}); });</script>`
@@ -90,13 +100,23 @@ ${origin ? `<input type="hidden" name="origin" value="${escape(origin)}">` : ''}
       return reply.code(400).send(page('Link', '<p>This link token is invalid, used or expired.</p>'));
     }
     if (parsed.data.origin) {
-      return reply.send(page(`Connected to ${profile.name}`, `<p>Connected. You can close this window.</p>${post(parsed.data.origin, { source: brand, event: 'success', public_token: publicToken })}`));
+      return reply.send(
+        page(
+          `Connected to ${profile.name}`,
+          `<p>Connected. You can close this window.</p>${post(parsed.data.origin, { source: brand, event: 'success', public_token: publicToken })}`,
+        ),
+      );
     }
     if (parsed.data.redirect_uri) {
       const target = new URL(parsed.data.redirect_uri);
       target.searchParams.set('public_token', publicToken);
       return reply.redirect(target.toString(), 302);
     }
-    return reply.send(page(`Connected to ${profile.name}`, `<p>Hand this public token to the application (valid 10 minutes, single use):</p><p><code id="public-token">${publicToken}</code></p>`));
+    return reply.send(
+      page(
+        `Connected to ${profile.name}`,
+        `<p>Hand this public token to the application (valid 10 minutes, single use):</p><p><code id="public-token">${publicToken}</code></p>`,
+      ),
+    );
   });
 }

@@ -17,7 +17,10 @@ export function linkBrand(headerPrefix: string): string {
 
 /** A value as a JavaScript literal safe inside an HTML `<script>` (no `</script>`, no line separators). */
 export function scriptLiteral(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 /** The message every Link page event carries (`source` is the brand, `event` success or exit). */

@@ -15,7 +15,10 @@ export const createSessionSchema = z
     name: z.string().min(1).max(255),
     ttl: z.union([z.string().regex(/^\d+$/, 'ttl is a number of seconds, sent as a string'), z.number().int().positive()]),
     mode: z.string().optional(),
-    scopes: z.array(z.string().regex(/^[a-z.-]+:(read|write)$/, 'a scope looks like projects:read')).min(1).optional(),
+    scopes: z
+      .array(z.string().regex(/^[a-z.-]+:(read|write)$/, 'a scope looks like projects:read'))
+      .min(1)
+      .optional(),
   })
   .refine((b) => b.mode !== undefined || b.scopes !== undefined, { message: 'give a mode or a list of scopes' });
 export type CreateSession = z.infer<typeof createSessionSchema>;
@@ -46,7 +49,14 @@ export class LinkSessions {
       if (!s) throw new BadRequestError(`Unknown mode ${body.mode}; known: ${Object.keys(sessionModes).join(', ')}`);
       scopes = s;
     } else scopes = body.scopes!;
-    const session: LinkSession = { id: randomUUID(), name: body.name, secret: `sess_${randomBytes(32).toString('base64url')}`, scopes: [...scopes], expiresAt: Date.now() + ttl * 1000, accountId };
+    const session: LinkSession = {
+      id: randomUUID(),
+      name: body.name,
+      secret: `sess_${randomBytes(32).toString('base64url')}`,
+      scopes: [...scopes],
+      expiresAt: Date.now() + ttl * 1000,
+      accountId,
+    };
     this.byId.set(session.id, session);
     this.bySecret.set(session.secret, session);
     return session;

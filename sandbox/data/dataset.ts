@@ -166,7 +166,8 @@ export class Dataset {
     }
     const skew = this.opts.projectSkew;
     // The skew sizes the contract's project lists; the real service's others keep a handful per project.
-    if (skew && scope.project && scope.project.index !== null && resource !== 'folders' && contractResourceNames.has(resource)) return scope.project.index < skew.bigProjects ? skew.big : skew.small;
+    if (skew && scope.project && scope.project.index !== null && resource !== 'folders' && contractResourceNames.has(resource))
+      return scope.project.index < skew.bigProjects ? skew.big : skew.small;
     return listSize(resource, this.opts.size, this.opts.sizes);
   }
 
@@ -259,7 +260,10 @@ export class Dataset {
 
   private entryTimes(acct: DataAccount, resource: ResourceName, sk: string, e: number | CreatedRecord, o: ListOverlay | undefined) {
     if (typeof e !== 'number') {
-      return { source_create_time: (e.fields.source_create_time as string | null) ?? null, source_update_time: (e.fields.source_update_time as string | null) ?? null };
+      return {
+        source_create_time: (e.fields.source_create_time as string | null) ?? null,
+        source_update_time: (e.fields.source_update_time as string | null) ?? null,
+      };
     }
     const t = this.times(acct, resource, sk, e);
     const p = o?.patches.get(e);
@@ -280,7 +284,13 @@ export class Dataset {
    * identified by them while `overlay.version` stands: `visitor.has(list, index)` true means the
    * caller has that record already, and it comes as null instead of being generated.
    */
-  eachInPage(acct: DataAccount, resource: ResourceName, scopes: readonly Scope[], options: ListOptions, visitor: PageVisitor): { returned: number; total: number } {
+  eachInPage(
+    acct: DataAccount,
+    resource: ResourceName,
+    scopes: readonly Scope[],
+    options: ListOptions,
+    visitor: PageVisitor,
+  ): { returned: number; total: number } {
     let returned = 0;
     let skip = options.offset;
     let total = 0;
@@ -379,7 +389,13 @@ export class Dataset {
       let entries: ReadonlyArray<number | CreatedRecord> | null = o ? this.entries(o, n) : null;
       if (timeFilters.length > 0) {
         const all = entries ?? Array.from({ length: n }, (_, i) => i);
-        entries = all.filter((e) => passes(timeFilters, (ref) => instantOf(this.entryTimes(acct, resource, sk, e, o)[ref.kind === 'time' ? (ref.name as 'source_create_time' | 'source_update_time') : 'source_update_time'])));
+        entries = all.filter((e) =>
+          passes(timeFilters, (ref) =>
+            instantOf(
+              this.entryTimes(acct, resource, sk, e, o)[ref.kind === 'time' ? (ref.name as 'source_create_time' | 'source_update_time') : 'source_update_time'],
+            ),
+          ),
+        );
       }
       return { scope, n, o, sk, entries };
     });

@@ -38,7 +38,8 @@ export function fieldResolver(resource: string, fields: ReadonlySet<string>): Fi
     if (field.startsWith('source_data.')) {
       const key = field.slice('source_data.'.length);
       if (key === '') throw new BadRequestError(`${where}: source_data. needs a key of the source object, e.g. source_data.Name`);
-      if (key.includes('.')) throw new BadRequestError(`${where}: ${field} reaches into a nested value; only top-level keys of source_data can be filtered or ordered on`);
+      if (key.includes('.'))
+        throw new BadRequestError(`${where}: ${field} reaches into a nested value; only top-level keys of source_data can be filtered or ordered on`);
       return { kind: 'source', key };
     }
     if (field !== 'source_data' && fields.has(field)) return { kind: 'field', name: field };
@@ -87,7 +88,8 @@ export function compileFilter(raw: unknown, where: string, resolve: FieldResolve
   if (ref.kind === 'time') {
     if (like) throw new BadRequestError(`${where}: ${operator} does not apply to ${field}, a time; compare it with =, <, >, BETWEEN ...`);
     const instants = values.map((v) => isoInstant(v));
-    if (instants.some((t) => t === null)) throw new BadRequestError(`${where}: ${field} is a time: its values must be ISO 8601 strings, e.g. 2024-01-31T00:00:00Z`);
+    if (instants.some((t) => t === null))
+      throw new BadRequestError(`${where}: ${field} is a time: its values must be ISO 8601 strings, e.g. 2024-01-31T00:00:00Z`);
     test = comparison(operator, instants as number[], (x) => (typeof x === 'number' ? x : null), compareNumbers);
   } else if (like) {
     const match = likeMatcher(String(textOf(values[0]!)), operator.includes('ILIKE'), where);
@@ -99,7 +101,12 @@ export function compileFilter(raw: unknown, where: string, resolve: FieldResolve
   } else if (values.every((v) => typeof v === 'number')) {
     test = comparison(operator, values, (x) => (typeof x === 'number' ? x : null), compareNumbers);
   } else {
-    test = comparison(operator, values.map((v) => textOf(v)!), textOf, compareText);
+    test = comparison(
+      operator,
+      values.map((v) => textOf(v)!),
+      textOf,
+      compareText,
+    );
   }
   return { field, operator, value: list ? values : values[0]!, ref, test };
 }

@@ -71,7 +71,10 @@ const slugs = new Map<string, string>();
 function slugify(s: string): string {
   let slug = slugs.get(s);
   if (slug === undefined) {
-    slug = s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+    slug = s
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '');
     if (slugs.size >= 10_000) slugs.clear();
     slugs.set(s, slug);
   }
@@ -491,8 +494,17 @@ function genericFields(resource: ResourceName, g: GenInput): Fields {
   const r = g.rng;
   const def = resourceDef(resource);
   const parentField = isChild(resource) ? `${childSpecs[resource].parent.replace(/ies$/, 'y').replace(/s$/, '').replace(/-/g, '_')}_id` : null;
-  const title = resource.replace(/^all-/, '').replace(/-/g, ' ').replace(/ies$/, 'y').replace(/s$/, '').replace(/\b\w/g, (c) => c.toUpperCase());
-  const prefix = resource.replace(/^all-/, '').split('-').map((p) => p[0]!.toUpperCase()).join('');
+  const title = resource
+    .replace(/^all-/, '')
+    .replace(/-/g, ' ')
+    .replace(/ies$/, 'y')
+    .replace(/s$/, '')
+    .replace(/\b\w/g, (c) => c.toUpperCase());
+  const prefix = resource
+    .replace(/^all-/, '')
+    .split('-')
+    .map((p) => p[0]!.toUpperCase())
+    .join('');
   const out: Fields = {};
   const refOf = (field: string): string | null => {
     for (const target of referenced(field)) {
@@ -518,7 +530,8 @@ function genericFields(resource: ResourceName, g: GenInput): Fields {
     else if (f === 'status') out[f] = r.pick(statusesOf(resource));
     else if (f === 'type' || f === 'category' || f === 'ownership_type' || f === 'earnings_type' || f === 'contract_type') out[f] = r.pick(w.recordTypes);
     else if (f === 'name' || f === 'subject') out[f] = `${title} ${g.i + 1}: ${r.pick(w.costCodeNames)}`;
-    else if (f === 'number' || f === 'code' || f === 'claim_number' || f === 'ap_invoice_number' || f === 'serial_number') out[f] = `${prefix}-${String(g.i + 1).padStart(3, '0')}`;
+    else if (f === 'number' || f === 'code' || f === 'claim_number' || f === 'ap_invoice_number' || f === 'serial_number')
+      out[f] = `${prefix}-${String(g.i + 1).padStart(3, '0')}`;
     else if (f === 'first_name') out[f] = r.pick(w.firstNames);
     else if (f === 'last_name') out[f] = r.pick(w.lastNames);
     else if (f === 'full_name' || f === 'contact_name') out[f] = person(r).name;

@@ -127,7 +127,11 @@ export function nativePath(profile: SourceSystemProfile, resource: ResourceName,
   const name = nativeName(profile, resource);
   switch (profile.passthrough) {
     case 'sql': {
-      const where = c.parentSourceId ? `WHERE PARENTID = '${c.parentSourceId}'${sourceId ? ` AND LINE = ${Number(sourceId) || `'${sourceId}'`}` : ''}` : sourceId ? `WHERE KEYID = '${sourceId}'` : '';
+      const where = c.parentSourceId
+        ? `WHERE PARENTID = '${c.parentSourceId}'${sourceId ? ` AND LINE = ${Number(sourceId) || `'${sourceId}'`}` : ''}`
+        : sourceId
+          ? `WHERE KEYID = '${sourceId}'`
+          : '';
       return `SELECT * FROM ${name}${where ? ` ${where}` : ''}`;
     }
     case 'xml':

@@ -1,34 +1,261 @@
 // Word lists for plausible generated data. Neutral, invented names only.
 
-export const firstNames = ['Ada', 'Bruno', 'Chen', 'Dana', 'Elif', 'Farah', 'Gus', 'Hana', 'Ivan', 'Jonah', 'Kemi', 'Luis', 'Mara', 'Nils', 'Omar', 'Priya', 'Quinn', 'Rosa', 'Sami', 'Tariq', 'Uma', 'Vera', 'Wes', 'Yara', 'Zane'];
-export const lastNames = ['Abbott', 'Baptiste', 'Castillo', 'Dimitrov', 'Eriksen', 'Fonseca', 'Garber', 'Hallett', 'Ibarra', 'Jansen', 'Kowalski', 'Lindqvist', 'Moreau', 'Nakamura', 'Okafor', 'Petrova', 'Quintero', 'Rahman', 'Sorensen', 'Tanaka', 'Ueda', 'Varga', 'Whitlock', 'Yilmaz', 'Zielinski'];
-export const companyWords = ['Granite', 'Summit', 'Harbor', 'Keystone', 'Cedar', 'Ironwood', 'Bluestone', 'Northgate', 'Riverbend', 'Redline', 'Oakridge', 'Pioneer', 'Sterling', 'Lakeshore', 'Meridian', 'Copperfield', 'Westbrook', 'Highland', 'Silverline', 'Foxhill'];
-export const companySuffixes = ['Builders', 'Concrete', 'Electric', 'Mechanical', 'Supply', 'Plumbing', 'Steel', 'Roofing', 'Excavation', 'Glass & Glazing', 'Drywall', 'Paving', 'Landscaping', 'Engineering'];
+export const firstNames = [
+  'Ada',
+  'Bruno',
+  'Chen',
+  'Dana',
+  'Elif',
+  'Farah',
+  'Gus',
+  'Hana',
+  'Ivan',
+  'Jonah',
+  'Kemi',
+  'Luis',
+  'Mara',
+  'Nils',
+  'Omar',
+  'Priya',
+  'Quinn',
+  'Rosa',
+  'Sami',
+  'Tariq',
+  'Uma',
+  'Vera',
+  'Wes',
+  'Yara',
+  'Zane',
+];
+export const lastNames = [
+  'Abbott',
+  'Baptiste',
+  'Castillo',
+  'Dimitrov',
+  'Eriksen',
+  'Fonseca',
+  'Garber',
+  'Hallett',
+  'Ibarra',
+  'Jansen',
+  'Kowalski',
+  'Lindqvist',
+  'Moreau',
+  'Nakamura',
+  'Okafor',
+  'Petrova',
+  'Quintero',
+  'Rahman',
+  'Sorensen',
+  'Tanaka',
+  'Ueda',
+  'Varga',
+  'Whitlock',
+  'Yilmaz',
+  'Zielinski',
+];
+export const companyWords = [
+  'Granite',
+  'Summit',
+  'Harbor',
+  'Keystone',
+  'Cedar',
+  'Ironwood',
+  'Bluestone',
+  'Northgate',
+  'Riverbend',
+  'Redline',
+  'Oakridge',
+  'Pioneer',
+  'Sterling',
+  'Lakeshore',
+  'Meridian',
+  'Copperfield',
+  'Westbrook',
+  'Highland',
+  'Silverline',
+  'Foxhill',
+];
+export const companySuffixes = [
+  'Builders',
+  'Concrete',
+  'Electric',
+  'Mechanical',
+  'Supply',
+  'Plumbing',
+  'Steel',
+  'Roofing',
+  'Excavation',
+  'Glass & Glazing',
+  'Drywall',
+  'Paving',
+  'Landscaping',
+  'Engineering',
+];
 export const legalSuffixes = ['LLC', 'Inc.', 'Co.', 'Ltd.', 'Group'];
-export const streets = ['Main St', 'Oak Ave', 'Industrial Pkwy', 'Market St', 'Elm St', 'Harbor Blvd', 'Mill Rd', 'Station Way', 'Quarry Ln', 'Commerce Dr', 'River Rd', 'Union Sq'];
-export const cities: Array<[string, string]> = [['Springfield', 'IL'], ['Riverton', 'WY'], ['Fairview', 'TX'], ['Georgetown', 'KY'], ['Salem', 'OR'], ['Madison', 'WI'], ['Franklin', 'TN'], ['Clinton', 'IA'], ['Arlington', 'VA'], ['Ashland', 'OH'], ['Dover', 'DE'], ['Milton', 'MA']];
-export const projectKinds = ['Medical Office Building', 'Elementary School Addition', 'Parking Structure', 'Mixed-Use Tower', 'Warehouse Expansion', 'Library Renovation', 'Fire Station', 'Water Treatment Plant', 'Hotel Remodel', 'Transit Center', 'Data Center Shell', 'Senior Living Campus'];
+export const streets = [
+  'Main St',
+  'Oak Ave',
+  'Industrial Pkwy',
+  'Market St',
+  'Elm St',
+  'Harbor Blvd',
+  'Mill Rd',
+  'Station Way',
+  'Quarry Ln',
+  'Commerce Dr',
+  'River Rd',
+  'Union Sq',
+];
+export const cities: Array<[string, string]> = [
+  ['Springfield', 'IL'],
+  ['Riverton', 'WY'],
+  ['Fairview', 'TX'],
+  ['Georgetown', 'KY'],
+  ['Salem', 'OR'],
+  ['Madison', 'WI'],
+  ['Franklin', 'TN'],
+  ['Clinton', 'IA'],
+  ['Arlington', 'VA'],
+  ['Ashland', 'OH'],
+  ['Dover', 'DE'],
+  ['Milton', 'MA'],
+];
+export const projectKinds = [
+  'Medical Office Building',
+  'Elementary School Addition',
+  'Parking Structure',
+  'Mixed-Use Tower',
+  'Warehouse Expansion',
+  'Library Renovation',
+  'Fire Station',
+  'Water Treatment Plant',
+  'Hotel Remodel',
+  'Transit Center',
+  'Data Center Shell',
+  'Senior Living Campus',
+];
 export const projectStatuses = ['Active', 'Bidding', 'Pre-Construction', 'Course of Construction', 'Post-Construction', 'Warranty', 'Closed'];
 export const projectTypes = ['Commercial', 'Residential', 'Industrial', 'Institutional', 'Infrastructure'];
-export const costCodeNames = ['General Requirements', 'Site Work', 'Concrete', 'Masonry', 'Metals', 'Wood & Plastics', 'Thermal & Moisture', 'Doors & Windows', 'Finishes', 'Specialties', 'Equipment', 'Furnishings', 'Conveying Systems', 'Mechanical', 'Electrical', 'Earthwork', 'Utilities', 'Fire Protection', 'Plumbing', 'HVAC'];
+export const costCodeNames = [
+  'General Requirements',
+  'Site Work',
+  'Concrete',
+  'Masonry',
+  'Metals',
+  'Wood & Plastics',
+  'Thermal & Moisture',
+  'Doors & Windows',
+  'Finishes',
+  'Specialties',
+  'Equipment',
+  'Furnishings',
+  'Conveying Systems',
+  'Mechanical',
+  'Electrical',
+  'Earthwork',
+  'Utilities',
+  'Fire Protection',
+  'Plumbing',
+  'HVAC',
+];
 export const units = ['EA', 'LF', 'SF', 'CY', 'HR', 'LS', 'TON', 'GAL'];
 export const disciplines = ['Architectural', 'Structural', 'Mechanical', 'Electrical', 'Plumbing', 'Civil', 'Landscape', 'Fire Protection'];
-export const fileKinds: Array<[string, string]> = [['pdf', 'application/pdf'], ['dwg', 'application/acad'], ['png', 'image/png'], ['jpg', 'image/jpeg'], ['xlsx', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'], ['docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'], ['txt', 'text/plain']];
-export const documentTitles = ['Meeting Minutes', 'Site Logistics Plan', 'Safety Manual', 'Change Order Log', 'Submittal Register', 'Punch List', 'Inspection Report', 'Daily Report', 'Schedule Narrative', 'Closeout Checklist', 'Geotechnical Report', 'Permit Set'];
-export const folderNames = ['Drawings', 'Specifications', 'Submittals', 'RFIs', 'Photos', 'Contracts', 'Correspondence', 'Permits', 'Closeout', 'Safety', 'Meeting Minutes', 'Schedules', 'Estimates', 'Change Orders'];
+export const fileKinds: Array<[string, string]> = [
+  ['pdf', 'application/pdf'],
+  ['dwg', 'application/acad'],
+  ['png', 'image/png'],
+  ['jpg', 'image/jpeg'],
+  ['xlsx', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'],
+  ['docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'],
+  ['txt', 'text/plain'],
+];
+export const documentTitles = [
+  'Meeting Minutes',
+  'Site Logistics Plan',
+  'Safety Manual',
+  'Change Order Log',
+  'Submittal Register',
+  'Punch List',
+  'Inspection Report',
+  'Daily Report',
+  'Schedule Narrative',
+  'Closeout Checklist',
+  'Geotechnical Report',
+  'Permit Set',
+];
+export const folderNames = [
+  'Drawings',
+  'Specifications',
+  'Submittals',
+  'RFIs',
+  'Photos',
+  'Contracts',
+  'Correspondence',
+  'Permits',
+  'Closeout',
+  'Safety',
+  'Meeting Minutes',
+  'Schedules',
+  'Estimates',
+  'Change Orders',
+];
 export const invoiceStatuses = ['Draft', 'Open', 'Approved', 'Paid', 'Partially Paid', 'Void'];
 export const customerStatuses = ['Active', 'Inactive', 'On Hold'];
 export const terms = ['Net 15', 'Net 30', 'Net 45', 'Net 60', 'Due on receipt'];
 export const currencies = ['USD', 'USD', 'USD', 'CAD', 'EUR'];
 export const jobStatuses = ['Scheduled', 'In Progress', 'On Hold', 'Completed', 'Canceled'];
-export const jobKinds = ['HVAC Maintenance', 'Boiler Repair', 'Panel Upgrade', 'Roof Inspection', 'Leak Repair', 'Generator Service', 'Backflow Test', 'Duct Cleaning', 'Water Heater Install', 'Lighting Retrofit'];
+export const jobKinds = [
+  'HVAC Maintenance',
+  'Boiler Repair',
+  'Panel Upgrade',
+  'Roof Inspection',
+  'Leak Repair',
+  'Generator Service',
+  'Backflow Test',
+  'Duct Cleaning',
+  'Water Heater Install',
+  'Lighting Retrofit',
+];
 export const appointmentStatuses = ['Scheduled', 'Dispatched', 'Working', 'Done', 'Canceled'];
 export const leadStatuses = ['New', 'Working', 'Nurturing', 'Qualified', 'Unqualified'];
 export const industries = ['Construction', 'Manufacturing', 'Healthcare', 'Education', 'Hospitality', 'Government', 'Energy', 'Retail'];
 export const stages = ['Prospecting', 'Qualification', 'Proposal', 'Negotiation', 'Closed Won', 'Closed Lost'];
 export const activityTypes = ['Call', 'Meeting', 'Email', 'Site Visit', 'Demo'];
-export const photoSubjects = ['Foundation pour', 'Rebar inspection', 'Framing progress', 'Roof membrane', 'MEP rough-in', 'Curtain wall', 'Site drainage', 'Crane pick', 'Drywall hang', 'Final walkthrough'];
-export const specDivisions = ['Procurement and Contracting Requirements', 'General Requirements', 'Existing Conditions', 'Concrete', 'Masonry', 'Metals', 'Wood, Plastics, and Composites', 'Thermal and Moisture Protection', 'Openings', 'Finishes', 'Specialties', 'Equipment', 'Furnishings', 'Special Construction', 'Conveying Equipment', 'Fire Suppression', 'Plumbing', 'HVAC', 'Electrical', 'Communications'];
+export const photoSubjects = [
+  'Foundation pour',
+  'Rebar inspection',
+  'Framing progress',
+  'Roof membrane',
+  'MEP rough-in',
+  'Curtain wall',
+  'Site drainage',
+  'Crane pick',
+  'Drywall hang',
+  'Final walkthrough',
+];
+export const specDivisions = [
+  'Procurement and Contracting Requirements',
+  'General Requirements',
+  'Existing Conditions',
+  'Concrete',
+  'Masonry',
+  'Metals',
+  'Wood, Plastics, and Composites',
+  'Thermal and Moisture Protection',
+  'Openings',
+  'Finishes',
+  'Specialties',
+  'Equipment',
+  'Furnishings',
+  'Special Construction',
+  'Conveying Equipment',
+  'Fire Suppression',
+  'Plumbing',
+  'HVAC',
+  'Electrical',
+  'Communications',
+];
 export const workflowStatuses = ['Draft', 'Open', 'In Review', 'Answered', 'Closed', 'Void'];
 export const contractStatuses = ['Draft', 'Pending', 'Approved', 'Executed', 'Complete', 'Void'];
 export const recordStatuses = ['Active', 'Active', 'Active', 'Inactive'];

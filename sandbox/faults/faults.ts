@@ -50,7 +50,12 @@ export const faultSpecSchema = z.object({
    * `oversized-page`: bytes of the body sent (streamed, without a length); `gzip-bomb`: bytes the
    * gzip body inflates to. Default 256 MB.
    */
-  bytes: z.number().int().positive().max(4 * 1024 ** 3).optional(),
+  bytes: z
+    .number()
+    .int()
+    .positive()
+    .max(4 * 1024 ** 3)
+    .optional(),
   /** `trickle`: time between two bytes of a body that never ends (default 1000 ms). */
   interval_ms: z.number().int().positive().optional(),
 });
@@ -62,7 +67,14 @@ export interface Fault extends FaultSpec {
 }
 
 /** Faults that act on the response body rather than on the exchange. */
-export const bodyFaults: ReadonlySet<FaultKind> = new Set(['truncated-json', 'malformed-json', 'lying-has-more', 'repeat-page', 'alternating-pages', 'endless-pages']);
+export const bodyFaults: ReadonlySet<FaultKind> = new Set([
+  'truncated-json',
+  'malformed-json',
+  'lying-has-more',
+  'repeat-page',
+  'alternating-pages',
+  'endless-pages',
+]);
 
 export class FaultRegistry {
   private faults: Fault[] = [];

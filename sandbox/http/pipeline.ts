@@ -19,7 +19,9 @@ export function installPipeline(app: FastifyInstance, ctx: SandboxContext, inter
     const label = account ? { id: account.id, referenceId: account.referenceId, slug: account.profile.slug } : undefined;
     // Per-route counts name the resource (`GET /:resource` -> `GET /customers`) but not object ids.
     const params = (request.params ?? {}) as Record<string, string | undefined>;
-    const route = (request.routeOptions.url ?? request.url.split('?')[0] ?? '').replace(':resource', params.resource ?? ':resource').replace(':sub', params.sub ?? ':sub');
+    const route = (request.routeOptions.url ?? request.url.split('?')[0] ?? '')
+      .replace(':resource', params.resource ?? ':resource')
+      .replace(':sub', params.sub ?? ':sub');
     ctx.stats.started(label, `${request.method} ${route}`);
     if (account) {
       // Billing headers: tied to the linked company; sandbox accounts never count as production.

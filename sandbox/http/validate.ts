@@ -6,7 +6,9 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, what 
   const r = schema.safeParse(value ?? {});
   if (!r.success) {
     const issues = r.error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message));
-    throw new BadRequestError(`Invalid ${what}: ${issues.join('; ')}`, { details: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) });
+    throw new BadRequestError(`Invalid ${what}: ${issues.join('; ')}`, {
+      details: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+    });
   }
   return r.data;
 }

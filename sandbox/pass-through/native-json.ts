@@ -40,7 +40,8 @@ export function runNativeJson(ctx: SandboxContext, account: LinkedAccount, req: 
   }
   const resource = resources.find((r) => nativeName(profile, r) === segments[k]);
   if (!resource) return notFound(`No route matches ${pathname}`);
-  if (profile.resources[resource]?.scope === 'project' && !scope.project) return { status: 400, body: { errors: 'project_id is required' }, path, contentType: 'application/json' };
+  if (profile.resources[resource]?.scope === 'project' && !scope.project)
+    return { status: 400, body: { errors: 'project_id is required' }, path, contentType: 'application/json' };
   const id = segments[k + 1];
   if (id === undefined) {
     if (req.method === 'GET') {
@@ -50,7 +51,8 @@ export function runNativeJson(ctx: SandboxContext, account: LinkedAccount, req: 
       const items = ctx.dataset.list(account, resource, [scope], { offset: (page - 1) * perPage, limit: perPage }).items;
       return { status: 200, body: items.map((f) => rawObject(profile, resource, f)), path, contentType: 'application/json' };
     }
-    if (req.method === 'POST') return { status: 201, body: { id: 99_000_000 + Math.floor(Math.random() * 999_999), ...req.data }, path, contentType: 'application/json' };
+    if (req.method === 'POST')
+      return { status: 201, body: { id: 99_000_000 + Math.floor(Math.random() * 999_999), ...req.data }, path, contentType: 'application/json' };
     return { status: 405, body: { errors: `${req.method} not allowed on a collection` }, path, contentType: 'application/json' };
   }
   const found = ctx.dataset.find(account, resource, scope, `source_id:${id}`);

@@ -64,7 +64,8 @@ export function registerPassthroughRoutes(app: FastifyInstance, ctx: SandboxCont
     // A deterministic binary per path, as a source system's file endpoint would serve it; `data.bytes`
     // asks for a given size (up to 2 GiB, generated as it streams) to exercise large downloads.
     const asked = body.data?.bytes;
-    if (asked !== undefined && !(Number.isInteger(asked) && (asked as number) >= 0 && (asked as number) <= 2 ** 31)) throw new BadRequestError('data.bytes must be a whole number of bytes up to 2147483648');
+    if (asked !== undefined && !(Number.isInteger(asked) && (asked as number) >= 0 && (asked as number) <= 2 ** 31))
+      throw new BadRequestError('data.bytes must be a whole number of bytes up to 2147483648');
     const size = typeof asked === 'number' ? asked : 16 * 1024 + (createHash('sha256').update(`${account.key}|${body.path}`).digest().readUInt16BE(0) % 4096);
     const filename = body.path.split('?')[0]!.split('/').filter(Boolean).pop() ?? 'download';
     void reply.header('Content-Type', 'application/octet-stream');
@@ -91,8 +92,19 @@ export function registerPassthroughRoutes(app: FastifyInstance, ctx: SandboxCont
     const fields = Object.fromEntries(parts.filter((p) => p.filename === null).map((p) => [p.name, p.data.toString('utf8')]));
     const files = parts
       .filter((p) => p.filename !== null)
-      .map((p) => ({ field: p.name, filename: p.filename, content_type: p.contentType, size: p.data.length, sha256: createHash('sha256').update(p.data).digest('hex') }));
-    return passthroughObject({ status: target.method === 'POST' ? 201 : 200, body: { id: randomUUID(), fields, files }, path: target.path, contentType: 'application/json' });
+      .map((p) => ({
+        field: p.name,
+        filename: p.filename,
+        content_type: p.contentType,
+        size: p.data.length,
+        sha256: createHash('sha256').update(p.data).digest('hex'),
+      }));
+    return passthroughObject({
+      status: target.method === 'POST' ? 201 : 200,
+      body: { id: randomUUID(), fields, files },
+      path: target.path,
+      contentType: 'application/json',
+    });
   });
 
   app.post('/passthrough-upload', opts, async (request) => {

@@ -29,7 +29,13 @@ export interface SourceAnswer {
 }
 
 function like(pattern: string, value: string, flags: string): boolean {
-  const re = new RegExp(`^${pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/%/g, '.*').replace(/_/g, '.')}$`, flags);
+  const re = new RegExp(
+    `^${pattern
+      .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+      .replace(/%/g, '.*')
+      .replace(/_/g, '.')}$`,
+    flags,
+  );
   return re.test(value);
 }
 
@@ -72,7 +78,17 @@ export function runSql(ctx: SandboxContext, account: LinkedAccount, q: SqlPassth
   const resource = nativeResourceOf(profile, q.table);
   const query = `${q.operation === 'COUNT' ? 'SELECT COUNT(*)' : `${q.operation} ${q.fields?.join(', ') ?? '*'}`} FROM ${q.table}${q.filters.length ? ` WHERE ${q.filters.map((f) => `${f.field} ${f.operator} ${JSON.stringify(f.value)}`).join(' AND ')}` : ''}`;
   if (!resource || !isTopLevel(resource)) {
-    return { status: 400, body: { error: `Invalid object name '${q.table}'. Tables: ${Object.keys(profile.resources).filter(isTopLevel).map((r) => nativeName(profile, r)).join(', ')}` }, path: query, contentType: 'application/json' };
+    return {
+      status: 400,
+      body: {
+        error: `Invalid object name '${q.table}'. Tables: ${Object.keys(profile.resources)
+          .filter(isTopLevel)
+          .map((r) => nativeName(profile, r))
+          .join(', ')}`,
+      },
+      path: query,
+      contentType: 'application/json',
+    };
   }
   const scope = { company: 0, project: null, parent: null };
   const limit = q.limit ?? 1000;

@@ -15,12 +15,22 @@ export function runXml(ctx: SandboxContext, account: LinkedAccount, xml: string)
   const m = /<(\w+)QueryRq\b[^>]*>/.exec(xml);
   const path = m ? `${m[1]}QueryRq` : 'unknown';
   if (!m || !/^\s*(<\?xml[^>]*\?>\s*)?</.test(xml)) {
-    return { status: 400, body: { statusCode: '-1', statusSeverity: 'Error', statusMessage: 'The request is not a supported XML query message' }, path, contentType: 'text/xml' };
+    return {
+      status: 400,
+      body: { statusCode: '-1', statusSeverity: 'Error', statusMessage: 'The request is not a supported XML query message' },
+      path,
+      contentType: 'text/xml',
+    };
   }
   const entity = m[1]!;
   const resource = nativeResourceOf(profile, entity);
   if (!resource || !isTopLevel(resource)) {
-    return { status: 200, body: { [`${entity}QueryRs`]: { statusCode: '3250', statusSeverity: 'Error', statusMessage: `${entity} is not a queryable entity` } }, path, contentType: 'text/xml' };
+    return {
+      status: 200,
+      body: { [`${entity}QueryRs`]: { statusCode: '3250', statusSeverity: 'Error', statusMessage: `${entity} is not a queryable entity` } },
+      path,
+      contentType: 'text/xml',
+    };
   }
   const scope = { company: 0, project: null, parent: null };
   const max = Number(tag(xml, 'MaxReturned') ?? 100);
@@ -39,6 +49,9 @@ export function runXml(ctx: SandboxContext, account: LinkedAccount, xml: string)
   } else {
     rows = ctx.dataset.list(account, resource, [scope], { offset: 0, limit: max }).items.map((f) => rawObject(profile, resource, f));
   }
-  const status = rows.length === 0 ? { statusCode: '1', statusSeverity: 'Info', statusMessage: 'A query request did not find a matching object' } : { statusCode: '0', statusSeverity: 'Info', statusMessage: 'Status OK' };
+  const status =
+    rows.length === 0
+      ? { statusCode: '1', statusSeverity: 'Info', statusMessage: 'A query request did not find a matching object' }
+      : { statusCode: '0', statusSeverity: 'Info', statusMessage: 'Status OK' };
   return { status: 200, body: { [`${entity}QueryRs`]: { ...status, [`${entity}Ret`]: rows } }, path, contentType: 'text/xml' };
 }

@@ -26,14 +26,18 @@ export async function passGate(ctx: SandboxContext, request: FastifyRequest, rep
     const release = await ctx.serial.acquire(account.id, maxQueued, closed);
     if (!release) {
       if (!reply.raw.writableEnded && !reply.raw.destroyed) {
-        void reply.code(429).send({ message: `${profile.name} serves one request at a time per linked account and at most ${maxQueued} may wait; retry later` });
+        void reply
+          .code(429)
+          .send({ message: `${profile.name} serves one request at a time per linked account and at most ${maxQueued} may wait; retry later` });
       }
       return false;
     }
     reply.raw.once('close', release);
     const timer = setTimeout(() => {
       if (!reply.sent && !reply.raw.headersSent) {
-        void reply.code(504).send({ message: `${profile.name} did not answer within its maximum execution time of ${Math.round(maxExecutionMs / 1000)} seconds` });
+        void reply
+          .code(504)
+          .send({ message: `${profile.name} did not answer within its maximum execution time of ${Math.round(maxExecutionMs / 1000)} seconds` });
       }
     }, maxExecutionMs);
     timer.unref();

@@ -82,7 +82,10 @@ export class RateLimiter {
     const sw = this.window(this.service, accountId, s.windowMs, now);
     const limits = this.sourceWindows(profile);
     // One counter per window; a single window keeps its key of before (the admin reset clears all).
-    const windows = limits.map((l, i) => ({ ...l, w: this.window(this.source, limits.length === 1 ? accountId : `${accountId}|${i}|${l.windowMs}`, l.windowMs, now) }));
+    const windows = limits.map((l, i) => ({
+      ...l,
+      w: this.window(this.source, limits.length === 1 ? accountId : `${accountId}|${i}|${l.windowMs}`, l.windowMs, now),
+    }));
     const headers = (): Record<string, string> => {
       const src = nearer(windows);
       return {
@@ -94,14 +97,26 @@ export class RateLimiter {
       };
     };
     if (sw.count >= s.accountLimit) {
-      return { headers: headers(), exceeded: { message: `Rate limit exceeded: ${s.accountLimit} requests per ${s.windowMs / 1000} seconds for this linked account`, resetAt: sw.start + s.windowMs } };
+      return {
+        headers: headers(),
+        exceeded: {
+          message: `Rate limit exceeded: ${s.accountLimit} requests per ${s.windowMs / 1000} seconds for this linked account`,
+          resetAt: sw.start + s.windowMs,
+        },
+      };
     }
     sw.count++;
     const spent = windows.filter((x) => x.w.count >= x.limit);
     if (spent.length > 0) {
       // The window that keeps the client out longest.
       const src = spent.reduce((a, b) => (b.w.start + b.windowMs > a.w.start + a.windowMs ? b : a));
-      return { headers: headers(), exceeded: { message: `${profile.name} rate limit exceeded: ${src.limit} requests per ${src.windowMs / 1000} seconds`, resetAt: src.w.start + src.windowMs } };
+      return {
+        headers: headers(),
+        exceeded: {
+          message: `${profile.name} rate limit exceeded: ${src.limit} requests per ${src.windowMs / 1000} seconds`,
+          resetAt: src.w.start + src.windowMs,
+        },
+      };
     }
     for (const x of windows) x.w.count++;
     return { headers: headers() };

@@ -23,7 +23,8 @@ export async function readListBody(request: FastifyRequest): Promise<void> {
   if (request.body !== undefined) return;
   const length = request.headers['content-length'];
   if (request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return;
-  if (length !== undefined && Number(length) > MAX_LIST_BODY_BYTES) throw new PayloadTooLargeError(`A list's body must be at most ${MAX_LIST_BODY_BYTES} bytes`);
+  if (length !== undefined && Number(length) > MAX_LIST_BODY_BYTES)
+    throw new PayloadTooLargeError(`A list's body must be at most ${MAX_LIST_BODY_BYTES} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request.raw) {
@@ -67,7 +68,10 @@ function listBody(request: FastifyRequest): { filters: unknown[]; orderBy: unkno
     throw new BadRequestError('The body of a list request must be a JSON object {"filters": [...], "order_by": [...]}');
   }
   const unknown = Object.keys(value).filter((k) => !bodyKeys.includes(k));
-  if (unknown.length > 0) throw new BadRequestError(`The body of a list request has the unknown key ${unknown.map((k) => JSON.stringify(k)).join(', ')}; it may hold filters and order_by`);
+  if (unknown.length > 0)
+    throw new BadRequestError(
+      `The body of a list request has the unknown key ${unknown.map((k) => JSON.stringify(k)).join(', ')}; it may hold filters and order_by`,
+    );
   const o = value as { filters?: unknown; order_by?: unknown };
   for (const k of bodyKeys) {
     const v = (o as Record<string, unknown>)[k];

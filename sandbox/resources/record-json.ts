@@ -10,7 +10,14 @@ import type { JsonWriter } from './json-writer.ts';
 import { trimmedRaw, withSourceData, type SourceDataMode } from './source-data.ts';
 
 /** Writes a record as served: its fields, then `source_data` when `mode` asks for it. */
-export function writeRecord(w: JsonWriter, profile: SourceSystemProfile, resource: ResourceName, fields: Fields, mode: SourceDataMode | null, path: PathContext): void {
+export function writeRecord(
+  w: JsonWriter,
+  profile: SourceSystemProfile,
+  resource: ResourceName,
+  fields: Fields,
+  mode: SourceDataMode | null,
+  path: PathContext,
+): void {
   if (!mode) {
     w.text(JSON.stringify(fields));
     return;

@@ -44,7 +44,11 @@ function selectRecords(account: LinkedAccount, resource: ResourceName, records: 
   for (const fields of records) {
     let raw: Fields | null = null;
     const valueOf = (ref: FieldRef): unknown =>
-      ref.kind === 'time' ? instantOf(fields[ref.name]) : ref.kind === 'field' ? (fields[ref.name] ?? null) : ((raw ??= rawObject(account.profile, resource, fields))[ref.key] ?? null);
+      ref.kind === 'time'
+        ? instantOf(fields[ref.name])
+        : ref.kind === 'field'
+          ? (fields[ref.name] ?? null)
+          : ((raw ??= rawObject(account.profile, resource, fields))[ref.key] ?? null);
     if (passes(filters, valueOf)) rows.push({ fields, key: orderBy.length > 0 ? sortKeyOf(orderBy, valueOf) : null });
   }
   if (orderBy.length > 0) rows.sort((a, b) => compareSortKeys(orderBy, a.key!, b.key!));
@@ -60,7 +64,14 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
   /** Bytes per served record lately: the first guess at a page's size. */
   let recordBytes = 1024;
 
-  function render(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, scope: Scope, fields: Fields, parentResource?: ResourceName): Fields {
+  function render(
+    request: FastifyRequest,
+    account: LinkedAccount,
+    resource: ResourceName,
+    scope: Scope,
+    fields: Fields,
+    parentResource?: ResourceName,
+  ): Fields {
     const mode = sourceDataMode(request.headers);
     return mode ? withSourceData(account.profile, resource, fields, mode, pathContext(account, scope, parentResource)) : fields;
   }
@@ -73,7 +84,12 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
    * What a list asks for besides its page: its filters (every form), order keys and equality
    * parameters, and `narrowing` (Project-Id on an account-level list) ANDed with them.
    */
-  function listSelection(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, narrowing: readonly Filter[] = []): { filters: Filter[]; orderBy: OrderKey[] } {
+  function listSelection(
+    request: FastifyRequest,
+    account: LinkedAccount,
+    resource: ResourceName,
+    narrowing: readonly Filter[] = [],
+  ): { filters: Filter[]; orderBy: OrderKey[] } {
     const asked = listQuery(request, resource, fieldResolver(resource, recordFields(resource)));
     if (asked.filters.length > 0 && !supportOf(account, resource).filterable) {
       throw new BadRequestError(`Filters on ${resource} are not supported by ${account.profile.name}`);
@@ -94,7 +110,15 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
   }
 
   /** One page of a list over its scopes, with filters, order, pagination meta and fault quirks. */
-  function listPage(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: ResourceName, scopes: Scope[], parentResource?: ResourceName, narrowing: readonly Filter[] = []) {
+  function listPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    account: LinkedAccount,
+    resource: ResourceName,
+    scopes: Scope[],
+    parentResource?: ResourceName,
+    narrowing: readonly Filter[] = [],
+  ) {
     const query = request.query as Record<string, unknown>;
     const page = parsePage(query, account.profile);
     const { filters, orderBy } = listSelection(request, account, resource, narrowing);
@@ -222,11 +246,17 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
       const { scope, ref } = parentOf(account, request, 'folders', id!);
       const page = parsePage(request.query as Record<string, unknown>, account.profile);
       const { filters, orderBy } = listSelection(request, account, sub);
-      const contents = sub === 'files' ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id) : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
+      const contents =
+        sub === 'files'
+          ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id)
+          : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
       const all = selectRecords(account, sub, contents, filters, orderBy);
       const items = all.slice(page.offset, page.offset + page.perPage);
       dataHeaders(reply);
-      return { data: items.map((f) => render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)), meta: pageMeta(account.profile, page, items.length, all.length) };
+      return {
+        data: items.map((f) => render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)),
+        meta: pageMeta(account.profile, page, items.length, all.length),
+      };
     }
     const child = childOf(resource, sub!);
     if (!child) routeNotFound(request);

@@ -11,7 +11,16 @@ import { resourceDef } from '../../lib/resources.ts';
 import { realServiceCollections, type CollectionOperation } from '../../lib/upstream-surface.ts';
 import type { LinkedAccount } from '../auth-and-link/accounts.ts';
 import type { SandboxContext } from '../context.ts';
-import { childOf, childSpecs, contractResourceNames, isTopLevel, webhookTypeOf, type ChildResource, type ResourceName, type TopLevelResource } from '../data/catalog.ts';
+import {
+  childOf,
+  childSpecs,
+  contractResourceNames,
+  isTopLevel,
+  webhookTypeOf,
+  type ChildResource,
+  type ResourceName,
+  type TopLevelResource,
+} from '../data/catalog.ts';
 import type { Ref, Scope } from '../data/dataset.ts';
 import type { Fields } from '../data/generators.ts';
 import { uuidFromKey } from '../data/random.ts';
@@ -87,7 +96,14 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
   const opts = { config: { kind: 'account' as const } };
   const d = ctx.dataset;
 
-  function render(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, scope: Scope, fields: Fields, parentResource?: ResourceName): Fields {
+  function render(
+    request: FastifyRequest,
+    account: LinkedAccount,
+    resource: ResourceName,
+    scope: Scope,
+    fields: Fields,
+    parentResource?: ResourceName,
+  ): Fields {
     const mode = sourceDataMode(request.headers);
     return mode ? withSourceData(account.profile, resource, fields, mode, pathContext(account, scope, parentResource)) : fields;
   }
@@ -133,7 +149,9 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
     const prohibited = Object.keys(fields).filter((k) => account.profile.resources[resource]?.unsupportedFields?.includes(k));
     if (prohibited.length > 0) {
       if (headerValue(request.headers, 'ignore-prohibited-fields')?.toLowerCase() !== 'true') {
-        throw new BadRequestError(`${account.profile.name} does not support the field(s) ${prohibited.join(', ')} on ${resource}; send Ignore-Prohibited-Fields: true to drop them`);
+        throw new BadRequestError(
+          `${account.profile.name} does not support the field(s) ${prohibited.join(', ')} on ${resource}; send Ignore-Prohibited-Fields: true to drop them`,
+        );
       }
       for (const k of prohibited) delete fields[k];
       void reply.header(ctx.headers.warnings, `Ignored unsupported field(s): ${prohibited.join(', ')}`);
@@ -172,7 +190,16 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
   }
 
   /** One create, in a list (top level) or under a parent. */
-  function create(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, resource: ResourceName, scope: Scope, template: string, parentResource?: ResourceName, extra: Fields = {}): Fields {
+  function create(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    account: LinkedAccount,
+    resource: ResourceName,
+    scope: Scope,
+    template: string,
+    parentResource?: ResourceName,
+    extra: Fields = {},
+  ): Fields {
     const body = bodyOf(request, template);
     let fields = checkFields(request, reply, account, resource, body.fields);
     if (body.file) fields = uploaded(resource, fields, body.file);
@@ -233,7 +260,8 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
     const creates = body.creates ?? [];
     const updates = body.updates ?? [];
     if (creates.length + updates.length === 0) throw new BadRequestError('Send at least one item in creates or updates');
-    if (creates.length + updates.length > maxBulkItems) throw new BadRequestError(`At most ${maxBulkItems} items per bulk write (creates and updates together); this one has ${creates.length + updates.length}`);
+    if (creates.length + updates.length > maxBulkItems)
+      throw new BadRequestError(`At most ${maxBulkItems} items per bulk write (creates and updates together); this one has ${creates.length + updates.length}`);
     const results: Record<string, unknown>[] = [];
     const attempt = (operation: 'create' | 'update', index: number, run: () => { status: number; object: Fields }) => {
       try {
@@ -298,14 +326,18 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
     gate(request, account, template, 'create', child);
     const { scope, ref } = parentOf(account, request, resource, id!);
     const childScope = { ...scope, parent: ref };
-    const extra: Fields = child === 'file-versions' ? { file_id: ref.id, version: String(d.all(account, child, childScope).length + 1) } : realParentField(child, ref.id);
+    const extra: Fields =
+      child === 'file-versions' ? { file_id: ref.id, version: String(d.all(account, child, childScope).length + 1) } : realParentField(child, ref.id);
     const view = create(request, reply, account, child, childScope, template, resource, extra);
     dataHeaders(reply);
     return reply.code(201).send(view);
   });
 
   /** Updates and deletes of a child, addressed through its parent. */
-  function childTarget(request: FastifyRequest, op: CollectionOperation): { account: LinkedAccount; parent: TopLevelResource; child: ChildResource; scope: Scope; subId: string } {
+  function childTarget(
+    request: FastifyRequest,
+    op: CollectionOperation,
+  ): { account: LinkedAccount; parent: TopLevelResource; child: ChildResource; scope: Scope; subId: string } {
     const { resource: name, id, sub, subId } = request.params as Params;
     const parent = topLevel(request, name);
     const account = accountOf(request.svc);
@@ -318,7 +350,14 @@ export function registerWriteRoutes(app: FastifyInstance, ctx: SandboxContext): 
 
   const updateChild = async (request: FastifyRequest, reply: FastifyReply) => {
     const t = childTarget(request, 'update');
-    const updated = applyChange(ctx, t.account, t.child, t.scope, { op: 'update', id: t.subId, patch: checkFields(request, reply, t.account, t.child, request.body) }, t.parent);
+    const updated = applyChange(
+      ctx,
+      t.account,
+      t.child,
+      t.scope,
+      { op: 'update', id: t.subId, patch: checkFields(request, reply, t.account, t.child, request.body) },
+      t.parent,
+    );
     if (!updated) throw new NotFoundError(`${childSpecs[t.child].segment} ${t.subId} not found in ${t.parent} ${t.scope.parent!.id}`);
     dataHeaders(reply);
     return render(request, t.account, t.child, t.scope, updated, t.parent);

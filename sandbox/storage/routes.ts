@@ -72,7 +72,11 @@ export function registerStorageRoutes(app: FastifyInstance, ctx: SandboxContext)
       }
       if (!ok || start > end || start >= ref.size) {
         track(416);
-        return reply.code(416).header('Content-Range', `bytes */${ref.size}`).type('application/json; charset=utf-8').send({ message: 'Range not satisfiable' });
+        return reply
+          .code(416)
+          .header('Content-Range', `bytes */${ref.size}`)
+          .type('application/json; charset=utf-8')
+          .send({ message: 'Range not satisfiable' });
       }
       void reply.code(206).header('Content-Range', `bytes ${start}-${end}/${ref.size}`);
     }
@@ -86,7 +90,12 @@ export function registerStorageRoutes(app: FastifyInstance, ctx: SandboxContext)
   app.get('/storage/download/:filename', opts, serve('download'));
   app.get('/storage/preview/:filename', opts, serve('preview'));
   app.options('/storage/preview/:filename', opts, async (_request, reply) =>
-    reply.code(204).header('Access-Control-Allow-Origin', '*').header('Access-Control-Allow-Methods', 'GET, HEAD, OPTIONS').header('Access-Control-Allow-Headers', 'Range, If-None-Match').send(),
+    reply
+      .code(204)
+      .header('Access-Control-Allow-Origin', '*')
+      .header('Access-Control-Allow-Methods', 'GET, HEAD, OPTIONS')
+      .header('Access-Control-Allow-Headers', 'Range, If-None-Match')
+      .send(),
   );
 
   app.get('/_admin/storage-accesses', { config: { kind: 'admin' as const } }, async () => ({ data: accesses }));

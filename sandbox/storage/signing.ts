@@ -6,7 +6,14 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { FileRef } from '../data/dataset.ts';
 
-export const fileRefSchema = z.tuple([z.string(), z.string(), z.string(), z.number().int(), z.number().int().nonnegative(), z.union([z.literal(0), z.literal(1)])]);
+export const fileRefSchema = z.tuple([
+  z.string(),
+  z.string(),
+  z.string(),
+  z.number().int(),
+  z.number().int().nonnegative(),
+  z.union([z.literal(0), z.literal(1)]),
+]);
 
 export type StorageKind = 'download' | 'preview';
 

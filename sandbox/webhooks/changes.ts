@@ -20,7 +20,14 @@ export type Change = { op: 'create'; object: Fields } | { op: 'update'; id: stri
 const eventOf = { create: 'CREATE', update: 'UPDATE', delete: 'DELETE' } as const;
 
 /** Returns the created, updated or deleted record; null when the target does not exist. */
-export function applyChange(ctx: ChangeContext, account: LinkedAccount, resource: ResourceName, scope: Scope, change: Change, parentResource?: ResourceName): Fields | null {
+export function applyChange(
+  ctx: ChangeContext,
+  account: LinkedAccount,
+  resource: ResourceName,
+  scope: Scope,
+  change: Change,
+  parentResource?: ResourceName,
+): Fields | null {
   const d = ctx.dataset;
   const fields =
     change.op === 'create'
@@ -32,7 +39,15 @@ export function applyChange(ctx: ChangeContext, account: LinkedAccount, resource
   return fields;
 }
 
-export function announce(ctx: ChangeContext, account: LinkedAccount, resource: ResourceName, scope: Scope, event: 'CREATE' | 'UPDATE' | 'DELETE', fields: Fields, parentResource?: ResourceName): void {
+export function announce(
+  ctx: ChangeContext,
+  account: LinkedAccount,
+  resource: ResourceName,
+  scope: Scope,
+  event: 'CREATE' | 'UPDATE' | 'DELETE',
+  fields: Fields,
+  parentResource?: ResourceName,
+): void {
   const type = webhookTypeOf(resource);
   const profile = account.profile;
   if (!profile.webhookTypes.includes(type)) return;
@@ -57,7 +72,11 @@ export function announce(ctx: ChangeContext, account: LinkedAccount, resource: R
       ...(projectId ? { project_id: projectId } : {}),
       target: targetId,
       type,
-      source_data: { path: nativePath(profile, resource, sourceId, pathContext(account, scope, parentResource)), content_type: 'application/json', data: notification },
+      source_data: {
+        path: nativePath(profile, resource, sourceId, pathContext(account, scope, parentResource)),
+        content_type: 'application/json',
+        data: notification,
+      },
     });
   }
 }

@@ -27,7 +27,9 @@ export const churnSchema = z.object({
    */
   resources: z.array(z.string()).optional(),
   /** Relative weights of create / update / delete. */
-  mix: z.object({ create: z.number().nonnegative(), update: z.number().nonnegative(), delete: z.number().nonnegative() }).default({ create: 1, update: 6, delete: 1 }),
+  mix: z
+    .object({ create: z.number().nonnegative(), update: z.number().nonnegative(), delete: z.number().nonnegative() })
+    .default({ create: 1, update: 6, delete: 1 }),
 });
 export type ChurnRequest = z.infer<typeof churnSchema>;
 
@@ -43,7 +45,9 @@ export class ChurnRunner {
   private n = 0;
 
   start(ctx: ChurnContext, account: LinkedAccount, req: ChurnRequest): { id: string; resources: string[] } {
-    const resources = (req.resources ?? Object.keys(account.profile.resources).filter((r) => contractResourceNames.has(r))).filter((r): r is TopLevelResource => isTopLevel(r) && account.profile.resources[r] !== undefined);
+    const resources = (req.resources ?? Object.keys(account.profile.resources).filter((r) => contractResourceNames.has(r))).filter(
+      (r): r is TopLevelResource => isTopLevel(r) && account.profile.resources[r] !== undefined,
+    );
     const rng = new Rng(`churn|${ctx.options.seed}|${account.key}|${++this.n}`);
     const id = randomUUID();
     const intervalMs = Math.max(1, Math.round(1000 / req.per_second));
@@ -84,7 +88,11 @@ export class ChurnRunner {
       applyChange(ctx, account, resource, scope, { op: 'create', object: { name: `Churn record ${++this.n}`, status: 'Active' } });
     } else if (roll < mix.create + mix.update) {
       const field = 'name' in page ? 'name' : 'description' in page ? 'description' : 'status';
-      applyChange(ctx, account, resource, scope, { op: 'update', id: String(page.id), patch: { [field]: `${asText(page[field]).replace(/ \(rev \d+\)$/, '')} (rev ${++this.n})` } });
+      applyChange(ctx, account, resource, scope, {
+        op: 'update',
+        id: String(page.id),
+        patch: { [field]: `${asText(page[field]).replace(/ \(rev \d+\)$/, '')} (rev ${++this.n})` },
+      });
     } else {
       applyChange(ctx, account, resource, scope, { op: 'delete', id: String(page.id) });
     }

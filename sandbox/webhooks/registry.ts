@@ -161,7 +161,15 @@ export class WebhookRegistry {
   }
 
   private record(hook: Webhook, body: WebhookEventBody, deliveryId: string, status: DeliveryRecord['status']): void {
-    this.deliveries.push({ webhook_id: hook.id, delivery_id: deliveryId, event: body.event, type: body.type, target: body.target, status, at: new Date().toISOString() });
+    this.deliveries.push({
+      webhook_id: hook.id,
+      delivery_id: deliveryId,
+      event: body.event,
+      type: body.type,
+      target: body.target,
+      status,
+      at: new Date().toISOString(),
+    });
     if (this.deliveries.length > 10_000) this.deliveries.splice(0, this.deliveries.length - 10_000);
   }
 

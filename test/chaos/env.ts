@@ -142,7 +142,16 @@ export class ChaosMirror {
     this.closers.push(() => this.db.drop());
     const upstreamId = randomUUID();
     const upstreamSecret = randomSecret(40);
-    this.sandbox = await startSandbox({ port: 0, seed: 11, clientId: upstreamId, clientSecret: upstreamSecret, rateLimits: false, logger: false, size: 30, ...o.sandbox });
+    this.sandbox = await startSandbox({
+      port: 0,
+      seed: 11,
+      clientId: upstreamId,
+      clientSecret: upstreamSecret,
+      rateLimits: false,
+      logger: false,
+      size: 30,
+      ...o.sandbox,
+    });
     this.closers.push(() => this.sandbox.close());
     if (o.temporalAddress) this.temporalServer = { address: o.temporalAddress, stop: async () => undefined };
     else {
@@ -186,7 +195,10 @@ export class ChaosMirror {
     // Supervised as in production: a process that crashes is started again (and the crash recorded).
     this.worker = new MirrorProcess({ command: 'worker', env: this.env, logs: this.logs, restartOnCrash: true });
     this.api = new MirrorProcess({ command: 'api', env: this.env, logs: this.logs, port: this.apiPort, restartOnCrash: true });
-    this.closers.push(() => this.worker.stop(), () => this.api.stop());
+    this.closers.push(
+      () => this.worker.stop(),
+      () => this.api.stop(),
+    );
     await Promise.all([this.worker.start(), o.startApi === false ? Promise.resolve() : this.api.start()]);
     return this;
   }
@@ -205,9 +217,22 @@ export class ChaosMirror {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        this.lastDelivery = { at: Date.now(), url: req.url ?? '/', authorization: String(req.headers.authorization ?? ''), body: Buffer.concat(chunks).toString('utf8') };
-        const headers = Object.fromEntries(Object.entries(req.headers).filter(([k, v]) => typeof v === 'string' && !['host', 'connection', 'content-length', 'transfer-encoding'].includes(k))) as Record<string, string>;
-        undiciRequest(`http://127.0.0.1:${this.apiPort}${req.url ?? '/'}`, { method: req.method as 'POST', headers, body: Buffer.concat(chunks), headersTimeout: 30_000, bodyTimeout: 30_000 })
+        this.lastDelivery = {
+          at: Date.now(),
+          url: req.url ?? '/',
+          authorization: String(req.headers.authorization ?? ''),
+          body: Buffer.concat(chunks).toString('utf8'),
+        };
+        const headers = Object.fromEntries(
+          Object.entries(req.headers).filter(([k, v]) => typeof v === 'string' && !['host', 'connection', 'content-length', 'transfer-encoding'].includes(k)),
+        ) as Record<string, string>;
+        undiciRequest(`http://127.0.0.1:${this.apiPort}${req.url ?? '/'}`, {
+          method: req.method as 'POST',
+          headers,
+          body: Buffer.concat(chunks),
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000,
+        })
           .then(async (r) => {
             const body = await r.body.text();
             if (r.statusCode >= 400) this.errorBodies.push(body);
@@ -222,10 +247,13 @@ export class ChaosMirror {
     });
     await new Promise<void>((resolve) => this.proxy.listen(port, '127.0.0.1', resolve));
     this.publicUrl = `http://127.0.0.1:${port}`;
-    this.closers.push(() => new Promise<void>((resolve) => {
-      this.proxy.closeAllConnections();
-      this.proxy.close(() => resolve());
-    }));
+    this.closers.push(
+      () =>
+        new Promise<void>((resolve) => {
+          this.proxy.closeAllConnections();
+          this.proxy.close(() => resolve());
+        }),
+    );
   }
 
   get apiUrl(): string {
@@ -235,7 +263,10 @@ export class ChaosMirror {
   /** Links an account on the sandbox and registers it in the mirror (no sync yet). */
   async link(sourceSystem: string, referenceId = `ref-${sourceSystem}-${randomBytes(3).toString('hex')}`): Promise<LinkedTestAccount> {
     const linkToken = await createLinkToken(this.services.upstream, referenceId);
-    const { public_token } = await this.admin<{ public_token: string }>('POST', '/_admin/link/public-token', { link_token: linkToken, source_system: sourceSystem });
+    const { public_token } = await this.admin<{ public_token: string }>('POST', '/_admin/link/public-token', {
+      link_token: linkToken,
+      source_system: sourceSystem,
+    });
     const { account, linked } = await linkWithPublicToken({ upstream: this.services.upstream, accounts: this.services.accounts }, public_token);
     const a = { accountId: account.id, accountToken: linked.account_token, sourceSystem, referenceId };
     this.accounts.push(a);
@@ -267,15 +298,25 @@ export class ChaosMirror {
   }
 
   /** A request to the mirror's API process; error bodies are kept for the secrets scan. */
-  async apiFetch(path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; text: string; headers: Headers }> {
-    const res = await fetch(`${this.apiUrl}${path}`, { method: init.method ?? 'GET', headers: { ...this.clientHeaders, ...init.headers }, ...(init.body === undefined ? {} : { body: init.body }) });
+  async apiFetch(
+    path: string,
+    init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+  ): Promise<{ status: number; text: string; headers: Headers }> {
+    const res = await fetch(`${this.apiUrl}${path}`, {
+      method: init.method ?? 'GET',
+      headers: { ...this.clientHeaders, ...init.headers },
+      ...(init.body === undefined ? {} : { body: init.body }),
+    });
     const text = await res.text();
     if (res.status >= 400) this.errorBodies.push(text);
     return { status: res.status, text, headers: res.headers };
   }
 
   /** Runs an account pass and waits for its result (with a deadline). */
-  async runPass(accountId: string, options: { mode?: 'full' | 'incremental'; resource?: string; registerWebhooks?: boolean; timeoutMs?: number } = {}): Promise<AccountSyncSummary> {
+  async runPass(
+    accountId: string,
+    options: { mode?: 'full' | 'incremental'; resource?: string; registerWebhooks?: boolean; timeoutMs?: number } = {},
+  ): Promise<AccountSyncSummary> {
     const handle = await this.sync.start({ accountId, mode: options.mode ?? 'full', resource: options.resource, registerWebhooks: options.registerWebhooks });
     return this.resultWithin(handle.workflowId, options.timeoutMs ?? 180_000);
   }
@@ -354,7 +395,11 @@ export class ChaosMirror {
         for (const c of names.filter((n) => childPaths[n]?.[0] === r && want(n))) {
           for (const parent of list) {
             const pid = String(parent.id);
-            const children = await this.upstreamList(account.accountToken, `/${r}/${encodeURIComponent(pid)}/${childPaths[c]![1]}`, ps.projectId ? { 'project-id': ps.projectId } : {});
+            const children = await this.upstreamList(
+              account.accountToken,
+              `/${r}/${encodeURIComponent(pid)}/${childPaths[c]![1]}`,
+              ps.projectId ? { 'project-id': ps.projectId } : {},
+            );
             out.set(`${c}|${ps.scope ? `${ps.scope}/` : ''}${r}=${pid}`, children);
           }
         }
@@ -404,7 +449,11 @@ export class ChaosMirror {
         const at = a.findIndex((x, i) => x !== b[i]);
         const sameSet = missing.length === 0 && extra.length === 0 && [...a].sort().join() === [...b].sort().join();
         const why = sameSet ? 'same records, in another order' : `first difference at #${at}: mirror ${a[at]?.slice(0, 300)} upstream ${b[at]?.slice(0, 300)}`;
-        assert.deepEqual(strip(resource, got), strip(resource, list), `stream ${k}: mirror has ${got.length} records, upstream ${list.length}; missing ${missing.slice(0, 5).join(',')} extra ${extra.slice(0, 5).join(',')}; ${why}`);
+        assert.deepEqual(
+          strip(resource, got),
+          strip(resource, list),
+          `stream ${k}: mirror has ${got.length} records, upstream ${list.length}; missing ${missing.slice(0, 5).join(',')} extra ${extra.slice(0, 5).join(',')}; ${why}`,
+        );
       }
       records += list.length;
     }
@@ -433,7 +482,9 @@ export class ChaosMirror {
     const findings: string[] = [];
     const variants = (v: string) => [v, encodeURIComponent(v), Buffer.from(v).toString('base64')];
     for (const l of this.logs.lines) {
-      for (const s of secrets) if (variants(s.value).some((x) => l.line.includes(x))) findings.push(`${s.name} in a log line of ${l.process}: ${l.line.slice(0, 200).replace(s.value, '<SECRET>')}`);
+      for (const s of secrets)
+        if (variants(s.value).some((x) => l.line.includes(x)))
+          findings.push(`${s.name} in a log line of ${l.process}: ${l.line.slice(0, 200).replace(s.value, '<SECRET>')}`);
     }
     for (const b of this.errorBodies) {
       for (const s of secrets) if (variants(s.value).some((x) => b.includes(x))) findings.push(`${s.name} in an error body`);
@@ -443,12 +494,16 @@ export class ChaosMirror {
 
   /** Waits until no connection of the mirror processes is inside a transaction or a query. */
   async quiesceDatabase(timeoutMs = 30_000): Promise<void> {
-    await waitFor('the killed process\'s database sessions to end', async () => {
-      const { rows } = await this.services.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'worker' AND state <> 'idle'`,
-      );
-      return rows[0]!.n === 0;
-    }, { timeoutMs });
+    await waitFor(
+      "the killed process's database sessions to end",
+      async () => {
+        const { rows } = await this.services.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'worker' AND state <> 'idle'`,
+        );
+        return rows[0]!.n === 0;
+      },
+      { timeoutMs },
+    );
   }
 
   async close(): Promise<void> {

@@ -39,7 +39,13 @@ export function record(row: ChaosRow): void {
  * Runs one scenario and records it: `fn` returns the number of tries and the outcome in words; a
  * thrown error is recorded as a failure (with its message) and rethrown, so the test fails too.
  */
-export async function scenario(group: string, name: string, fn: () => Promise<{ tries: number; outcome: string }>, file?: string, options: { todo?: string } = {}): Promise<void> {
+export async function scenario(
+  group: string,
+  name: string,
+  fn: () => Promise<{ tries: number; outcome: string }>,
+  file?: string,
+  options: { todo?: string } = {},
+): Promise<void> {
   const started = Date.now();
   const where = { file: file && basename(file) };
   try {
@@ -48,7 +54,17 @@ export async function scenario(group: string, name: string, fn: () => Promise<{ 
   } catch (error) {
     const message = (error as Error).message.split('\n')[0]!.slice(0, 300);
     const tries = (error as { tries?: number }).tries ?? 0;
-    if (options.todo) record({ group, scenario: name, tries, outcome: `KNOWN DEFECT: ${options.todo} (${message})`, passed: false, todo: options.todo, ...where, ms: Date.now() - started });
+    if (options.todo)
+      record({
+        group,
+        scenario: name,
+        tries,
+        outcome: `KNOWN DEFECT: ${options.todo} (${message})`,
+        passed: false,
+        todo: options.todo,
+        ...where,
+        ms: Date.now() - started,
+      });
     else record({ group, scenario: name, tries, outcome: `FAILED: ${message}`, passed: false, ...where, ms: Date.now() - started });
     throw error;
   }
@@ -74,7 +90,8 @@ export function formatTable(rows: readonly ChaosRow[]): string {
   const sorted = [...rows].sort((a, b) => a.group.localeCompare(b.group) || a.scenario.localeCompare(b.scenario));
   const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
   const lines = ['| group | fault or bad input | tries | outcome | result |', '| --- | --- | ---: | --- | --- |'];
-  for (const r of sorted) lines.push(`| ${cell(r.group)} | ${cell(r.scenario)} | ${r.tries} | ${cell(r.outcome)} | ${r.passed ? 'pass' : r.todo ? 'todo' : 'FAIL'} |`);
+  for (const r of sorted)
+    lines.push(`| ${cell(r.group)} | ${cell(r.scenario)} | ${r.tries} | ${cell(r.outcome)} | ${r.passed ? 'pass' : r.todo ? 'todo' : 'FAIL'} |`);
   const failed = rows.filter((r) => !r.passed && !r.todo).length;
   const todo = rows.filter((r) => r.todo).length;
   const passed = rows.length - failed - todo;

@@ -89,7 +89,10 @@ describe('chaos: forwarded paths cannot be steered', { timeout: scaled(420_000, 
     // Reads of never-synced scopes started syncs that wait for a worker: end them.
     if (h) {
       for await (const w of h.temporal.workflow.list({ query: `TaskQueue = '${h.taskQueue}' AND ExecutionStatus = 'Running'` })) {
-        await h.temporal.workflow.getHandle(w.workflowId, w.runId).terminate('security test over').catch(() => undefined);
+        await h.temporal.workflow
+          .getHandle(w.workflowId, w.runId)
+          .terminate('security test over')
+          .catch(() => undefined);
       }
     }
     await h?.close();
@@ -110,33 +113,48 @@ describe('chaos: forwarded paths cannot be steered', { timeout: scaled(420_000, 
   }
 
   it('runs async requests on forwarded routes as their account (finding 10b)', async () => {
-    await scenario(group, 'async request on a forwarded route (never-synced read, link call) runs with the account token', async () => {
-      const cases: { path: string; upstream: string }[] = [
-        { path: '/vendors?per_page=3', upstream: '/vendors?per_page=3' },
-        { path: '/link/account', upstream: '/link/account' },
-      ];
-      for (const c of cases) {
-        const accepted = await fetch(`${h.apiUrl}${c.path}`, { headers: { ...accountHeaders, 'async-request': 'true' } });
-        assert.equal(accepted.status, 202, `${c.path} accepted as async: ${await accepted.text()}`);
-        const id = accepted.headers.get('svc-async-request-id')!;
-        const result = await asyncResult(id);
-        const truth = await fetch(`${h.sandbox.url}${c.upstream}`, { headers: { ...h.upstreamHeaders, 'account-token': accountHeaders['account-token']! } });
-        const expected: unknown = await truth.json();
-        assert.equal(result.state, 'executed', `${c.path}: the async request ended ${result.state} (${result.status} ${result.body.slice(0, 300)})`);
-        assert.equal(result.status, 200, `${c.path}: the stored answer is the upstream's 200, not ${result.status} ${result.body.slice(0, 300)}`);
-        assert.deepEqual(JSON.parse(result.body), expected, `${c.path}: the stored answer is the upstream's`);
-      }
-      return { tries: cases.length, outcome: 'executed with the upstream\'s answer, sent upstream with the account\'s stored token' };
-    }, file);
+    await scenario(
+      group,
+      'async request on a forwarded route (never-synced read, link call) runs with the account token',
+      async () => {
+        const cases: { path: string; upstream: string }[] = [
+          { path: '/vendors?per_page=3', upstream: '/vendors?per_page=3' },
+          { path: '/link/account', upstream: '/link/account' },
+        ];
+        for (const c of cases) {
+          const accepted = await fetch(`${h.apiUrl}${c.path}`, { headers: { ...accountHeaders, 'async-request': 'true' } });
+          assert.equal(accepted.status, 202, `${c.path} accepted as async: ${await accepted.text()}`);
+          const id = accepted.headers.get('svc-async-request-id')!;
+          const result = await asyncResult(id);
+          const truth = await fetch(`${h.sandbox.url}${c.upstream}`, { headers: { ...h.upstreamHeaders, 'account-token': accountHeaders['account-token']! } });
+          const expected: unknown = await truth.json();
+          assert.equal(result.state, 'executed', `${c.path}: the async request ended ${result.state} (${result.status} ${result.body.slice(0, 300)})`);
+          assert.equal(result.status, 200, `${c.path}: the stored answer is the upstream's 200, not ${result.status} ${result.body.slice(0, 300)}`);
+          assert.deepEqual(JSON.parse(result.body), expected, `${c.path}: the stored answer is the upstream's`);
+        }
+        return { tries: cases.length, outcome: "executed with the upstream's answer, sent upstream with the account's stored token" };
+      },
+      file,
+    );
   });
 
   /** One request over real HTTP with a raw target; checks the invariants and returns what happened. */
-  async function send(method: string, target: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string; upstream: Seen[] } | undefined> {
+  async function send(
+    method: string,
+    target: string,
+    headers: Record<string, string>,
+    body?: string,
+  ): Promise<{ status: number; text: string; upstream: Seen[] } | undefined> {
     const from = upstreamLog.length;
     let res;
     for (let attempt = 1; ; attempt++) {
       try {
-        res = await http.request({ method, path: target, headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body }) });
+        res = await http.request({
+          method,
+          path: target,
+          headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+          ...(body === undefined ? {} : { body }),
+        });
         break;
       } catch (error) {
         // Refused by the HTTP client itself (a target no HTTP/1.1 request may carry): nothing was sent.
@@ -154,7 +172,11 @@ describe('chaos: forwarded paths cannot be steered', { timeout: scaled(420_000, 
     const upstream = all.filter((u) => u.url !== sessionCheck);
     seen.set(res.statusCode, (seen.get(res.statusCode) ?? 0) + 1);
     const where = `${method} ${target.slice(0, 160)}${target.length > 160 ? '...' : ''} as ${headers.session ? 'a session' : 'an account'}`;
-    assert.equal(admin, undefined, `${where}: reached the upstream's admin API (${admin?.method} ${admin?.url.slice(0, 200)}), answered ${res.statusCode} ${text.slice(0, 200)}`);
+    assert.equal(
+      admin,
+      undefined,
+      `${where}: reached the upstream's admin API (${admin?.method} ${admin?.url.slice(0, 200)}), answered ${res.statusCode} ${text.slice(0, 200)}`,
+    );
     assert.deepEqual(trapped, [], `${where}: made the mirror contact another host`);
     assert.ok(res.statusCode < 500, `${where}: answered ${res.statusCode} ${text.slice(0, 300)}`);
     if (res.statusCode >= 400) {
@@ -270,90 +292,122 @@ describe('chaos: forwarded paths cannot be steered', { timeout: scaled(420_000, 
   it('never lets a hostile id steer a forwarded request (account token and link session)', async () => {
     // No sync may run now: every upstream request the sandbox logs is one a forward made.
     await h.worker.shutdown();
-    await scenario(group, 'hostile ids on every forwarding route (backslash, %2e, %2f, %5c, double encoding, NUL, overlong, other hosts)', async () => {
-      let n = 0;
-      const table = hostileSegments();
-      for (const route of [...accountRoutes, ...sessionRoutes]) {
-        const headers = route.as === 'account' ? accountHeaders : sessionHeaders;
-        for (const hv of table) {
-          const target = route.pattern.replace('{x}', hv.value);
-          const r = await send(route.method, target, headers, route.body);
-          if (!r) continue;
-          n++;
-          const where = `${route.method} ${target.slice(0, 120)} as ${route.as}`;
-          if (hv.refused) {
-            assert.ok(r.status >= 400 && r.status < 500, `${where}: refused with a 4xx, not ${r.status}`);
-            assert.deepEqual(r.upstream, [], `${where}: refused before any upstream request`);
+    await scenario(
+      group,
+      'hostile ids on every forwarding route (backslash, %2e, %2f, %5c, double encoding, NUL, overlong, other hosts)',
+      async () => {
+        let n = 0;
+        const table = hostileSegments();
+        for (const route of [...accountRoutes, ...sessionRoutes]) {
+          const headers = route.as === 'account' ? accountHeaders : sessionHeaders;
+          for (const hv of table) {
+            const target = route.pattern.replace('{x}', hv.value);
+            const r = await send(route.method, target, headers, route.body);
+            if (!r) continue;
+            n++;
+            const where = `${route.method} ${target.slice(0, 120)} as ${route.as}`;
+            if (hv.refused) {
+              assert.ok(r.status >= 400 && r.status < 500, `${where}: refused with a 4xx, not ${r.status}`);
+              assert.deepEqual(r.upstream, [], `${where}: refused before any upstream request`);
+            }
           }
         }
-      }
-      return { tries: n, outcome: `${table.length} hostile ids x ${accountRoutes.length + sessionRoutes.length} routes: admin API never reached, refused ids never sent upstream, no 5xx, other host never contacted` };
-    }, file);
+        return {
+          tries: n,
+          outcome: `${table.length} hostile ids x ${accountRoutes.length + sessionRoutes.length} routes: admin API never reached, refused ids never sent upstream, no 5xx, other host never contacted`,
+        };
+      },
+      file,
+    );
   });
 
-  it('forwards a plain id to the upstream\'s own path for it, encoded once', async () => {
-    await scenario(group, 'plain and odd-but-valid ids reach the upstream path for that id', async () => {
-      let n = 0;
-      const cases: [string, string][] = [
-        ['plain-id-1', '/link/sessions/plain-id-1'],
-        [`@${trapHost}`, `/link/sessions/${encodeURIComponent(`@${trapHost}`)}`],
-        ['source_id:12', `/link/sessions/${encodeURIComponent('source_id:12')}`],
-      ];
-      for (const [value, expected] of cases) {
-        for (const headers of [accountHeaders, sessionHeaders]) {
-          const r = await send('GET', `/link/sessions/${value}`, headers);
-          n++;
-          assert.ok(r, 'sent');
-          assert.deepEqual(r.upstream.map((u) => u.url), [expected], `GET /link/sessions/${value} as ${headers.session ? 'a session' : 'an account'}: forwarded to exactly ${expected}`);
+  it("forwards a plain id to the upstream's own path for it, encoded once", async () => {
+    await scenario(
+      group,
+      'plain and odd-but-valid ids reach the upstream path for that id',
+      async () => {
+        let n = 0;
+        const cases: [string, string][] = [
+          ['plain-id-1', '/link/sessions/plain-id-1'],
+          [`@${trapHost}`, `/link/sessions/${encodeURIComponent(`@${trapHost}`)}`],
+          ['source_id:12', `/link/sessions/${encodeURIComponent('source_id:12')}`],
+        ];
+        for (const [value, expected] of cases) {
+          for (const headers of [accountHeaders, sessionHeaders]) {
+            const r = await send('GET', `/link/sessions/${value}`, headers);
+            n++;
+            assert.ok(r, 'sent');
+            assert.deepEqual(
+              r.upstream.map((u) => u.url),
+              [expected],
+              `GET /link/sessions/${value} as ${headers.session ? 'a session' : 'an account'}: forwarded to exactly ${expected}`,
+            );
+          }
         }
-      }
-      return { tries: n, outcome: 'each forwarded once, to the path rebuilt from its decoded, re-encoded segments' };
-    }, file);
+        return { tries: n, outcome: 'each forwarded once, to the path rebuilt from its decoded, re-encoded segments' };
+      },
+      file,
+    );
   });
 
   it('never lets a request target, a Host header or a pass-through field make the mirror contact another host', async () => {
-    await scenario(group, 'absolute URLs, //host, Host and pass-through fields naming another listener', async () => {
-      let n = 0;
-      const bases: { method: string; base: string; body?: string; as: 'account' | 'session' }[] = [
-        { method: 'GET', base: '/link/account', as: 'account' },
-        { method: 'GET', base: '/link/account', as: 'session' },
-        { method: 'GET', base: '/link/sessions', as: 'account' },
-        { method: 'GET', base: '/vendors', as: 'account' },
-        { method: 'GET', base: '/projects', as: 'session' },
-        { method: 'POST', base: '/vendors', body: '{}', as: 'account' },
-        { method: 'POST', base: '/passthrough', body: JSON.stringify({ method: 'GET', path: '/projects' }), as: 'account' },
-        { method: 'POST', base: '/passthrough-download', body: JSON.stringify({ method: 'GET', path: '/projects' }), as: 'account' },
-        { method: 'POST', base: '/link/token/create', body: JSON.stringify({ reference_id: 'x' }), as: 'account' },
-      ];
-      for (const b of bases) {
-        const headers = b.as === 'account' ? accountHeaders : sessionHeaders;
-        for (const target of hostileTargets(b.base)) {
-          const r = await send(b.method, target, headers, b.body);
-          if (!r) continue;
-          n++;
-          const path = target.split('?')[0]!;
-          if (path.includes('_admin') || path.includes('/admin/') || path.includes('\\') || path.includes('%2f') || path.includes('/..') || path.includes('#')) {
-            assert.ok(r.status >= 400, `${b.method} ${target} as ${b.as}: refused, not ${r.status}`);
+    await scenario(
+      group,
+      'absolute URLs, //host, Host and pass-through fields naming another listener',
+      async () => {
+        let n = 0;
+        const bases: { method: string; base: string; body?: string; as: 'account' | 'session' }[] = [
+          { method: 'GET', base: '/link/account', as: 'account' },
+          { method: 'GET', base: '/link/account', as: 'session' },
+          { method: 'GET', base: '/link/sessions', as: 'account' },
+          { method: 'GET', base: '/vendors', as: 'account' },
+          { method: 'GET', base: '/projects', as: 'session' },
+          { method: 'POST', base: '/vendors', body: '{}', as: 'account' },
+          { method: 'POST', base: '/passthrough', body: JSON.stringify({ method: 'GET', path: '/projects' }), as: 'account' },
+          { method: 'POST', base: '/passthrough-download', body: JSON.stringify({ method: 'GET', path: '/projects' }), as: 'account' },
+          { method: 'POST', base: '/link/token/create', body: JSON.stringify({ reference_id: 'x' }), as: 'account' },
+        ];
+        for (const b of bases) {
+          const headers = b.as === 'account' ? accountHeaders : sessionHeaders;
+          for (const target of hostileTargets(b.base)) {
+            const r = await send(b.method, target, headers, b.body);
+            if (!r) continue;
+            n++;
+            const path = target.split('?')[0]!;
+            if (
+              path.includes('_admin') ||
+              path.includes('/admin/') ||
+              path.includes('\\') ||
+              path.includes('%2f') ||
+              path.includes('/..') ||
+              path.includes('#')
+            ) {
+              assert.ok(r.status >= 400, `${b.method} ${target} as ${b.as}: refused, not ${r.status}`);
+            }
           }
         }
-      }
-      // Headers and pass-through fields that name the other host: relayed only to the configured upstream.
-      const named = [`http://${trapHost}/`, `//${trapHost}/x`, trapHost];
-      for (const value of named) {
-        for (const [method, target, extra, body] of [
-          ['GET', '/link/account', { host: trapHost }, undefined],
-          ['GET', '/link/account', { 'x-forwarded-host': trapHost, forwarded: `host=${trapHost}` }, undefined],
-          ['POST', '/passthrough', {}, JSON.stringify({ method: 'GET', path: value })],
-          ['POST', '/passthrough-upload', { 'passthrough-method': 'POST', 'passthrough-path': value }, '{}'],
-        ] as const) {
-          const r = await send(method, target, { ...accountHeaders, ...extra }, body);
-          if (r) n++;
+        // Headers and pass-through fields that name the other host: relayed only to the configured upstream.
+        const named = [`http://${trapHost}/`, `//${trapHost}/x`, trapHost];
+        for (const value of named) {
+          for (const [method, target, extra, body] of [
+            ['GET', '/link/account', { host: trapHost }, undefined],
+            ['GET', '/link/account', { 'x-forwarded-host': trapHost, forwarded: `host=${trapHost}` }, undefined],
+            ['POST', '/passthrough', {}, JSON.stringify({ method: 'GET', path: value })],
+            ['POST', '/passthrough-upload', { 'passthrough-method': 'POST', 'passthrough-path': value }, '{}'],
+          ] as const) {
+            const r = await send(method, target, { ...accountHeaders, ...extra }, body);
+            if (r) n++;
+          }
         }
-      }
-      assert.deepEqual(trapped, [], 'the other listener was never contacted');
-      return { tries: n, outcome: `the listener on ${trapHost} was never contacted; admin APIs never reached; no 5xx` };
-    }, file);
-    const summary = [...seen.entries()].sort((x, y) => x[0] - y[0]).map(([s, c]) => `${s}x${c}`).join(' ');
+        assert.deepEqual(trapped, [], 'the other listener was never contacted');
+        return { tries: n, outcome: `the listener on ${trapHost} was never contacted; admin APIs never reached; no 5xx` };
+      },
+      file,
+    );
+    const summary = [...seen.entries()]
+      .sort((x, y) => x[0] - y[0])
+      .map(([s, c]) => `${s}x${c}`)
+      .join(' ');
     console.log(`security forwarding: answers by status ${summary}`);
   });
 });

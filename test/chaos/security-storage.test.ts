@@ -23,7 +23,10 @@ interface FileObject {
   preview_url: string;
 }
 
-const sha = (b: ArrayBuffer | Buffer) => createHash('sha256').update(Buffer.from(b as ArrayBuffer)).digest('hex');
+const sha = (b: ArrayBuffer | Buffer) =>
+  createHash('sha256')
+    .update(Buffer.from(b as ArrayBuffer))
+    .digest('hex');
 
 /** A plain HTTP server on a loopback port that counts who reaches it. */
 async function listen(handler: (res: import('node:http').ServerResponse) => void): Promise<{ server: Server; url: string; port: number; hits: string[] }> {
@@ -84,24 +87,24 @@ describe('security: the storage proxy and its links', { timeout: 300_000 }, () =
     assert.equal(rowCount, 1, 'one record tampered with');
   }
   async function storedUrl(f: FileObject, field = 'url'): Promise<string> {
-    const { rows } = await h.services.pool.query<{ url: string }>(`SELECT data->>$5 AS url FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4`, [
-      accountId,
-      'files',
-      scopeOf(f),
-      f.id,
-      field,
-    ]);
+    const { rows } = await h.services.pool.query<{ url: string }>(
+      `SELECT data->>$5 AS url FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND id = $4`,
+      [accountId, 'files', scopeOf(f), f.id, field],
+    );
     return rows[0]!.url;
   }
   async function upstreamBytes(id: string): Promise<string> {
-    const obj = (await (await fetch(`${h.sandbox.url}/files/${id}`, { headers: { ...h.upstreamHeaders, 'account-token': token, 'project-id': projectId } })).json()) as FileObject;
+    const obj = (await (
+      await fetch(`${h.sandbox.url}/files/${id}`, { headers: { ...h.upstreamHeaders, 'account-token': token, 'project-id': projectId } })
+    ).json()) as FileObject;
     const res = await fetch(obj.url);
     assert.ok(res.ok, `the sandbox serves the file: ${res.status}`);
     return sha(await res.arrayBuffer());
   }
   /** The error body a caller sees names none of the addresses the mirror was pointed at. */
   function namesNoInternalAddress(text: string): void {
-    for (const s of ['127.0.0.1', 'localhost', String(internal.port), String(redirector.port), 'INTERNAL-SERVICE-SECRET']) assert.ok(!text.includes(s), `the answer names ${s}: ${text}`);
+    for (const s of ['127.0.0.1', 'localhost', String(internal.port), String(redirector.port), 'INTERNAL-SERVICE-SECRET'])
+      assert.ok(!text.includes(s), `the answer names ${s}: ${text}`);
   }
 
   it('never fetches a stored URL outside the upstream storage: refreshes the record from the upstream instead', async () => {
@@ -147,7 +150,13 @@ describe('security: the storage proxy and its links', { timeout: 300_000 }, () =
         const f = files[1]!;
         const hostile = `${internal.url}/storage/download/a.pdf`;
         // The upstream now answers this URL for the file (a refresh reads it again), and the mirror holds it.
-        const patched = await sandboxAdmin<{ url: string }>(h, 'PATCH', '/_admin/objects', { account_token: token, resource: 'files', id: f.id, project_id: projectId, patch: { url: hostile } });
+        const patched = await sandboxAdmin<{ url: string }>(h, 'PATCH', '/_admin/objects', {
+          account_token: token,
+          resource: 'files',
+          id: f.id,
+          project_id: projectId,
+          patch: { url: hostile },
+        });
         assert.equal(patched.url, hostile, 'the sandbox keeps the patched url');
         await storeUrl(f, 'url', hostile);
         const res = await fetch(f.url);
@@ -158,7 +167,10 @@ describe('security: the storage proxy and its links', { timeout: 300_000 }, () =
         assert.match(body.message, /storage/i);
         assert.match(body.message, /not fetch/i);
         namesNoInternalAddress(text);
-        const { rows } = await h.services.pool.query<{ status: number }>(`SELECT status FROM storage_accesses WHERE account_id = $1 AND record_id = $2 ORDER BY id DESC LIMIT 1`, [accountId, f.id]);
+        const { rows } = await h.services.pool.query<{ status: number }>(
+          `SELECT status FROM storage_accesses WHERE account_id = $1 AND record_id = $2 ORDER BY id DESC LIMIT 1`,
+          [accountId, f.id],
+        );
         assert.equal(rows[0]?.status, 502, 'the refused access is recorded');
         return { tries: 1, outcome: `502 ${body.code}: listener never contacted` };
       },
@@ -186,7 +198,16 @@ describe('security: the storage proxy and its links', { timeout: 300_000 }, () =
         extraApps.push(app);
         const f = files[2]!;
         await storeUrl(f, 'url', `${redirector.url}/storage/download/a.pdf?signature=x&expires_at=9999999999`);
-        const link = new URL(storageUrl('http://mirror.invalid', services.keys.signingKey, { accountId, resource: 'files', scope: scopeOf(f), id: f.id, field: 'url', expiresAt: linkExpiry() }));
+        const link = new URL(
+          storageUrl('http://mirror.invalid', services.keys.signingKey, {
+            accountId,
+            resource: 'files',
+            scope: scopeOf(f),
+            id: f.id,
+            field: 'url',
+            expiresAt: linkExpiry(),
+          }),
+        );
         const res = await app.inject({ method: 'GET', url: `${link.pathname}${link.search}` });
         assert.equal(redirector.hits.length, 1, 'the storage host was asked once');
         assert.equal(internal.hits.length, 0, `the redirect was followed: ${internal.hits.join(', ')}`);

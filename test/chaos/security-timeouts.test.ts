@@ -60,7 +60,8 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
     printOwnRows();
   });
 
-  const credentials = () => `Api-Version: 2021-11-21\r\nClient-Id: ${m.clientHeaders['client-id']}\r\nClient-Secret: ${m.clientHeaders['client-secret']}\r\nAccount-Token: ${a.accountToken}\r\n`;
+  const credentials = () =>
+    `Api-Version: 2021-11-21\r\nClient-Id: ${m.clientHeaders['client-id']}\r\nClient-Secret: ${m.clientHeaders['client-secret']}\r\nAccount-Token: ${a.accountToken}\r\n`;
 
   /** Opens a raw connection, lets `drive` write to it, and watches for the server to close it within `waitMs`. */
   function watch(waitMs: number, drive: (socket: Socket) => void): Promise<Outcome> {
@@ -99,100 +100,136 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
   }
 
   function assertCut(o: Outcome, timeoutMs: number, what: string): void {
-    assert.ok(o.closedAfterMs !== undefined, `${what}: the connection was still open ${slack * timeoutMs} ms later (timeout ${timeoutMs} ms); the server sent ${JSON.stringify(o.answer.slice(0, 120))}`);
+    assert.ok(
+      o.closedAfterMs !== undefined,
+      `${what}: the connection was still open ${slack * timeoutMs} ms later (timeout ${timeoutMs} ms); the server sent ${JSON.stringify(o.answer.slice(0, 120))}`,
+    );
     assert.ok(o.closedAfterMs >= timeoutMs * 0.8, `${what}: closed after ${o.closedAfterMs} ms, before its ${timeoutMs} ms timeout`);
     // Nothing but a 408 (or nothing at all) may come back: the request never reached a handler.
     assert.ok(o.answer === '' || o.answer.startsWith('HTTP/1.1 408'), `${what}: answered ${JSON.stringify(o.answer.slice(0, 120))}`);
   }
 
   it('a connection that sends nothing, and headers trickled a byte at a time, are cut within the headers timeout', async () => {
-    await scenario(group, 'slowloris: silent connection and headers trickled a byte every 100 ms', async () => {
-      const silent = await watch(slack * headersMs, () => undefined);
-      assertCut(silent, headersMs, 'silent connection');
-      const headers = `GET /projects HTTP/1.1\r\nHost: ${host}\r\n${credentials()}X-Padding: ${'a'.repeat(200)}\r\n\r\n`;
-      const slowloris = await watch(slack * headersMs, (s) => trickle(s, headers, 100));
-      assertCut(slowloris, headersMs, 'slowloris');
-      // The API still answers.
-      assert.equal((await m.apiFetch('/healthz')).status, 200);
-      return { tries: 2, outcome: `silent connection closed after ${silent.closedAfterMs} ms, slowloris after ${slowloris.closedAfterMs} ms (headers timeout ${headersMs} ms)` };
-    }, file);
+    await scenario(
+      group,
+      'slowloris: silent connection and headers trickled a byte every 100 ms',
+      async () => {
+        const silent = await watch(slack * headersMs, () => undefined);
+        assertCut(silent, headersMs, 'silent connection');
+        const headers = `GET /projects HTTP/1.1\r\nHost: ${host}\r\n${credentials()}X-Padding: ${'a'.repeat(200)}\r\n\r\n`;
+        const slowloris = await watch(slack * headersMs, (s) => trickle(s, headers, 100));
+        assertCut(slowloris, headersMs, 'slowloris');
+        // The API still answers.
+        assert.equal((await m.apiFetch('/healthz')).status, 200);
+        return {
+          tries: 2,
+          outcome: `silent connection closed after ${silent.closedAfterMs} ms, slowloris after ${slowloris.closedAfterMs} ms (headers timeout ${headersMs} ms)`,
+        };
+      },
+      file,
+    );
   });
 
   it('a body announced (Content-Length 1 MB) and never sent is cut within the body idle timeout', async () => {
-    await scenario(group, 'stalled body: POST with Content-Length 1 MB, headers only', async () => {
-      const outcomes: string[] = [];
-      for (const [path, auth] of [['/vendors', true], ['/webhooks/inbound/00000000-0000-4000-8000-000000000000', false], ['/link/token/create', false]] as const) {
-        const head = `POST ${path} HTTP/1.1\r\nHost: ${host}\r\n${auth ? credentials() : ''}Content-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n{"name":`;
-        const o = await watch(slack * bodyIdleMs, (s) => s.write(head));
-        assertCut(o, bodyIdleMs, `POST ${path}`);
-        outcomes.push(`${path.split('/').slice(0, 3).join('/')}: ${o.answer.slice(0, 12) || 'closed'} after ${o.closedAfterMs} ms`);
-      }
-      assert.equal((await m.apiFetch('/healthz')).status, 200);
-      return { tries: outcomes.length, outcome: `cut within the ${bodyIdleMs} ms idle timeout: ${outcomes.join('; ')}` };
-    }, file);
+    await scenario(
+      group,
+      'stalled body: POST with Content-Length 1 MB, headers only',
+      async () => {
+        const outcomes: string[] = [];
+        for (const [path, auth] of [
+          ['/vendors', true],
+          ['/webhooks/inbound/00000000-0000-4000-8000-000000000000', false],
+          ['/link/token/create', false],
+        ] as const) {
+          const head = `POST ${path} HTTP/1.1\r\nHost: ${host}\r\n${auth ? credentials() : ''}Content-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n{"name":`;
+          const o = await watch(slack * bodyIdleMs, (s) => s.write(head));
+          assertCut(o, bodyIdleMs, `POST ${path}`);
+          outcomes.push(`${path.split('/').slice(0, 3).join('/')}: ${o.answer.slice(0, 12) || 'closed'} after ${o.closedAfterMs} ms`);
+        }
+        assert.equal((await m.apiFetch('/healthz')).status, 200);
+        return { tries: outcomes.length, outcome: `cut within the ${bodyIdleMs} ms idle timeout: ${outcomes.join('; ')}` };
+      },
+      file,
+    );
   });
 
   it('a body dripped under the idle timeout is cut at the request timeout; a moving pass-through upload is not', async () => {
-    await scenario(group, 'slow drip: a byte of a buffered body every 300 ms', async () => {
-      const head = `POST /vendors HTTP/1.1\r\nHost: ${host}\r\n${credentials()}Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n`;
-      const drip = await watch(slack * requestMs, (s) => {
-        s.write(head);
-        trickle(s, `{"name":"${'x'.repeat(4000)}`, 300);
-      });
-      assertCut(drip, requestMs, 'dripped body');
+    await scenario(
+      group,
+      'slow drip: a byte of a buffered body every 300 ms',
+      async () => {
+        const head = `POST /vendors HTTP/1.1\r\nHost: ${host}\r\n${credentials()}Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n`;
+        const drip = await watch(slack * requestMs, (s) => {
+          s.write(head);
+          trickle(s, `{"name":"${'x'.repeat(4000)}`, 300);
+        });
+        assertCut(drip, requestMs, 'dripped body');
 
-      // A streamed upload: 1 MiB in 64 KiB chunks every 250 ms (about 4 s, longer than the request timeout).
-      const chunks = Array.from({ length: 16 }, () => randomBytes(64 * 1024));
-      const sha256 = createHash('sha256').update(Buffer.concat(chunks)).digest('hex');
-      const started = Date.now();
-      const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const req = httpRequest(
-          {
-            host,
-            port,
-            method: 'POST',
-            path: '/passthrough-upload',
-            headers: {
-              ...m.clientHeaders,
-              'account-token': a.accountToken,
-              'content-type': 'application/octet-stream',
-              'content-length': String(16 * 64 * 1024),
-              'passthrough-method': 'PUT',
-              'passthrough-path': '/rest/v1.0/files/1',
+        // A streamed upload: 1 MiB in 64 KiB chunks every 250 ms (about 4 s, longer than the request timeout).
+        const chunks = Array.from({ length: 16 }, () => randomBytes(64 * 1024));
+        const sha256 = createHash('sha256').update(Buffer.concat(chunks)).digest('hex');
+        const started = Date.now();
+        const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const req = httpRequest(
+            {
+              host,
+              port,
+              method: 'POST',
+              path: '/passthrough-upload',
+              headers: {
+                ...m.clientHeaders,
+                'account-token': a.accountToken,
+                'content-type': 'application/octet-stream',
+                'content-length': String(16 * 64 * 1024),
+                'passthrough-method': 'PUT',
+                'passthrough-path': '/rest/v1.0/files/1',
+              },
             },
-          },
-          (res) => {
-            let body = '';
-            res.on('data', (d: Buffer) => (body += d.toString('utf8')));
-            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        void (async () => {
-          for (const c of chunks) {
-            req.write(c);
-            await sleep(250);
-          }
-          req.end();
-        })();
-      });
-      const tookMs = Date.now() - started;
-      assert.equal(upload.status, 200, `the moving upload was answered ${upload.status}: ${upload.body.slice(0, 200)}`);
-      const got = JSON.parse(upload.body) as { body: { size: number; sha256: string } };
-      assert.deepEqual({ size: got.body.size, sha256: got.body.sha256 }, { size: 16 * 64 * 1024, sha256 }, 'the upstream received every byte');
-      assert.ok(tookMs > requestMs, `the upload took ${tookMs} ms, longer than the request timeout`);
-      return { tries: 2, outcome: `dripped body cut after ${drip.closedAfterMs} ms (request timeout ${requestMs} ms); a 1 MiB upload moving for ${tookMs} ms answered 200 with every byte` };
-    }, file);
+            (res) => {
+              let body = '';
+              res.on('data', (d: Buffer) => (body += d.toString('utf8')));
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+              res.on('error', reject);
+            },
+          );
+          req.on('error', reject);
+          void (async () => {
+            for (const c of chunks) {
+              req.write(c);
+              await sleep(250);
+            }
+            req.end();
+          })();
+        });
+        const tookMs = Date.now() - started;
+        assert.equal(upload.status, 200, `the moving upload was answered ${upload.status}: ${upload.body.slice(0, 200)}`);
+        const got = JSON.parse(upload.body) as { body: { size: number; sha256: string } };
+        assert.deepEqual({ size: got.body.size, sha256: got.body.sha256 }, { size: 16 * 64 * 1024, sha256 }, 'the upstream received every byte');
+        assert.ok(tookMs > requestMs, `the upload took ${tookMs} ms, longer than the request timeout`);
+        return {
+          tries: 2,
+          outcome: `dripped body cut after ${drip.closedAfterMs} ms (request timeout ${requestMs} ms); a 1 MiB upload moving for ${tookMs} ms answered 200 with every byte`,
+        };
+      },
+      file,
+    );
   });
 
   it('an idle kept-alive connection is closed within the keep-alive timeout', async () => {
-    await scenario(group, 'idle kept-alive connection after one request', async () => {
-      const request = `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n\r\n`;
-      const o = await watch(slack * keepAliveMs + 1000, (s) => s.write(request));
-      assert.ok(o.answer.startsWith('HTTP/1.1 200'), `the request was answered: ${JSON.stringify(o.answer.slice(0, 80))}`);
-      assert.ok(o.closedAfterMs !== undefined, `the kept-alive connection was still open ${slack * keepAliveMs + 1000} ms later (keep-alive timeout ${keepAliveMs} ms)`);
-      return { tries: 1, outcome: `closed ${o.closedAfterMs} ms after the request (keep-alive timeout ${keepAliveMs} ms)` };
-    }, file);
+    await scenario(
+      group,
+      'idle kept-alive connection after one request',
+      async () => {
+        const request = `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n\r\n`;
+        const o = await watch(slack * keepAliveMs + 1000, (s) => s.write(request));
+        assert.ok(o.answer.startsWith('HTTP/1.1 200'), `the request was answered: ${JSON.stringify(o.answer.slice(0, 80))}`);
+        assert.ok(
+          o.closedAfterMs !== undefined,
+          `the kept-alive connection was still open ${slack * keepAliveMs + 1000} ms later (keep-alive timeout ${keepAliveMs} ms)`,
+        );
+        return { tries: 1, outcome: `closed ${o.closedAfterMs} ms after the request (keep-alive timeout ${keepAliveMs} ms)` };
+      },
+      file,
+    );
   });
 });

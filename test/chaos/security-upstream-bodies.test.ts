@@ -50,7 +50,8 @@ describe('security: upstream bodies of any size and shape', { timeout: 900_000 }
   function workerPid(): number {
     return childProcesses(m.worker.pid!)[0]?.pid ?? m.worker.pid!;
   }
-  const statusKb = (pid: number, field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+  const statusKb = (pid: number, field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
 
   /**
    * Runs `fn` while watching the worker's resident memory: its growth over what it held before, from
@@ -112,15 +113,23 @@ describe('security: upstream bodies of any size and shape', { timeout: 900_000 }
    * deleted, and the account's other streams synced.
    */
   async function assertCleanFailure(v: LinkedTestAccount, result: { failed: { resource: string; error?: string }[] }, pattern: RegExp): Promise<string> {
-    assert.ok(result.failed.some((f) => f.resource === 'customers'), `the pass reports customers as failed: ${JSON.stringify(result.failed)}`);
+    assert.ok(
+      result.failed.some((f) => f.resource === 'customers'),
+      `the pass reports customers as failed: ${JSON.stringify(result.failed)}`,
+    );
     const s = (await m.stream(v.accountId, 'customers'))!;
     assert.equal(s.state, 'failed', 'the customers stream is marked failed');
     assert.match(s.last_error ?? '', pattern, 'the stream carries a clear error');
     assert.match(s.last_error ?? '', /customers/, 'the error names the stream');
     const wf = await m.temporal.workflow.getHandle(`stream:${v.accountId}:customers:-`).describe();
     assert.equal(wf.status.name, 'FAILED', 'the stream workflow failed in Temporal');
-    assert.ok(m.logs.of('worker').some((l) => pattern.test(l.line)), 'the worker logged the failure');
-    const { rows } = await m.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND deleted_at IS NOT NULL`, [v.accountId]);
+    assert.ok(
+      m.logs.of('worker').some((l) => pattern.test(l.line)),
+      'the worker logged the failure',
+    );
+    const { rows } = await m.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND deleted_at IS NOT NULL`, [
+      v.accountId,
+    ]);
     assert.equal(rows[0]!.n, 0, 'nothing was marked deleted');
     const synced = (await m.streams(v.accountId)).filter((x) => others.includes(x.resource) && x.state === 'synced');
     assert.equal(synced.length, others.length, 'the other streams synced');
@@ -128,58 +137,86 @@ describe('security: upstream bodies of any size and shape', { timeout: 900_000 }
   }
 
   it('stops reading a page at the body cap', async () => {
-    await scenario(group, `oversized page: customers page 1 is ${hugeBody / MB} MB, streamed without a length (cap ${maxBody / MB} MB)`, async () => {
-      const v = await victim();
-      const { result, growthMb } = await memoryDuring(() => faultedPass(v, [{ kind: 'oversized-page', bytes: hugeBody, match: customers(1) }], 120_000));
-      assert.ok(growthMb < 64, `the worker's memory grew by ${growthMb} MB`);
-      const outcome = await assertCleanFailure(v, result.result, /UPSTREAM_MAX_BODY_BYTES/);
-      assert.ok(result.hits <= 2, `the page was asked for ${result.hits} times (a body over the cap is not retried)`);
-      return { tries: result.hits, outcome: `${outcome}; worker memory +${growthMb} MB` };
-    }, file);
+    await scenario(
+      group,
+      `oversized page: customers page 1 is ${hugeBody / MB} MB, streamed without a length (cap ${maxBody / MB} MB)`,
+      async () => {
+        const v = await victim();
+        const { result, growthMb } = await memoryDuring(() => faultedPass(v, [{ kind: 'oversized-page', bytes: hugeBody, match: customers(1) }], 120_000));
+        assert.ok(growthMb < 64, `the worker's memory grew by ${growthMb} MB`);
+        const outcome = await assertCleanFailure(v, result.result, /UPSTREAM_MAX_BODY_BYTES/);
+        assert.ok(result.hits <= 2, `the page was asked for ${result.hits} times (a body over the cap is not retried)`);
+        return { tries: result.hits, outcome: `${outcome}; worker memory +${growthMb} MB` };
+      },
+      file,
+    );
   });
 
   it('stops inflating a gzip bomb at the body cap', async () => {
-    await scenario(group, `gzip bomb: customers page 1 inflates to ${hugeBody / MB} MB (cap ${maxBody / MB} MB)`, async () => {
-      const v = await victim();
-      const { result, growthMb } = await memoryDuring(() => faultedPass(v, [{ kind: 'gzip-bomb', bytes: hugeBody, match: customers(1) }], 120_000));
-      assert.ok(growthMb < 64, `the worker's memory grew by ${growthMb} MB`);
-      const outcome = await assertCleanFailure(v, result.result, /UPSTREAM_MAX_BODY_BYTES/);
-      assert.ok(result.hits <= 2, `the page was asked for ${result.hits} times (a body over the cap is not retried)`);
-      return { tries: result.hits, outcome: `${outcome}; worker memory +${growthMb} MB` };
-    }, file);
+    await scenario(
+      group,
+      `gzip bomb: customers page 1 inflates to ${hugeBody / MB} MB (cap ${maxBody / MB} MB)`,
+      async () => {
+        const v = await victim();
+        const { result, growthMb } = await memoryDuring(() => faultedPass(v, [{ kind: 'gzip-bomb', bytes: hugeBody, match: customers(1) }], 120_000));
+        assert.ok(growthMb < 64, `the worker's memory grew by ${growthMb} MB`);
+        const outcome = await assertCleanFailure(v, result.result, /UPSTREAM_MAX_BODY_BYTES/);
+        assert.ok(result.hits <= 2, `the page was asked for ${result.hits} times (a body over the cap is not retried)`);
+        return { tries: result.hits, outcome: `${outcome}; worker memory +${growthMb} MB` };
+      },
+      file,
+    );
   });
 
   it('cuts a trickling body at the total time limit', async () => {
-    await scenario(group, `trickle: customers page 1 sends a byte every 500 ms, forever (x2; idle timeout 3 s, total ${totalTimeoutMs / 1000} s)`, async () => {
-      const v = await victim();
-      const r = await faultedPass(v, [{ kind: 'trickle', interval_ms: 500, times: 2, match: customers(1) }], 90_000);
-      assert.deepEqual(r.result.failed, [], 'no stream failed: each trickle was cut and the page fetched again');
-      assert.equal(r.hits, 2);
-      assert.ok(r.ms >= 2 * totalTimeoutMs, `the pass took ${r.ms} ms: each trickle lasted until the total limit`);
-      const cut = m.logs.of('worker').filter((l) => /UPSTREAM_TOTAL_TIMEOUT_MS/.test(l.line) && /customers/.test(l.line));
-      assert.ok(cut.length >= 1, 'the worker logged the cut, naming the stream and the limit');
-      const exact = await m.assertExact(v);
-      return { tries: r.hits, outcome: `each cut at ${totalTimeoutMs / 1000} s and refetched; pass done in ${Math.round(r.ms / 1000)} s; ${exact.records} records in ${exact.streams} streams exact` };
-    }, file);
+    await scenario(
+      group,
+      `trickle: customers page 1 sends a byte every 500 ms, forever (x2; idle timeout 3 s, total ${totalTimeoutMs / 1000} s)`,
+      async () => {
+        const v = await victim();
+        const r = await faultedPass(v, [{ kind: 'trickle', interval_ms: 500, times: 2, match: customers(1) }], 90_000);
+        assert.deepEqual(r.result.failed, [], 'no stream failed: each trickle was cut and the page fetched again');
+        assert.equal(r.hits, 2);
+        assert.ok(r.ms >= 2 * totalTimeoutMs, `the pass took ${r.ms} ms: each trickle lasted until the total limit`);
+        const cut = m.logs.of('worker').filter((l) => /UPSTREAM_TOTAL_TIMEOUT_MS/.test(l.line) && /customers/.test(l.line));
+        assert.ok(cut.length >= 1, 'the worker logged the cut, naming the stream and the limit');
+        const exact = await m.assertExact(v);
+        return {
+          tries: r.hits,
+          outcome: `each cut at ${totalTimeoutMs / 1000} s and refetched; pass done in ${Math.round(r.ms / 1000)} s; ${exact.records} records in ${exact.streams} streams exact`,
+        };
+      },
+      file,
+    );
   });
 
   it('stops when a page repeats an earlier page, not only the previous one', async () => {
-    await scenario(group, 'alternating pages: customers pages 1, 2, 1, 2, ... each with has_more_results true', async () => {
-      const v = await victim();
-      const r = await faultedPass(v, [{ kind: 'alternating-pages', match: customers() }], 90_000);
-      const outcome = await assertCleanFailure(v, r.result, /page 3 repeats page 1/);
-      assert.ok(r.hits <= 6, `customers was asked ${r.hits} times`);
-      return { tries: r.hits, outcome: `${outcome}; ${r.hits} requests, no loop` };
-    }, file);
+    await scenario(
+      group,
+      'alternating pages: customers pages 1, 2, 1, 2, ... each with has_more_results true',
+      async () => {
+        const v = await victim();
+        const r = await faultedPass(v, [{ kind: 'alternating-pages', match: customers() }], 90_000);
+        const outcome = await assertCleanFailure(v, r.result, /page 3 repeats page 1/);
+        assert.ok(r.hits <= 6, `customers was asked ${r.hits} times`);
+        return { tries: r.hits, outcome: `${outcome}; ${r.hits} requests, no loop` };
+      },
+      file,
+    );
   });
 
   it('stops a pass at the page bound', async () => {
-    await scenario(group, `endless pages: every customers page full of new records, has_more_results null (bound ${maxPages} pages)`, async () => {
-      const v = await victim();
-      const r = await faultedPass(v, [{ kind: 'endless-pages', match: customers() }], 90_000);
-      const outcome = await assertCleanFailure(v, r.result, /SYNC_MAX_PAGES_PER_PASS/);
-      assert.ok(r.hits <= maxPages + 3, `customers was asked ${r.hits} times`);
-      return { tries: r.hits, outcome: `${outcome}; ${r.hits} requests` };
-    }, file);
+    await scenario(
+      group,
+      `endless pages: every customers page full of new records, has_more_results null (bound ${maxPages} pages)`,
+      async () => {
+        const v = await victim();
+        const r = await faultedPass(v, [{ kind: 'endless-pages', match: customers() }], 90_000);
+        const outcome = await assertCleanFailure(v, r.result, /SYNC_MAX_PAGES_PER_PASS/);
+        assert.ok(r.hits <= maxPages + 3, `customers was asked ${r.hits} times`);
+        return { tries: r.hits, outcome: `${outcome}; ${r.hits} requests` };
+      },
+      file,
+    );
   });
 });

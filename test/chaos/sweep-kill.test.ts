@@ -40,7 +40,9 @@ describe('chaos: worker killed mid-sweep', { timeout: scaled(300_000, 900_000) }
     await m.fault({ kind: 'slow', delay_ms: 400, match: { path: '/budget-line-items', source_system: 'buildpro' } });
     const run = await m.sync.start({ accountId: account.accountId, mode: 'full' });
     const committed = async () =>
-      (await m.streams(account.accountId)).filter((s) => s.resource === 'budget-line-items' && s.scope !== 'project=*' && s.checkpoint?.done && s.state === 'synced').map((s) => s.scope);
+      (await m.streams(account.accountId))
+        .filter((s) => s.resource === 'budget-line-items' && s.scope !== 'project=*' && s.checkpoint?.done && s.state === 'synced')
+        .map((s) => s.scope);
     await waitFor('a dozen budget-line-items streams to complete', async () => (await committed()).length >= 12, { timeoutMs: 120_000, intervalMs: 20 });
     await m.worker.kill9();
     await m.quiesceDatabase();
@@ -63,7 +65,8 @@ describe('chaos: worker killed mid-sweep', { timeout: scaled(300_000, 900_000) }
     // One sweep activity, not a workflow per project.
     const perProject: string[] = [];
     for await (const w of m.temporal.workflow.list({ query: `WorkflowType = 'streamSyncWorkflow'` })) {
-      if (w.workflowId.includes(account.accountId) && w.workflowId.includes('budget-line-items') && !w.workflowId.includes('project=*')) perProject.push(w.workflowId);
+      if (w.workflowId.includes(account.accountId) && w.workflowId.includes('budget-line-items') && !w.workflowId.includes('project=*'))
+        perProject.push(w.workflowId);
     }
     assert.deepEqual(perProject, [], 'no stream workflow per project');
   });

@@ -18,7 +18,10 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
   /** crmcloud pages hold 200: three pages per resource. */
   const size = 450;
   const pages = 3;
-  const customers = (page?: number) => ({ path: page === undefined ? '^/customers\\?page=' : `^/customers\\?page=${page}&per_page=200`, source_system: 'crmcloud' });
+  const customers = (page?: number) => ({
+    path: page === undefined ? '^/customers\\?page=' : `^/customers\\?page=${page}&per_page=200`,
+    source_system: 'crmcloud',
+  });
 
   before(async () => {
     m = await startChaosMirror({ name: 'upstream-faults', sandbox: { size }, env: { UPSTREAM_TIMEOUT_MS: '3000' } });
@@ -62,7 +65,11 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
   async function assertRecovered(victim: LinkedTestAccount, result: { failed: unknown[] }): Promise<string> {
     assert.deepEqual(result.failed, [], 'no stream failed');
     const streams = await m.streams(victim.accountId);
-    assert.deepEqual(streams.filter((s) => s.state !== 'synced'), [], 'every stream synced');
+    assert.deepEqual(
+      streams.filter((s) => s.state !== 'synced'),
+      [],
+      'every stream synced',
+    );
     const exact = await m.assertExact(victim);
     return `${exact.records} records in ${exact.streams} streams exact`;
   }
@@ -72,20 +79,35 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
    * lost nothing it had (no record marked deleted, what it holds is the upstream's), and the other
    * streams of the account completed.
    */
-  async function assertVisibleFailure(victim: LinkedTestAccount, result: { failed: { resource: string; error?: string }[] }, resource: string, pattern: RegExp, others: readonly string[]): Promise<string> {
-    assert.ok(result.failed.some((f) => f.resource === resource), `the pass reports ${resource} as failed: ${JSON.stringify(result.failed)}`);
+  async function assertVisibleFailure(
+    victim: LinkedTestAccount,
+    result: { failed: { resource: string; error?: string }[] },
+    resource: string,
+    pattern: RegExp,
+    others: readonly string[],
+  ): Promise<string> {
+    assert.ok(
+      result.failed.some((f) => f.resource === resource),
+      `the pass reports ${resource} as failed: ${JSON.stringify(result.failed)}`,
+    );
     const s = (await m.stream(victim.accountId, resource))!;
     assert.equal(s.state, 'failed', `the ${resource} stream is marked failed`);
     assert.match(s.last_error ?? '', pattern, 'the stream carries a clear error');
     const wf = await m.temporal.workflow.getHandle(`stream:${victim.accountId}:${resource}:-`).describe();
     assert.equal(wf.status.name, 'FAILED', 'the stream workflow failed in Temporal');
-    assert.ok(m.logs.of('worker').some((l) => pattern.test(l.line)), 'the worker logged the failure');
-    const { rows } = await m.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NOT NULL`, [victim.accountId, resource]);
+    assert.ok(
+      m.logs.of('worker').some((l) => pattern.test(l.line)),
+      'the worker logged the failure',
+    );
+    const { rows } = await m.services.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NOT NULL`,
+      [victim.accountId, resource],
+    );
     assert.equal(rows[0]!.n, 0, 'nothing was marked deleted');
     const truth = (await m.oracle(victim, [resource])).get(`${resource}|`)!;
     const mine = (await m.mirrored(victim.accountId, [resource])).get(`${resource}|`) ?? [];
     const byId = new Map(truth.map((o) => [String(o.id), o]));
-    for (const o of mine) assert.deepEqual(o, byId.get(String(o.id)), 'what the mirror holds is the upstream\'s');
+    for (const o of mine) assert.deepEqual(o, byId.get(String(o.id)), "what the mirror holds is the upstream's");
     if (others.length > 0) {
       const ok = (await m.streams(victim.accountId)).filter((x) => others.includes(x.resource));
       assert.ok(ok.length === others.length && ok.every((x) => x.state === 'synced'), 'the other streams completed');
@@ -98,147 +120,228 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
 
   for (const status of [500, 502, 503]) {
     it(`absorbs ${status} answers`, async () => {
-      await scenario(group, `${status} on customers pages (x4)`, async () => {
-        const r = await faultedPass([{ kind: 'status', status, times: 4, match: customers() }]);
-        assert.equal(r.hits, 4);
-        return { tries: r.hits, outcome: `retried; ${await assertRecovered(r.victim, r.result)}; ${r.requests} customers requests` };
-      }, file);
+      await scenario(
+        group,
+        `${status} on customers pages (x4)`,
+        async () => {
+          const r = await faultedPass([{ kind: 'status', status, times: 4, match: customers() }]);
+          assert.equal(r.hits, 4);
+          return { tries: r.hits, outcome: `retried; ${await assertRecovered(r.victim, r.result)}; ${r.requests} customers requests` };
+        },
+        file,
+      );
     });
   }
 
   it('absorbs a 429 storm without a hot loop, or fails it visibly', async () => {
     const storm = scaled(20, 80);
-    await scenario(group, `429 storm: ${storm} rate-limited answers across the account (Retry-After 1 s)`, async () => {
-      const r = await faultedPass([{ kind: 'rate-limit', times: storm, retry_after: 1, match: { source_system: 'crmcloud' } }]);
-      // Every 429 is waited out (the reset time), not hammered: requests stay close to pages + 429s.
-      assert.ok(r.requests <= pages + r.hits + 3, `customers was asked ${r.requests} times for ${r.hits} 429s`);
-      if (r.result.failed.length === 0) {
-        assert.equal(r.hits, storm);
-        return { tries: r.hits, outcome: `waited out; ${await assertRecovered(r.victim, r.result)}; ${r.requests} customers requests for ${pages} pages` };
-      }
-      // A storm longer than a stream's retry budget (each 429 spends one of its 10 activity
-      // attempts) ends the stream: visibly, with nothing lost, the other account untouched.
-      const failed = r.result.failed.map((f) => f.resource);
-      for (const resource of failed) {
-        const s = (await m.stream(r.victim.accountId, resource))!;
-        assert.equal(s.state, 'failed');
-        assert.match(s.last_error ?? '', /rate limit/i);
-      }
-      const outcome = await assertVisibleFailure(r.victim, r.result, failed[0]!, /rate limit/i, otherResources.filter((x) => !failed.includes(x)));
-      return { tries: r.hits, outcome: `${failed.length} of 4 streams failed after their 10 attempts (each 429 spends one): ${outcome}; ${r.requests} customers requests, no hot loop` };
-    }, file);
+    await scenario(
+      group,
+      `429 storm: ${storm} rate-limited answers across the account (Retry-After 1 s)`,
+      async () => {
+        const r = await faultedPass([{ kind: 'rate-limit', times: storm, retry_after: 1, match: { source_system: 'crmcloud' } }]);
+        // Every 429 is waited out (the reset time), not hammered: requests stay close to pages + 429s.
+        assert.ok(r.requests <= pages + r.hits + 3, `customers was asked ${r.requests} times for ${r.hits} 429s`);
+        if (r.result.failed.length === 0) {
+          assert.equal(r.hits, storm);
+          return { tries: r.hits, outcome: `waited out; ${await assertRecovered(r.victim, r.result)}; ${r.requests} customers requests for ${pages} pages` };
+        }
+        // A storm longer than a stream's retry budget (each 429 spends one of its 10 activity
+        // attempts) ends the stream: visibly, with nothing lost, the other account untouched.
+        const failed = r.result.failed.map((f) => f.resource);
+        for (const resource of failed) {
+          const s = (await m.stream(r.victim.accountId, resource))!;
+          assert.equal(s.state, 'failed');
+          assert.match(s.last_error ?? '', /rate limit/i);
+        }
+        const outcome = await assertVisibleFailure(
+          r.victim,
+          r.result,
+          failed[0]!,
+          /rate limit/i,
+          otherResources.filter((x) => !failed.includes(x)),
+        );
+        return {
+          tries: r.hits,
+          outcome: `${failed.length} of 4 streams failed after their 10 attempts (each 429 spends one): ${outcome}; ${r.requests} customers requests, no hot loop`,
+        };
+      },
+      file,
+    );
   });
 
-  it('waits out a rate limit longer than a stream\'s retry budget', async () => {
-    await scenario(group, '12 rate-limited answers in a row on one stream (customers)', async () => {
-      const r = await faultedPass([{ kind: 'rate-limit', times: 12, retry_after: 1, match: customers() }]);
-      return { tries: r.hits, outcome: `waited out; ${await assertRecovered(r.victim, r.result)}` };
-    }, file);
+  it("waits out a rate limit longer than a stream's retry budget", async () => {
+    await scenario(
+      group,
+      '12 rate-limited answers in a row on one stream (customers)',
+      async () => {
+        const r = await faultedPass([{ kind: 'rate-limit', times: 12, retry_after: 1, match: customers() }]);
+        return { tries: r.hits, outcome: `waited out; ${await assertRecovered(r.victim, r.result)}` };
+      },
+      file,
+    );
   });
 
   it('absorbs timeouts (requests the upstream never answers)', async () => {
-    await scenario(group, 'timeout: customers requests never answered (x2; client timeout 3 s)', async () => {
-      const r = await faultedPass([{ kind: 'timeout', times: 2, match: customers() }]);
-      assert.equal(r.hits, 2);
-      return { tries: r.hits, outcome: `timed out and retried; ${await assertRecovered(r.victim, r.result)}` };
-    }, file);
+    await scenario(
+      group,
+      'timeout: customers requests never answered (x2; client timeout 3 s)',
+      async () => {
+        const r = await faultedPass([{ kind: 'timeout', times: 2, match: customers() }]);
+        assert.equal(r.hits, 2);
+        return { tries: r.hits, outcome: `timed out and retried; ${await assertRecovered(r.victim, r.result)}` };
+      },
+      file,
+    );
   });
 
   it('absorbs connection resets', async () => {
-    await scenario(group, 'connection reset on customers (x3)', async () => {
-      const r = await faultedPass([{ kind: 'reset', times: 3, match: customers() }]);
-      assert.equal(r.hits, 3);
-      return { tries: r.hits, outcome: `retried; ${await assertRecovered(r.victim, r.result)}` };
-    }, file);
+    await scenario(
+      group,
+      'connection reset on customers (x3)',
+      async () => {
+        const r = await faultedPass([{ kind: 'reset', times: 3, match: customers() }]);
+        assert.equal(r.hits, 3);
+        return { tries: r.hits, outcome: `retried; ${await assertRecovered(r.victim, r.result)}` };
+      },
+      file,
+    );
   });
 
   for (const kind of ['truncated-json', 'malformed-json'] as const) {
     it(`absorbs ${kind} bodies`, async () => {
-      await scenario(group, `${kind} bodies on customers (x3)`, async () => {
-        const r = await faultedPass([{ kind, times: 3, match: customers() }]);
-        assert.equal(r.hits, 3);
-        return { tries: r.hits, outcome: `refetched; ${await assertRecovered(r.victim, r.result)}` };
-      }, file);
+      await scenario(
+        group,
+        `${kind} bodies on customers (x3)`,
+        async () => {
+          const r = await faultedPass([{ kind, times: 3, match: customers() }]);
+          assert.equal(r.hits, 3);
+          return { tries: r.hits, outcome: `refetched; ${await assertRecovered(r.victim, r.result)}` };
+        },
+        file,
+      );
     });
   }
 
   it('is not fooled by has_more_results: true on the last page', async () => {
-    await scenario(group, 'has_more_results lies: true on the last page of customers', async () => {
-      const r = await faultedPass([{ kind: 'lying-has-more', has_more_results: true, match: customers(pages) }]);
-      assert.equal(r.hits, 1);
-      return { tries: r.hits, outcome: `stopped at the empty page after it; ${await assertRecovered(r.victim, r.result)}` };
-    }, file);
+    await scenario(
+      group,
+      'has_more_results lies: true on the last page of customers',
+      async () => {
+        const r = await faultedPass([{ kind: 'lying-has-more', has_more_results: true, match: customers(pages) }]);
+        assert.equal(r.hits, 1);
+        return { tries: r.hits, outcome: `stopped at the empty page after it; ${await assertRecovered(r.victim, r.result)}` };
+      },
+      file,
+    );
   });
 
   it('never loses records when has_more_results lies false on a full middle page', async () => {
-    await scenario(group, 'has_more_results lies: false on a full first page of customers (account synced before)', async () => {
-      const r = await faultedPass([{ kind: 'lying-has-more', has_more_results: false, match: customers(1) }], { presync: true });
-      assert.equal(r.hits, 1);
-      const customersFailed = r.result.failed.some((f) => f.resource === 'customers');
-      const outcome = customersFailed
-        ? await assertVisibleFailure(r.victim, r.result, 'customers', /has_more|pagination|page/i, otherResources)
-        : await assertRecovered(r.victim, r.result);
-      return { tries: r.hits, outcome };
-    }, file);
+    await scenario(
+      group,
+      'has_more_results lies: false on a full first page of customers (account synced before)',
+      async () => {
+        const r = await faultedPass([{ kind: 'lying-has-more', has_more_results: false, match: customers(1) }], { presync: true });
+        assert.equal(r.hits, 1);
+        const customersFailed = r.result.failed.some((f) => f.resource === 'customers');
+        const outcome = customersFailed
+          ? await assertVisibleFailure(r.victim, r.result, 'customers', /has_more|pagination|page/i, otherResources)
+          : await assertRecovered(r.victim, r.result);
+        return { tries: r.hits, outcome };
+      },
+      file,
+    );
   });
 
   it('stops loudly when a page is repeated forever', async () => {
-    await scenario(group, 'repeat-page: every customers page serves page 1 (unlimited)', async () => {
-      const r = await faultedPass([{ kind: 'repeat-page', match: customers() }], { presync: true });
-      // One page, its repeat, and the prefetch of the next at most: no loop.
-      assert.ok(r.requests <= 4, `customers was asked ${r.requests} times`);
-      return { tries: r.hits, outcome: `${await assertVisibleFailure(r.victim, r.result, 'customers', /same page twice/, otherResources)}; ${r.requests} requests, no loop` };
-    }, file);
+    await scenario(
+      group,
+      'repeat-page: every customers page serves page 1 (unlimited)',
+      async () => {
+        const r = await faultedPass([{ kind: 'repeat-page', match: customers() }], { presync: true });
+        // One page, its repeat, and the prefetch of the next at most: no loop.
+        assert.ok(r.requests <= 4, `customers was asked ${r.requests} times`);
+        return {
+          tries: r.hits,
+          outcome: `${await assertVisibleFailure(r.victim, r.result, 'customers', /same page twice/, otherResources)}; ${r.requests} requests, no loop`,
+        };
+      },
+      file,
+    );
   });
 
   it('fails the account visibly when its token is revoked mid-sync, other accounts unaffected', async () => {
-    await scenario(group, 'account token revoked mid-sync (every later request of the account answers 401)', async () => {
-      // Customers' pages are slowed so the revocation lands mid-stream.
-      const r = await faultedPass([{ kind: 'slow', delay_ms: 700, match: customers() }], {
-        presync: true,
-        during: async () => {
-          await sleep(900);
-          await m.fault({ kind: 'status', status: 401, match: { source_system: 'crmcloud' } });
-        },
-      });
-      const failed = r.result.failed.map((f) => f.resource);
-      assert.ok(failed.includes('customers'), `customers failed: ${JSON.stringify(r.result.failed)}`);
-      const outcome = await assertVisibleFailure(r.victim, r.result, 'customers', /refused the credentials|401/, otherResources.filter((x) => !failed.includes(x)));
-      return { tries: 1, outcome: `${failed.length} stream(s) failed: ${outcome}` };
-    }, file);
+    await scenario(
+      group,
+      'account token revoked mid-sync (every later request of the account answers 401)',
+      async () => {
+        // Customers' pages are slowed so the revocation lands mid-stream.
+        const r = await faultedPass([{ kind: 'slow', delay_ms: 700, match: customers() }], {
+          presync: true,
+          during: async () => {
+            await sleep(900);
+            await m.fault({ kind: 'status', status: 401, match: { source_system: 'crmcloud' } });
+          },
+        });
+        const failed = r.result.failed.map((f) => f.resource);
+        assert.ok(failed.includes('customers'), `customers failed: ${JSON.stringify(r.result.failed)}`);
+        const outcome = await assertVisibleFailure(
+          r.victim,
+          r.result,
+          'customers',
+          /refused the credentials|401/,
+          otherResources.filter((x) => !failed.includes(x)),
+        );
+        return { tries: 1, outcome: `${failed.length} stream(s) failed: ${outcome}` };
+      },
+      file,
+    );
   });
 
   it('rides out a source system that goes offline, then syncs it fully', async () => {
     const outageMs = scaled(10_000, 150_000);
-    await scenario(group, `source system offline (every crmcloud request 503) for ${outageMs / 1000} s`, async () => {
-      let controlDone = 0;
-      let refused = 0;
-      const r = await faultedPass([{ kind: 'status', status: 503, match: { source_system: 'crmcloud' } }], {
-        presync: true,
-        during: async () => {
-          // The outage is the fault's definition: it lasts outageMs, while another account syncs.
-          const started = Date.now();
-          const other = await m.runPass(control.accountId);
-          assert.deepEqual(other.failed, []);
-          controlDone = Date.now() - started;
-          await sleep(Math.max(0, outageMs - controlDone));
-          refused = (await m.faults()).reduce((n, f) => n + f.hits, 0);
-          await m.clearFaults();
-        },
-      });
-      assert.ok(controlDone < outageMs, 'the other source system synced during the outage');
-      // Backed off, not hammered: a handful of attempts per stream per doubling of the wait.
-      const bound = 4 * 3 * (Math.ceil(Math.log2(outageMs / 1000)) + 3);
-      assert.ok(refused > 0 && refused <= bound, `${refused} requests during the outage (bound ${bound})`);
-      return { tries: refused, outcome: `backed off (${refused} refused requests); other account synced in ${controlDone} ms meanwhile; ${await assertRecovered(r.victim, r.result)}` };
-    }, file);
+    await scenario(
+      group,
+      `source system offline (every crmcloud request 503) for ${outageMs / 1000} s`,
+      async () => {
+        let controlDone = 0;
+        let refused = 0;
+        const r = await faultedPass([{ kind: 'status', status: 503, match: { source_system: 'crmcloud' } }], {
+          presync: true,
+          during: async () => {
+            // The outage is the fault's definition: it lasts outageMs, while another account syncs.
+            const started = Date.now();
+            const other = await m.runPass(control.accountId);
+            assert.deepEqual(other.failed, []);
+            controlDone = Date.now() - started;
+            await sleep(Math.max(0, outageMs - controlDone));
+            refused = (await m.faults()).reduce((n, f) => n + f.hits, 0);
+            await m.clearFaults();
+          },
+        });
+        assert.ok(controlDone < outageMs, 'the other source system synced during the outage');
+        // Backed off, not hammered: a handful of attempts per stream per doubling of the wait.
+        const bound = 4 * 3 * (Math.ceil(Math.log2(outageMs / 1000)) + 3);
+        assert.ok(refused > 0 && refused <= bound, `${refused} requests during the outage (bound ${bound})`);
+        return {
+          tries: refused,
+          outcome: `backed off (${refused} refused requests); other account synced in ${controlDone} ms meanwhile; ${await assertRecovered(r.victim, r.result)}`,
+        };
+      },
+      file,
+    );
   });
 
   it('leaks no secret into logs or error bodies', async () => {
-    await scenario('secrets', 'scan of upstream-fault logs and error bodies', async () => {
-      const scan = m.scanForSecrets();
-      assert.deepEqual(scan.findings, []);
-      return { tries: scan.lines + scan.bodies, outcome: `${scan.lines} log lines, ${scan.bodies} error bodies, ${scan.secrets} secrets: none found` };
-    }, file);
+    await scenario(
+      'secrets',
+      'scan of upstream-fault logs and error bodies',
+      async () => {
+        const scan = m.scanForSecrets();
+        assert.deepEqual(scan.findings, []);
+        return { tries: scan.lines + scan.bodies, outcome: `${scan.lines} log lines, ${scan.bodies} error bodies, ${scan.secrets} secrets: none found` };
+      },
+      file,
+    );
   });
 });

@@ -7,7 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext } from 'playwright-core';
 
-const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string => Boolean(p));
+const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string =>
+  Boolean(p),
+);
 
 function found(): string | undefined {
   return candidates.find((p) => existsSync(p));
@@ -17,9 +19,11 @@ function found(): string | undefined {
 export function ensureChromium(log: (line: string) => void = (l) => console.error(l)): { path: string } | { missing: string } {
   const have = found();
   if (have) return { path: have };
-  if (process.platform !== 'linux' || !existsSync('/usr/bin/apt-get')) return { missing: 'no Chromium at /usr/bin/chromium and no apt-get to install it (set CHROMIUM_PATH)' };
-  if (process.getuid?.() !== 0) return { missing: 'no Chromium at /usr/bin/chromium, and installing it needs root (`sudo apt-get install -y chromium`, or set CHROMIUM_PATH)' };
-  log('browser: installing Debian\'s chromium package (apt-get install -y chromium) ...');
+  if (process.platform !== 'linux' || !existsSync('/usr/bin/apt-get'))
+    return { missing: 'no Chromium at /usr/bin/chromium and no apt-get to install it (set CHROMIUM_PATH)' };
+  if (process.getuid?.() !== 0)
+    return { missing: 'no Chromium at /usr/bin/chromium, and installing it needs root (`sudo apt-get install -y chromium`, or set CHROMIUM_PATH)' };
+  log("browser: installing Debian's chromium package (apt-get install -y chromium) ...");
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   let r = spawnSync('apt-get', ['install', '-y', '-q', 'chromium'], { stdio: ['ignore', 'ignore', 'pipe'], env, timeout: 600_000 });
   if (r.status !== 0) {
@@ -28,7 +32,13 @@ export function ensureChromium(log: (line: string) => void = (l) => console.erro
   }
   const path = found();
   if (path) return { path };
-  return { missing: `apt-get could not install chromium (exit ${r.status}): ${String(r.stderr ?? '').trim().split('\n').slice(-2).join(' ')}` };
+  return {
+    missing: `apt-get could not install chromium (exit ${r.status}): ${String(r.stderr ?? '')
+      .trim()
+      .split('\n')
+      .slice(-2)
+      .join(' ')}`,
+  };
 }
 
 export interface Browser {
@@ -37,13 +47,25 @@ export interface Browser {
 }
 
 /** Launches headless Chromium with a fresh profile; `httpCredentials` answers Basic-auth challenges. */
-export async function launchChromium(executablePath: string, options: { httpCredentials?: { username: string; password: string }; viewport?: { width: number; height: number } } = {}): Promise<Browser> {
+export async function launchChromium(
+  executablePath: string,
+  options: { httpCredentials?: { username: string; password: string }; viewport?: { width: number; height: number } } = {},
+): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   const profile = mkdtempSync(join(tmpdir(), 'mirror-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
     viewport: options.viewport ?? { width: 1400, height: 900 },
     ...(options.httpCredentials ? { httpCredentials: options.httpCredentials } : {}),
   });

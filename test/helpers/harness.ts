@@ -35,7 +35,12 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(options: { sandbox?: Partial<SandboxOptions>; /** Settings beside the harness's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */ config?: Record<string, string> } = {}): Promise<Harness> {
+export async function startHarness(
+  options: {
+    sandbox?: Partial<SandboxOptions>;
+    /** Settings beside the harness's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */ config?: Record<string, string>;
+  } = {},
+): Promise<Harness> {
   const db = await createTestDatabase();
   const upstreamId = randomUUID();
   const upstreamSecret = randomSecret(40);
@@ -155,7 +160,10 @@ export async function linkAndSync(h: Harness, sourceSystem: string, referenceId?
 
 /** The id of an account's first mirrored project (upstream order). */
 export async function firstProjectId(h: Harness, accountId: string): Promise<string> {
-  const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' ORDER BY ordinal LIMIT 1`, [accountId]);
+  const { rows } = await h.services.pool.query<{ id: string }>(
+    `SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' ORDER BY ordinal LIMIT 1`,
+    [accountId],
+  );
   if (!rows[0]) throw new Error(`account ${accountId} has no mirrored project`);
   return rows[0].id;
 }
@@ -198,7 +206,8 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

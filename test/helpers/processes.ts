@@ -33,7 +33,11 @@ export class LogCollector {
 }
 
 /** Polls `probe` until it returns a truthy value, or fails with `what` at the deadline. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  options: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
   const deadline = Date.now() + (options.timeoutMs ?? 60_000);
   let lastError: unknown;
   for (;;) {
@@ -133,12 +137,23 @@ export class MirrorProcess {
       });
     }
     const timeoutMs = options.timeoutMs ?? 120_000;
-    await waitFor(`${label} to be ready`, async () => {
-      if (!this.running) throw new Error(`${label} exited during start: ${JSON.stringify(this.exits.at(-1))}; last lines:\n${this.options.logs.of(this.name).slice(-15).map((l) => l.line).join('\n')}`);
-      if (this.options.command === 'worker') return ready;
-      const res = await fetch(`${this.url}/healthz`).catch(() => undefined);
-      return res?.ok ?? false;
-    }, { timeoutMs, intervalMs: 100 }).catch((error: unknown) => {
+    await waitFor(
+      `${label} to be ready`,
+      async () => {
+        if (!this.running)
+          throw new Error(
+            `${label} exited during start: ${JSON.stringify(this.exits.at(-1))}; last lines:\n${this.options.logs
+              .of(this.name)
+              .slice(-15)
+              .map((l) => l.line)
+              .join('\n')}`,
+          );
+        if (this.options.command === 'worker') return ready;
+        const res = await fetch(`${this.url}/healthz`).catch(() => undefined);
+        return res?.ok ?? false;
+      },
+      { timeoutMs, intervalMs: 100 },
+    ).catch((error: unknown) => {
       // A process that never got ready is stopped, so nothing lingers after a failed test.
       if (this.running) child.kill('SIGKILL');
       throw error;
@@ -179,7 +194,11 @@ export class MirrorProcess {
           await this.start();
           return;
         } catch (error) {
-          this.options.logs.add({ process: this.name, stream: 'stderr', line: `supervisor: restart ${attempt} failed: ${(error as Error).message.split('\n')[0]}` });
+          this.options.logs.add({
+            process: this.name,
+            stream: 'stderr',
+            line: `supervisor: restart ${attempt} failed: ${(error as Error).message.split('\n')[0]}`,
+          });
           if (attempt >= 60) return;
           await sleep(Math.min(5000, 250 * attempt));
         }

@@ -17,12 +17,12 @@ export function recordWindows(server: Server, accountToken: string, header: stri
     const t = Date.now();
     let resetsAt: number | undefined;
     const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-    res.writeHead = ((...args: unknown[]) => {
+    res.writeHead = (...args: unknown[]) => {
       const headers = args.find((a): a is Record<string, unknown> => typeof a === 'object' && a !== null && !Array.isArray(a));
       const key = headers && Object.keys(headers).find((k) => k.toLowerCase() === `${header}-resetsattimestamp`);
       if (key) resetsAt = Number(headers[key]);
       return writeHead(...args);
-    });
+    };
     res.once('close', () => {
       const reset = resetsAt ?? res.getHeader(`${header}-resetsattimestamp`);
       seen.push({ t, path: (req.url ?? '').split('?')[0]!, status: res.statusCode, resetsAt: reset === undefined ? undefined : Number(reset) });

@@ -25,7 +25,8 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
   const bundle = await workflowBundlePath();
   return {
     env,
-    worker: (taskQueue, activities) => Worker.create({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle: { codePath: bundle }, activities }),
+    worker: (taskQueue, activities) =>
+      Worker.create({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle: { codePath: bundle }, activities }),
     async close() {
       await env.teardown();
       await temporal.stop();

@@ -49,7 +49,10 @@ describe('adaptive polling', { timeout: 300_000 }, () => {
 
   /** As if `ms` had passed for polling: every stream's next due time moves back by it. */
   async function elapse(ms: number): Promise<void> {
-    await h.services.pool.query(`UPDATE streams SET next_due_at = next_due_at - make_interval(secs => $2) WHERE account_id = $1`, [account.accountId, ms / 1000]);
+    await h.services.pool.query(`UPDATE streams SET next_due_at = next_due_at - make_interval(secs => $2) WHERE account_id = $1`, [
+      account.accountId,
+      ms / 1000,
+    ]);
   }
 
   interface Polling {
@@ -71,7 +74,10 @@ describe('adaptive polling', { timeout: 300_000 }, () => {
 
   it('an unchanged project list is skipped by incremental passes until it is due, its interval doubling', async () => {
     await pass('full');
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND deleted_at IS NULL ORDER BY ordinal`, [account.accountId]);
+    const { rows } = await h.services.pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND deleted_at IS NULL ORDER BY ordinal`,
+      [account.accountId],
+    );
     projects = rows.map((r) => r.id);
     assert.equal(projects.length, 4);
     assert.deepEqual(asked.filter((p) => p !== '*').sort(), [...projects].sort(), 'the full pass lists every project');
@@ -112,13 +118,20 @@ describe('adaptive polling', { timeout: 300_000 }, () => {
       `SELECT id FROM records WHERE account_id = $1 AND resource = 'budget-line-items' AND scope = $2 AND deleted_at IS NULL ORDER BY ordinal LIMIT 1`,
       [account.accountId, `project=${changed}`],
     );
-    await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'budget-line-items', project_id: changed, id: rows[0]!.id, patch: { description: 'changed upstream' } });
+    await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+      account_token: account.accountToken,
+      resource: 'budget-line-items',
+      project_id: changed,
+      id: rows[0]!.id,
+      patch: { description: 'changed upstream' },
+    });
     await pass('incremental');
     assert.equal(asked.length, projects.length);
     const after = await polling();
     assert.equal(after.get(`project=${changed}`)!.reason, 'changed last poll: every 15 min');
     assert.equal(after.get(`project=${changed}`)!.unchanged, 0);
-    for (const p of projects.filter((id) => id !== changed)) assert.equal(after.get(`project=${p}`)!.reason, 'unchanged 3 polls: every 2 h (the bound: the full-pass period)');
+    for (const p of projects.filter((id) => id !== changed))
+      assert.equal(after.get(`project=${p}`)!.reason, 'unchanged 3 polls: every 2 h (the bound: the full-pass period)');
 
     // 15 minutes on: only the changed project's list is due.
     await elapse(incrementalMs);
@@ -185,7 +198,10 @@ describe('adaptive polling', { timeout: 300_000 }, () => {
   it("the status page and `mirror status` show each stream's next due time and why", async () => {
     const o = await buildOverview({ pool: h.services.pool });
     const groups = o.polling.groups.filter((g) => g.accountId === account.accountId);
-    assert.ok(groups.some((g) => g.reason === 'webhook-covered: full pass only' && g.streams >= projects.length), JSON.stringify(groups));
+    assert.ok(
+      groups.some((g) => g.reason === 'webhook-covered: full pass only' && g.streams >= projects.length),
+      JSON.stringify(groups),
+    );
     assert.ok(o.polling.next.length > 0 && o.polling.next.length <= 8, 'the next few due, not every stream');
     const html = renderMain(o);
     assert.match(html, /<section id="polling">/);

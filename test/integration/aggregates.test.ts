@@ -32,12 +32,16 @@ interface Expected {
 function get(url: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
   const payload = body === undefined ? undefined : Buffer.from(body);
   return new Promise((resolve, reject) => {
-    const req = httpRequest(new URL(url), { method: 'GET', headers: { ...headers, ...(payload ? { 'content-length': String(payload.length) } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      new URL(url),
+      { method: 'GET', headers: { ...headers, ...(payload ? { 'content-length': String(payload.length) } : {}) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -64,9 +68,12 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
     a = await linkAndSync(h, 'graphledger', 'agg-a');
     b = await linkAndSync(h, 'graphledger', 'agg-b');
     const q = (sql: string, params: unknown[]) => h.services.pool.query(sql, params);
-    const ids = (await q(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' ORDER BY ordinal`, [a.accountId])).rows.map((r) => (r as { id: string }).id);
+    const ids = (await q(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' ORDER BY ordinal`, [a.accountId])).rows.map(
+      (r) => (r as { id: string }).id,
+    );
     assert.ok(ids.length >= 40, `account A has ${ids.length} customers`);
-    const set = (sql: string, some: string[]) => q(`UPDATE records SET ${sql} WHERE account_id = $1 AND resource = 'customers' AND id = ANY($2::text[])`, [a.accountId, some]);
+    const set = (sql: string, some: string[]) =>
+      q(`UPDATE records SET ${sql} WHERE account_id = $1 AND resource = 'customers' AND id = ANY($2::text[])`, [a.accountId, some]);
     // Amounts as strings (counted), text that is no number (left out), a null, a missing status, deleted records.
     await set(`data = jsonb_set(data, '{balance}', '"1234.50"')`, ids.slice(0, 3));
     await set(`data = jsonb_set(data, '{balance}', '"n/a"')`, ids.slice(3, 5));
@@ -96,7 +103,14 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
   }
 
   /** The same aggregates computed directly: by group `g` (SQL), over `where` (SQL on `records`). */
-  async function expected(account: string, resource: string, group: string, field: string, where = 'deleted_at IS NULL', params: unknown[] = []): Promise<Map<string, Expected>> {
+  async function expected(
+    account: string,
+    resource: string,
+    group: string,
+    field: string,
+    where = 'deleted_at IS NULL',
+    params: unknown[] = [],
+  ): Promise<Map<string, Expected>> {
     const { rows } = await h.services.pool.query<Expected>(
       `SELECT g, count(*)::int AS n, sum(x)::text AS sum, avg(x)::text AS avg, min(x)::text AS min, max(x)::text AS max
          FROM (SELECT ${group} AS g, ${num(`data->'${field}'`)} AS x FROM records WHERE account_id = $1 AND resource = $2 AND ${where}) t
@@ -128,7 +142,10 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
     assert.equal(answer.meta.group_by, 'status');
     assert.equal(answer.meta.has_more_results, false);
     assertSame(answer, await expected(a.accountId, 'customers', byStatus, 'balance'), 'balance', 'live, by status');
-    assert.ok(answer.data.some((e) => e.group === null), 'records without a status are the group null');
+    assert.ok(
+      answer.data.some((e) => e.group === null),
+      'records without a status are the group null',
+    );
     // The strings "1234.50" counted, "n/a" and null not: the total is below any of B's balances.
     const total = answer.data.reduce((s, e) => s + (e.sum?.balance ?? 0), 0);
     assert.ok(total < 1e9, `no balance of another account counted (${total})`);
@@ -153,7 +170,10 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
     assert.deepEqual(counted.data, [{ count: want.n }]);
 
     const times = await ask('/mirror/aggregates/customers?min=source_update_time&max=source_update_time');
-    const { rows } = await h.services.pool.query<{ lo: Date; hi: Date }>(`SELECT min(source_update_time) AS lo, max(source_update_time) AS hi FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL`, [a.accountId]);
+    const { rows } = await h.services.pool.query<{ lo: Date; hi: Date }>(
+      `SELECT min(source_update_time) AS lo, max(source_update_time) AS hi FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL`,
+      [a.accountId],
+    );
     assert.equal(times.data[0]!.min!.source_update_time, rows[0]!.lo.toISOString());
     assert.equal(times.data[0]!.max!.source_update_time, rows[0]!.hi.toISOString());
   });
@@ -161,36 +181,60 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
   it('filters in each of the list forms, and a group by a source_data key', async () => {
     const company = encodeURIComponent(JSON.stringify([{ field: 'type', operator: '=', value: 'company' }]));
     const byArray = await ask(`/mirror/aggregates/customers?${all}&group_by=status&filters=${company}`);
-    assertSame(byArray, await expected(a.accountId, 'customers', byStatus, 'balance', `deleted_at IS NULL AND data->>'type' = 'company'`), 'balance', 'filters=');
+    assertSame(
+      byArray,
+      await expected(a.accountId, 'customers', byStatus, 'balance', `deleted_at IS NULL AND data->>'type' = 'company'`),
+      'balance',
+      'filters=',
+    );
 
     const big = encodeURIComponent(JSON.stringify({ field: 'balance', operator: '>=', value: 100_000 }));
     const byItems = await ask(`/mirror/aggregates/customers?${all}&group_by=status&filters[]=${big}`);
     const bigSql = `deleted_at IS NULL AND jsonb_typeof(data->'balance') = 'number' AND (data->>'balance')::numeric >= 100000`;
     assertSame(byItems, await expected(a.accountId, 'customers', byStatus, 'balance', bigSql), 'balance', 'filters[]=');
 
-    const body = JSON.stringify({ filters: [{ field: 'type', operator: '=', value: 'company' }, { field: 'balance', operator: '>=', value: 100_000 }] });
+    const body = JSON.stringify({
+      filters: [
+        { field: 'type', operator: '=', value: 'company' },
+        { field: 'balance', operator: '>=', value: 100_000 },
+      ],
+    });
     const byBody = await ask(`/mirror/aggregates/customers?${all}&group_by=status`, a.accountToken, { headers: { 'content-type': 'application/json' }, body });
     assertSame(byBody, await expected(a.accountId, 'customers', byStatus, 'balance', `${bigSql} AND data->>'type' = 'company'`), 'balance', 'GET body');
 
     const raw = `(CASE WHEN source_data ? 'data' THEN source_data->'data' ELSE source_data END)`;
     const bySource = await ask(`/mirror/aggregates/customers?${all}&group_by=source_data.${encodeURIComponent(sourceKey)}&limit=1000`);
     assert.equal(bySource.meta.group_by, `source_data.${sourceKey}`);
-    assertSame(bySource, await expected(a.accountId, 'customers', `NULLIF(${raw}->$3::text, 'null'::jsonb)`, 'balance', 'deleted_at IS NULL', [sourceKey]), 'balance', `by source_data.${sourceKey}`);
+    assertSame(
+      bySource,
+      await expected(a.accountId, 'customers', `NULLIF(${raw}->$3::text, 'null'::jsonb)`, 'balance', 'deleted_at IS NULL', [sourceKey]),
+      'balance',
+      `by source_data.${sourceKey}`,
+    );
 
     const two = await ask(`/mirror/aggregates/customers?count&group_by=status&limit=2`);
     assert.equal(two.data.length, 2);
     assert.equal(two.meta.has_more_results, true);
   });
 
-  it('Project-Id narrows by project_id; a child resource counts every parent\'s children', async () => {
+  it("Project-Id narrows by project_id; a child resource counts every parent's children", async () => {
     const { rows } = await h.services.pool.query<{ p: string }>(
       `SELECT data->>'project_id' AS p FROM records WHERE account_id = $1 AND resource = 'ap-invoices' AND deleted_at IS NULL AND data->>'project_id' IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`,
       [a.accountId],
     );
     assert.ok(rows[0], 'an AP invoice of a project');
     const project = rows[0].p;
-    const narrowed = await ask('/mirror/aggregates/ap-invoices?count&sum=total_amount&avg=total_amount&min=total_amount&max=total_amount&group_by=status', a.accountToken, { headers: { 'project-id': project } });
-    assertSame(narrowed, await expected(a.accountId, 'ap-invoices', byStatus, 'total_amount', `deleted_at IS NULL AND data->>'project_id' = $3`, [project]), 'total_amount', 'Project-Id');
+    const narrowed = await ask(
+      '/mirror/aggregates/ap-invoices?count&sum=total_amount&avg=total_amount&min=total_amount&max=total_amount&group_by=status',
+      a.accountToken,
+      { headers: { 'project-id': project } },
+    );
+    assertSame(
+      narrowed,
+      await expected(a.accountId, 'ap-invoices', byStatus, 'total_amount', `deleted_at IS NULL AND data->>'project_id' = $3`, [project]),
+      'total_amount',
+      'Project-Id',
+    );
     const every = await ask('/mirror/aggregates/ap-invoices?count', a.accountToken, { headers: { 'project-id': '*' } });
     assert.equal(every.data[0]!.count, [...(await expected(a.accountId, 'ap-invoices', `'all'::text`, 'total_amount')).values()][0]!.n);
 
@@ -210,11 +254,25 @@ describe('aggregates over the mirror', { timeout: 300_000 }, () => {
       ['/mirror/aggregates/customers?limit=0', /limit/],
       ['/mirror/aggregates/customers?include_deleted=yes', /include_deleted is true or false/],
       ['/mirror/aggregates/customers?modified_after=yesterday', /modified_after is an ISO 8601 timestamp/],
-      [`/mirror/aggregates/customers?filters=${encodeURIComponent('[{"field":"status","operator":"~","value":"x"}]')}`, /filters\.0\.operator: operator must be one of/],
-      [`/mirror/aggregates/customers?filters=${encodeURIComponent('[{"field":"colour","operator":"=","value":"x"}]')}`, /field "colour" of customers is not one aggregates evaluate/],
+      [
+        `/mirror/aggregates/customers?filters=${encodeURIComponent('[{"field":"status","operator":"~","value":"x"}]')}`,
+        /filters\.0\.operator: operator must be one of/,
+      ],
+      [
+        `/mirror/aggregates/customers?filters=${encodeURIComponent('[{"field":"colour","operator":"=","value":"x"}]')}`,
+        /field "colour" of customers is not one aggregates evaluate/,
+      ],
       [`/mirror/aggregates/customers?filters=${encodeURIComponent('{not json')}`, /filters must be a JSON array/],
-      [`/mirror/aggregates/customers?filters[]=${encodeURIComponent('{"field":"balance","operator":"IN","value":1}')}`, /filters\[\]#1\.value: IN takes an array/],
-      ['/mirror/aggregates/customers?count', /body\.order_by: an aggregates read takes only "filters"/, { 'content-type': 'application/json' }, '{"order_by":[]}'],
+      [
+        `/mirror/aggregates/customers?filters[]=${encodeURIComponent('{"field":"balance","operator":"IN","value":1}')}`,
+        /filters\[\]#1\.value: IN takes an array/,
+      ],
+      [
+        '/mirror/aggregates/customers?count',
+        /body\.order_by: an aggregates read takes only "filters"/,
+        { 'content-type': 'application/json' },
+        '{"order_by":[]}',
+      ],
       ['/mirror/aggregates/customers?count', /Project-Id does not narrow customers/, { 'project-id': 'p-1' }],
       ['/mirror/aggregates/ap-invoices?count', /Project-Id/, { 'project-id': '../x' }],
       [`/mirror/aggregates/customers?${Array.from({ length: 21 }, (_, i) => `sum=source_data.k${i}`).join('&')}`, /At most 20 aggregated fields/],

@@ -51,11 +51,17 @@ describe('async requests of a slow source system', { timeout: 300_000 }, () => {
       [accountId],
     );
     assert.equal(upstream.length, 1_100);
-    assert.deepEqual(rows.map((r) => r.id), upstream.map((r) => String(r.id)));
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      upstream.map((r) => String(r.id)),
+    );
 
     const timers = await timersOf(accountId, 'customers');
     assert.ok(timers.length >= 3, `one timer per page at least, saw ${timers.length}`);
-    assert.ok(timers.every((s) => s >= 5), `never polled sooner than 5 s: ${timers.join(', ')}`);
+    assert.ok(
+      timers.every((s) => s >= 5),
+      `never polled sooner than 5 s: ${timers.join(', ')}`,
+    );
     const counts = await countsFor('erp-async');
     assert.ok((counts['GET /async-requests/:id'] ?? 0) >= 3, 'the results were read through /async-requests/{id}');
   });
@@ -64,13 +70,18 @@ describe('async requests of a slow source system', { timeout: 300_000 }, () => {
     const { accountId } = await h.link('sqlerp', 'erp-restart');
     const run = await h.sync.start({ accountId, mode: 'full' });
     // Wait for the customers stream to hold a pending async request, then stop the worker.
-    const pending = await eventually('a pending async request', async () => {
-      const { rows } = await h.services.pool.query<{ id: string | null }>(
-        `SELECT checkpoint->'pendingAsync'->>'id' AS id FROM streams WHERE account_id = $1 AND resource = 'customers'`,
-        [accountId],
-      );
-      return rows[0]?.id ?? undefined;
-    }, 60_000, 50);
+    const pending = await eventually(
+      'a pending async request',
+      async () => {
+        const { rows } = await h.services.pool.query<{ id: string | null }>(
+          `SELECT checkpoint->'pendingAsync'->>'id' AS id FROM streams WHERE account_id = $1 AND resource = 'customers'`,
+          [accountId],
+        );
+        return rows[0]?.id ?? undefined;
+      },
+      60_000,
+      50,
+    );
     await h.worker.shutdown();
     h.worker = await startWorker(h.services, { publicBaseUrl: h.apiUrl });
     const result = await run.result();
@@ -100,7 +111,13 @@ describe('async requests of a slow source system', { timeout: 300_000 }, () => {
   it('maps a failed async request to the error of its stored answer', async () => {
     const { accountId, accountToken } = await h.link('sqlerp', 'erp-failure');
     const ctx = { accountToken, accountId, sourceSystem: 'sqlerp' };
-    const started = await startListPage(h.services.upstream, { ...ctx, path: '/ap-invoices/no-such-invoice/line-items', page: 1, perPage: 10, preferAsync: true });
+    const started = await startListPage(h.services.upstream, {
+      ...ctx,
+      path: '/ap-invoices/no-such-invoice/line-items',
+      page: 1,
+      perPage: 10,
+      preferAsync: true,
+    });
     assert.ok(started.pending, 'the upstream accepted the request as async');
     await sleep(5_000);
     await assert.rejects(

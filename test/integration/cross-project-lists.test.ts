@@ -72,7 +72,10 @@ describe('lists across projects', { timeout: 300_000 }, () => {
     const second = await fullPass();
     assert.deepEqual(second.failed, []);
     // One list per resource that takes `*`: no per-project list of drawings any more.
-    assert.ok(requests.some((r) => r.path === '/drawings' && r.project === '*'), 'drawings listed across projects');
+    assert.ok(
+      requests.some((r) => r.path === '/drawings' && r.project === '*'),
+      'drawings listed across projects',
+    );
     assert.equal(requests.filter((r) => r.path === '/drawings' && r.project !== '*').length, 0, 'drawings not listed per project');
     assert.deepEqual(await snapshot(), perProjectSnapshot, 'the same records, keys, scopes and contents');
     const { rows: deleted } = await h.services.pool.query(`SELECT 1 FROM records WHERE account_id = $1 AND deleted_at IS NOT NULL`, [account.accountId]);
@@ -80,7 +83,11 @@ describe('lists across projects', { timeout: 300_000 }, () => {
     // Reads see each project's records as before (the per-project streams are fresh too).
     const projects = await upstreamAll(h, '/projects', { 'account-token': account.accountToken });
     const pid = String(projects[1]!.id);
-    const res = await h.app.inject({ method: 'GET', url: '/drawings?per_page=100', headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': pid } });
+    const res = await h.app.inject({
+      method: 'GET',
+      url: '/drawings?per_page=100',
+      headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': pid },
+    });
     assert.equal(res.statusCode, 200);
     assert.equal(res.headers['svc-warnings'], undefined, 'served by the mirror, not forwarded');
     const upstream = await upstreamAll(h, '/drawings', { 'account-token': account.accountToken, 'project-id': pid });
@@ -104,7 +111,10 @@ describe('lists across projects', { timeout: 300_000 }, () => {
     const projects = await upstreamAll(h, '/projects', { 'account-token': account.accountToken });
     for (const p of projects) {
       const upstream = await upstreamAll(h, '/budget-line-items', { 'account-token': account.accountToken, 'project-id': String(p.id) });
-      assert.deepEqual(await live('budget-line-items', `project=${String(p.id)}`), upstream.map((r) => String(r.id)));
+      assert.deepEqual(
+        await live('budget-line-items', `project=${String(p.id)}`),
+        upstream.map((r) => String(r.id)),
+      );
     }
     // The next passes do not ask again: an incremental one (right after the full pass no project's list
     // is due yet: adaptive polling, mirror/polling.ts), and a full one, which lists every project's.
@@ -139,7 +149,10 @@ describe('lists across projects', { timeout: 300_000 }, () => {
       await sandboxAdmin<{ id: string }>(h, 'POST', '/_admin/faults', { kind: 'status', status: 403, match: { path: '/drawings', source_system: 'buildpro' } }),
     ];
     const failed = await fullPass();
-    assert.ok(failed.failed.some((f) => f.resource === 'projects'), JSON.stringify(failed.failed));
+    assert.ok(
+      failed.failed.some((f) => f.resource === 'projects'),
+      JSON.stringify(failed.failed),
+    );
     assert.ok((await live('drawings', `project=${kept}`)).includes(gone), 'failed pass: the deleted drawing is still there');
     assert.deepEqual(await live('drawings', `project=${removed}`), before, 'failed pass: the removed project keeps its records');
     assert.ok((await live('budget-line-items', `project=${removed}`)).length > 0);

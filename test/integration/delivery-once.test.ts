@@ -37,12 +37,22 @@ describe('outbound deliveries', { timeout: 120_000 }, () => {
     assert.deepEqual(first.failed, []);
     const { port } = server.address() as { port: number };
     const headers = { ...h.clientHeaders, 'account-token': account.accountToken };
-    const created = await h.app.inject({ method: 'POST', url: '/webhooks', headers, payload: { callback_url: `http://127.0.0.1:${port}/hook`, event: 'UPDATE', type: 'vendor' } });
+    const created = await h.app.inject({
+      method: 'POST',
+      url: '/webhooks',
+      headers,
+      payload: { callback_url: `http://127.0.0.1:${port}/hook`, event: 'UPDATE', type: 'vendor' },
+    });
     assert.equal(created.statusCode, 201, created.body);
     const vendors = (await upstreamAll(h, '/vendors', { 'account-token': account.accountToken })).slice(0, 3);
     const expected = vendors.map((v, i) => `${String(v.id)} Delivered once ${i}`);
     for (const [i, v] of vendors.entries()) {
-      await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: v.id, patch: { name: `Delivered once ${i}` } });
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+        account_token: account.accountToken,
+        resource: 'vendors',
+        id: v.id,
+        patch: { name: `Delivered once ${i}` },
+      });
     }
     await eventually('the three updates delivered', async () => (expected.every((e) => received.includes(e)) ? true : undefined), 60_000);
     // The idle loop polls again after 0.5, 1, 1.5, 2 ... s: several polls with nothing new.

@@ -35,12 +35,19 @@ describe('the demo mirrors records of every resource it links', { timeout: 900_0
       assert.deepEqual(result.failed, [], `${system}: no stream failed`);
       const coverage = coverageOf(system, result.byResource);
       assert.deepEqual(coverage.missing, [], `${system}: the pass mirrored records of each resource`);
-      const { rows } = await h.services.pool.query<{ resource: string; n: string }>(`SELECT resource, count(*) AS n FROM records WHERE account_id = $1 AND deleted_at IS NULL GROUP BY resource`, [accountId]);
+      const { rows } = await h.services.pool.query<{ resource: string; n: string }>(
+        `SELECT resource, count(*) AS n FROM records WHERE account_id = $1 AND deleted_at IS NULL GROUP BY resource`,
+        [accountId],
+      );
       const held = new Map(rows.map((r) => [r.resource, Number(r.n)]));
       const served = Object.keys(knownProfile(system)!.resources);
       // What the mirror knows the system serves is what the upstream (the sandbox) serves.
       assert.deepEqual([...served].sort(), Object.keys(profileOf(system)!.resources).sort(), `${system}: the mirror's profile lists what the sandbox serves`);
-      assert.deepEqual(served.filter((r) => (held.get(r) ?? 0) === 0), [], `${system}: the mirror holds records of each of its ${served.length} resources`);
+      assert.deepEqual(
+        served.filter((r) => (held.get(r) ?? 0) === 0),
+        [],
+        `${system}: the mirror holds records of each of its ${served.length} resources`,
+      );
       console.log(`demo ${system}: ${coverage.mirrored}/${coverage.served} resources, ${rows.reduce((n, r) => n + Number(r.n), 0)} records`);
     });
   }

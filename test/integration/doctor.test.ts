@@ -16,7 +16,11 @@ const mirrorBin = fileURLToPath(new URL('../../bin/mirror.js', import.meta.url))
 function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve, reject) => {
     // Run elsewhere than the project, so its .env.local adds nothing: the environment says it all.
-    const child = spawn(process.execPath, [mirrorBin, ...args], { cwd: tmpdir(), env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [mirrorBin, ...args], {
+      cwd: tmpdir(),
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -74,7 +74,7 @@ function comparable(text: string, def: ResourceDef | undefined): unknown {
   return out;
 }
 
-describe('drop-in: every list of the real service\'s collection, in every read form, answered as the upstream answers', { timeout: 900_000 }, () => {
+describe("drop-in: every list of the real service's collection, in every read form, answered as the upstream answers", { timeout: 900_000 }, () => {
   let h: Harness;
   const accounts: { slug: string; token: string; projectId: string }[] = [];
   const tally = { served: 0, forwarded: 0 };
@@ -136,7 +136,7 @@ describe('drop-in: every list of the real service\'s collection, in every read f
         const sample = plain.status === 200 ? ((JSON.parse(plain.text) as { data?: Json[] }).data ?? [])[0] : undefined;
         // A field of the sample record with a text value, and a key of its source data, to filter and order on.
         const field = Object.entries(sample ?? {}).find(([k, v]) => k !== 'source_data' && k !== 'id' && typeof v === 'string' && v.length > 0)?.[0] ?? 'name';
-        const value = sample && typeof sample[field] === 'string' ? (sample[field]) : 'x';
+        const value = sample && typeof sample[field] === 'string' ? sample[field] : 'x';
         const sourceData = sample?.source_data as Json | undefined;
         const sdKey = Object.entries(sourceData ?? {}).find(([, v]) => typeof v === 'string' || typeof v === 'number')?.[0];
         const eq = (f: string, v: unknown) => ({ field: f, operator: '=', value: v });
@@ -146,13 +146,18 @@ describe('drop-in: every list of the real service\'s collection, in every read f
           ['plain', concrete],
           ['paging', `${concrete}?page=2&per_page=2`],
           ['source data', `${concrete}?per_page=3`, { ...headers, 'include-source-data': 'true' }],
-          ...(collectionParameters[path] ?? []).map((p): [string, string] => [`parameter ${p}`, `${concrete}?${p}=${encodeURIComponent(sample && typeof sample[p] === 'string' ? (sample[p]) : 'x')}`]),
+          ...(collectionParameters[path] ?? []).map((p): [string, string] => [
+            `parameter ${p}`,
+            `${concrete}?${p}=${encodeURIComponent(sample && typeof sample[p] === 'string' ? sample[p] : 'x')}`,
+          ]),
           ['filters as a JSON array', `${concrete}?filters=${q([eq(field, value)])}`],
           ['filters[] repeated', `${concrete}?filters[]=${q(eq(field, value))}&filters[]=${q({ field: 'id', operator: '!=', value: 'none' })}`],
           ['filters in a GET body', concrete, headers, JSON.stringify({ filters: [eq(field, value)] })],
           ['order_by', `${concrete}?order_by=${q([{ field, dir: 'DESC' }])}&per_page=4`],
           ['order_by[] in a body', concrete, headers, JSON.stringify({ order_by: [{ field, dir: 'ASC' }] })],
-          ...(sdKey ? [[`filter on source_data.${sdKey}`, `${concrete}?filters=${q([eq(`source_data.${sdKey}`, sourceData![sdKey])])}`] as [string, string]] : []),
+          ...(sdKey
+            ? [[`filter on source_data.${sdKey}`, `${concrete}?filters=${q([eq(`source_data.${sdKey}`, sourceData![sdKey])])}`] as [string, string]]
+            : []),
           ['a parameter the mirror does not know', `${concrete}?zzz_unknown=1`],
           ['a header the mirror does not know', concrete, { ...headers, 'return-source-id': 'true' }],
         ];
@@ -162,8 +167,14 @@ describe('drop-in: every list of the real service\'s collection, in every read f
           assert.equal(mine.status, up.status, `${label}: status; the mirror answered ${mine.text.slice(0, 300)}; the upstream ${up.text.slice(0, 300)}`);
           // The contract does not show an error body's shape: a refusal is compared by its status,
           // and it must say what is wrong (the mirror's own 4xx bodies carry a code and details too).
-          if (up.status >= 400) assert.equal(typeof (comparable(mine.text, def) as { message?: unknown }).message, 'string', `${label}: a refusal with a message`);
-          else assert.deepEqual(comparable(mine.text, def), comparable(up.text, def), `${label}: the same answer (mirror ${mine.warnings ? 'forwarded' : 'served'} it)`);
+          if (up.status >= 400)
+            assert.equal(typeof (comparable(mine.text, def) as { message?: unknown }).message, 'string', `${label}: a refusal with a message`);
+          else
+            assert.deepEqual(
+              comparable(mine.text, def),
+              comparable(up.text, def),
+              `${label}: the same answer (mirror ${mine.warnings ? 'forwarded' : 'served'} it)`,
+            );
           if (mine.warnings) tally.forwarded++;
           else tally.served++;
           // What the mirror does not hold is never served from it.

@@ -27,11 +27,17 @@ async function recordingProxy(target: () => string): Promise<{ url: string; seen
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: body.toString('utf8') });
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length', 'transfer-encoding'].includes(k)).map(([k, v]) => [k, String(v)]));
+      const headers = Object.fromEntries(
+        Object.entries(req.headers)
+          .filter(([k]) => !['host', 'connection', 'content-length', 'transfer-encoding'].includes(k))
+          .map(([k, v]) => [k, String(v)]),
+      );
       fetch(`${target()}${req.url}`, { method: req.method, headers, ...(body.length && req.method !== 'GET' && req.method !== 'HEAD' ? { body } : {}) })
         .then(async (up) => {
           const out = Buffer.from(await up.arrayBuffer());
-          const relayed = Object.fromEntries([...up.headers].filter(([k]) => !['content-encoding', 'content-length', 'transfer-encoding', 'connection'].includes(k)));
+          const relayed = Object.fromEntries(
+            [...up.headers].filter(([k]) => !['content-encoding', 'content-length', 'transfer-encoding', 'connection'].includes(k)),
+          );
           res.writeHead(up.status, relayed).end(out);
         })
         .catch((error: unknown) => res.writeHead(502).end(String(error)));
@@ -63,7 +69,11 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
 
   // undici's request, not fetch: fetch refuses a body on a GET, which the real service's clients send.
   const mirror = async (method: string, url: string, headers: Record<string, string> = {}, body?: string) => {
-    const res = await request(`${h.apiUrl}${url}`, { method: method as 'GET', headers: { ...h.clientHeaders, 'account-token': token, ...headers }, ...(body === undefined ? {} : { body }) });
+    const res = await request(`${h.apiUrl}${url}`, {
+      method: method as 'GET',
+      headers: { ...h.clientHeaders, 'account-token': token, ...headers },
+      ...(body === undefined ? {} : { body }),
+    });
     const text = await res.body.text();
     return { status: res.statusCode, header: (name: string) => [res.headers[name] ?? []].flat().join(', '), text, json: () => JSON.parse(text) as unknown };
   };
@@ -86,7 +96,7 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
     assert.match(res.header('svc-warnings'), /^answered by the upstream: GraphLedger does not serve rfis/);
   });
 
-  it('forwards a JSON body sent on a GET, as the real service\'s clients send filters', async () => {
+  it("forwards a JSON body sent on a GET, as the real service's clients send filters", async () => {
     const body = JSON.stringify({ filters: [{ field: 'status', operator: '=', value: 'open' }] });
     await mirror('GET', '/submittals', { 'content-type': 'application/json' }, body);
     const sent = lastSeen('/submittals');
@@ -111,7 +121,7 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
     assert.equal(lastSeen('/ping')?.headers['account-token'], undefined);
   });
 
-  it('keeps a 404 for a path off the upstream\'s surface, contacting nobody', async () => {
+  it("keeps a 404 for a path off the upstream's surface, contacting nobody", async () => {
     const before = proxy.seen.length;
     for (const path of ['/nope', '/mirror/nope', '/vendors/x/y/z']) {
       const res = await mirror('GET', path);
@@ -122,7 +132,12 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
   });
 
   it('serves a trailing slash as the path without it', async () => {
-    const res = await mirror('POST', '/webhooks/', { 'content-type': 'application/json' }, JSON.stringify({ callback_url: 'http://127.0.0.1:9/hook', event: 'CREATE', type: 'vendors' }));
+    const res = await mirror(
+      'POST',
+      '/webhooks/',
+      { 'content-type': 'application/json' },
+      JSON.stringify({ callback_url: 'http://127.0.0.1:9/hook', event: 'CREATE', type: 'vendors' }),
+    );
     assert.ok(res.status === 201 || res.status === 200, `${res.status} ${res.text}`);
     const forwarded = await mirror('GET', '/rfis/');
     assert.equal(lastSeen('/rfis/')?.url, '/rfis/');

@@ -60,13 +60,22 @@ describe('events and async requests', { timeout: 240_000 }, () => {
   it('applies an upstream update, create and delete to the mirror through webhooks', async () => {
     const vendors = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
     const target = vendors[0]!;
-    await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: target.id, patch: { name: 'Renamed by webhook' } });
+    await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+      account_token: account.accountToken,
+      resource: 'vendors',
+      id: target.id,
+      patch: { name: 'Renamed by webhook' },
+    });
     await eventually('the update to be visible in the read API', async () => {
       const res = await h.app.inject({ method: 'GET', url: `/vendors/${String(target.id)}`, headers: headers() });
       return res.json<{ name?: string }>().name === 'Renamed by webhook' ? true : undefined;
     });
 
-    const created = await sandboxAdmin<Record<string, unknown>>(h, 'POST', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', object: { name: 'New vendor via webhook' } });
+    const created = await sandboxAdmin<Record<string, unknown>>(h, 'POST', '/_admin/objects', {
+      account_token: account.accountToken,
+      resource: 'vendors',
+      object: { name: 'New vendor via webhook' },
+    });
     const createdId = String((created.data as Record<string, unknown> | undefined)?.id ?? created.id);
     await eventually('the created vendor to be visible', async () => {
       const res = await h.app.inject({ method: 'GET', url: `/vendors/${createdId}`, headers: headers() });
@@ -79,12 +88,18 @@ describe('events and async requests', { timeout: 240_000 }, () => {
       return res.statusCode === 404 ? true : undefined;
     });
     const listed = await h.app.inject({ method: 'GET', url: '/vendors?per_page=1000&include_deleted=true', headers: headers() });
-    assert.ok(listed.json<{ data: { id: string }[] }>().data.some((v) => v.id === target.id), 'deleted records stay queryable with include_deleted');
+    assert.ok(
+      listed.json<{ data: { id: string }[] }>().data.some((v) => v.id === target.id),
+      'deleted records stay queryable with include_deleted',
+    );
 
     // After all of it, the mirror equals the upstream.
     const upstreamNow = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
     const mirror = await h.app.inject({ method: 'GET', url: '/vendors?per_page=1000', headers: headers() });
-    const mirrorIds = mirror.json<{ data: { id: string }[] }>().data.map((v) => v.id).sort();
+    const mirrorIds = mirror
+      .json<{ data: { id: string }[] }>()
+      .data.map((v) => v.id)
+      .sort();
     assert.deepEqual(mirrorIds, upstreamNow.map((v) => String(v.id)).sort());
   });
 
@@ -110,7 +125,12 @@ describe('events and async requests', { timeout: 240_000 }, () => {
     await new Promise((r) => parked.server.close(r));
     try {
       const create = async (url: string) => {
-        const res = await h.app.inject({ method: 'POST', url: '/webhooks', headers: headers(), payload: { callback_url: url, authorization_header: 'Bearer sub-secret', event: 'UPDATE', type: 'vendor' } });
+        const res = await h.app.inject({
+          method: 'POST',
+          url: '/webhooks',
+          headers: headers(),
+          payload: { callback_url: url, authorization_header: 'Bearer sub-secret', event: 'UPDATE', type: 'vendor' },
+        });
         assert.equal(res.statusCode, 201, res.body);
         return res.json<{ id: string; target: string }>();
       };
@@ -120,12 +140,17 @@ describe('events and async requests', { timeout: 240_000 }, () => {
 
       const vendors = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
       const target = vendors[1]!;
-      await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: target.id, patch: { name: 'Seen by subscribers' } });
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+        account_token: account.accountToken,
+        resource: 'vendors',
+        id: target.id,
+        patch: { name: 'Seen by subscribers' },
+      });
       const got = await eventually('the live subscriber to receive the update', async () => up.received.find((r) => r.body.target === target.id));
       assert.equal(got.headers.authorization, 'Bearer sub-secret');
       assert.equal(got.body.event, 'UPDATE');
       assert.equal(got.body.type, 'vendor');
-      assert.equal(((got.body.source_data as { data: { name: string } }).data).name, 'Seen by subscribers');
+      assert.equal((got.body.source_data as { data: { name: string } }).data.name, 'Seen by subscribers');
 
       await eventually('the failure to the down subscriber to be recorded', async () => {
         const row = await h.services.prisma.subscription.findUnique({ where: { id: down.id } });
@@ -133,7 +158,11 @@ describe('events and async requests', { timeout: 240_000 }, () => {
       });
       const back = await subscriber(downPort);
       try {
-        const late = await eventually('the subscriber that came back to receive the update', async () => back.received.find((r) => r.body.target === target.id), 60_000);
+        const late = await eventually(
+          'the subscriber that came back to receive the update',
+          async () => back.received.find((r) => r.body.target === target.id),
+          60_000,
+        );
         assert.equal(late.body.event, 'UPDATE');
       } finally {
         await new Promise((r) => back.server.close(r));
@@ -150,16 +179,27 @@ describe('events and async requests', { timeout: 240_000 }, () => {
   it('tells a SYNCED subscriber when a pass of a stream committed every page, with its counts', async () => {
     const hook = await subscriber();
     try {
-      const res = await h.app.inject({ method: 'POST', url: '/webhooks', headers: headers(), payload: { callback_url: hook.url, event: 'SYNCED', type: 'vendor' } });
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/webhooks',
+        headers: headers(),
+        payload: { callback_url: hook.url, event: 'SYNCED', type: 'vendor' },
+      });
       assert.equal(res.statusCode, 201, res.body);
       const vendors = await upstreamAll(h, '/vendors', { 'account-token': account.accountToken });
-      await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: vendors[0]!.id, patch: { name: 'Changed before the pass' } });
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+        account_token: account.accountToken,
+        resource: 'vendors',
+        id: vendors[0]!.id,
+        patch: { name: 'Changed before the pass' },
+      });
       const result = await (await h.sync.start({ accountId: account.accountId, mode: 'full', resource: 'vendors' })).result();
       assert.deepEqual(result.failed, []);
       const got = await eventually('the SYNCED event', async () => hook.received.find((r) => r.body.event === 'SYNCED'), 60_000);
       assert.equal(got.body.type, 'vendor');
       assert.equal(got.body.target, 'vendor:*');
-      const data = (got.body.source_data as { data: { resource: string; mode: string; added: number; updated: number; deleted: number; unchanged: number } }).data;
+      const data = (got.body.source_data as { data: { resource: string; mode: string; added: number; updated: number; deleted: number; unchanged: number } })
+        .data;
       assert.equal(data.resource, 'vendors');
       assert.equal(data.mode, 'full');
       assert.equal(data.added + data.updated + data.unchanged, vendors.length, 'the counts cover every record of the pass');

@@ -19,7 +19,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 
 async function migrateCli(url: string, fields: string): Promise<{ code: number; out: string }> {
   try {
-    const r = await run(process.execPath, ['bin/mirror.js', 'migrate'], { cwd: root, env: { ...process.env, DATABASE_URL: url, MIRROR_INDEXED_FIELDS: fields }, timeout: 120_000 });
+    const r = await run(process.execPath, ['bin/mirror.js', 'migrate'], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: url, MIRROR_INDEXED_FIELDS: fields },
+      timeout: 120_000,
+    });
     return { code: 0, out: r.stdout + r.stderr };
   } catch (error) {
     const e = error as { code?: number; stdout?: string; stderr?: string };
@@ -38,7 +42,10 @@ describe('expression indexes of MIRROR_INDEXED_FIELDS', { timeout: 300_000 }, ()
     pool = createPool(db.url, { max: 2 });
     // 20,000 customers of one account and 2,000 of another: 400 statuses, 50 regions (in the source
     // object), balances as numbers; the source object wrapped as the mirror stores it.
-    for (const [acc, n] of [[account, 20_000], [other, 2_000]] as const) {
+    for (const [acc, n] of [
+      [account, 20_000],
+      [other, 2_000],
+    ] as const) {
       await pool.query(
         `INSERT INTO records (account_id, resource, scope, id, source_id, data, source_data, hash, generation, ordinal)
          SELECT $1::uuid, 'customers', '', 'c' || i, 's' || i,
@@ -58,12 +65,14 @@ describe('expression indexes of MIRROR_INDEXED_FIELDS', { timeout: 300_000 }, ()
   });
 
   const indexes = async () =>
-    (await pool.query<{ name: string; table: string; valid: boolean; def: string }>(
-      `SELECT c.relname AS name, t.relname AS table, i.indisvalid AS valid, pg_get_indexdef(c.oid) AS def
+    (
+      await pool.query<{ name: string; table: string; valid: boolean; def: string }>(
+        `SELECT c.relname AS name, t.relname AS table, i.indisvalid AS valid, pg_get_indexdef(c.oid) AS def
          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
         WHERE starts_with(c.relname, $1) ORDER BY c.relname`,
-      [fieldIndexPrefix],
-    )).rows;
+        [fieldIndexPrefix],
+      )
+    ).rows;
 
   /** The plan of a statement with its parameters (as the API sends them: a custom plan). */
   async function plan(sql: string, params: unknown[]): Promise<string> {
@@ -81,7 +90,16 @@ describe('expression indexes of MIRROR_INDEXED_FIELDS', { timeout: 300_000 }, ()
   }
 
   const aggregate = (filters: RecordFilter[]) =>
-    aggregateSql({ accountId: account, resource: 'customers', scopes: [''], includeDeleted: false, filters, measures: [{ fn: 'sum', field: 'balance' }], groupBy: 'status', limit: 100 });
+    aggregateSql({
+      accountId: account,
+      resource: 'customers',
+      scopes: [''],
+      includeDeleted: false,
+      filters,
+      measures: [{ fn: 'sum', field: 'balance' }],
+      groupBy: 'status',
+      limit: 100,
+    });
 
   it('are created by migrate on the partition, and the filters of lists and aggregates use them', async () => {
     const filters: RecordFilter[][] = [
@@ -101,7 +119,7 @@ describe('expression indexes of MIRROR_INDEXED_FIELDS', { timeout: 300_000 }, ()
     const made = await indexes();
     assert.equal(made.length, 3);
     for (const ix of made) {
-      assert.equal(ix.table, 'records_customers', 'on the resource\'s partition');
+      assert.equal(ix.table, 'records_customers', "on the resource's partition");
       assert.equal(ix.valid, true);
       assert.match(ix.def, /\(account_id, /);
     }

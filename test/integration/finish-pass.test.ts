@@ -43,7 +43,10 @@ describe('finishing a full pass', () => {
   }
 
   async function live(): Promise<string[]> {
-    const { rows } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY id`, [key.accountId]);
+    const { rows } = await pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY id`,
+      [key.accountId],
+    );
     return rows.map((r) => r.id);
   }
 
@@ -64,7 +67,14 @@ describe('finishing a full pass', () => {
   it('commits a page with its checkpoint, and nothing of a page whose pass was replaced meanwhile', async () => {
     const old = await beginOrResumePass(pool, key, { passKey: 'p3', mode: 'full', perPage: 100 });
     const seen = { page: 1, perPage: 100, digest: 'd1', hasMore: true };
-    const counts = await writePage(pool, { key, pass: old, records: { items: objects('s1', 's2') }, ordinalBase: 0, seen, checkpoint: { ...old.checkpoint, page: 2 } });
+    const counts = await writePage(pool, {
+      key,
+      pass: old,
+      records: { items: objects('s1', 's2') },
+      ordinalBase: 0,
+      seen,
+      checkpoint: { ...old.checkpoint, page: 2 },
+    });
     assert.deepEqual(counts, { inserted: 2, updated: 0, unchanged: 0 });
     const stream = async () =>
       (
@@ -91,8 +101,15 @@ describe('finishing a full pass', () => {
     );
     const { rows: written } = await pool.query(`SELECT 1 FROM records WHERE account_id = $1 AND resource = 'customers' AND id = 's3'`, [key.accountId]);
     assert.equal(written.length, 0, "the stale pass's page rolled back");
-    const { rows: pageRows } = await pool.query(`SELECT 1 FROM stream_pages WHERE stream_id = $1 AND generation = $2 AND page = 2`, [old.streamId, old.generation]);
-    assert.equal(pageRows.length, 0, "and its page row with it");
-    assert.deepEqual(await stream(), { generation: replacing.generation, pages: 0, records: 0, page: 1, inserted: 0 }, "the new pass's checkpoint is untouched");
+    const { rows: pageRows } = await pool.query(`SELECT 1 FROM stream_pages WHERE stream_id = $1 AND generation = $2 AND page = 2`, [
+      old.streamId,
+      old.generation,
+    ]);
+    assert.equal(pageRows.length, 0, 'and its page row with it');
+    assert.deepEqual(
+      await stream(),
+      { generation: replacing.generation, pages: 0, records: 0, page: 1, inserted: 0 },
+      "the new pass's checkpoint is untouched",
+    );
   });
 });

@@ -45,7 +45,12 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
   });
 
   const passthrough = (app: FastifyInstance, token: string) =>
-    app.inject({ method: 'POST', url: '/passthrough-download', headers: { ...h.clientHeaders, 'account-token': token, 'content-type': 'application/json' }, payload: { method: 'GET', path: '/files/a.bin' } });
+    app.inject({
+      method: 'POST',
+      url: '/passthrough-download',
+      headers: { ...h.clientHeaders, 'account-token': token, 'content-type': 'application/json' },
+      payload: { method: 'GET', path: '/files/a.bin' },
+    });
 
   it('sends forwarded calls of every variant through the governor, against the account budget the sync spends', async () => {
     const { accountId, accountToken } = await h.link('crmcloud', 'variants');
@@ -56,14 +61,20 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     const answers = [
       await passthrough(h.app, accountToken),
       await h.app.inject({ method: 'GET', url: '/link/account', headers }),
-      await h.app.inject({ method: 'POST', url: '/customers', headers: { ...headers, 'content-type': 'application/json' }, payload: { name: 'Written through the mirror' } }),
+      await h.app.inject({
+        method: 'POST',
+        url: '/customers',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: { name: 'Written through the mirror' },
+      }),
       // A list never synced: answered by the upstream (and a sync of it starts).
       await h.app.inject({ method: 'GET', url: '/leads', headers }),
     ];
     for (const a of answers) assert.ok(a.statusCode < 300, `${a.statusCode} ${a.body.slice(0, 200)}`);
     rec.stop();
     const paths = rec.seen.map((s) => s.path);
-    for (const p of ['/passthrough-download', '/link/account', '/customers', '/leads']) assert.ok(paths.includes(p), `the sandbox served ${p} for the account: ${paths.join(', ')}`);
+    for (const p of ['/passthrough-download', '/link/account', '/customers', '/leads'])
+      assert.ok(paths.includes(p), `the sandbox served ${p} for the account: ${paths.join(', ')}`);
     // Each one was granted by the governor as an interactive request (the write's read-back too).
     assert.ok(governor.usage().interactive.granted - before >= 4, `interactive grants: ${governor.usage().interactive.granted - before}`);
     // Against the account's source-system budget, the one the sync's requests spend.
@@ -75,11 +86,18 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     assert.ok(counted && counted.requests >= 4, 'the sandbox counted them against the account');
   });
 
-  it("relays an upstream 429 on a forwarded call with its headers, and the governor then answers the next one itself", async () => {
+  it('relays an upstream 429 on a forwarded call with its headers, and the governor then answers the next one itself', async () => {
     const { accountToken } = await h.link('crmcloud', 'spent');
     // An API process that holds a call at most 200 ms.
     const apiServices = createServices({ ...h.services.config, MIRROR_INTERACTIVE_MAX_WAIT_MS: 200 }, { name: 'api-short-wait' });
-    const api = await buildApp({ pool: apiServices.pool, prisma: apiServices.prisma, accounts: apiServices.accounts, logger: apiServices.logger, upstream: { client: apiServices.upstream, target: upstreamTarget(apiServices.config) }, hashKey: apiServices.keys.signingKey });
+    const api = await buildApp({
+      pool: apiServices.pool,
+      prisma: apiServices.prisma,
+      accounts: apiServices.accounts,
+      logger: apiServices.logger,
+      upstream: { client: apiServices.upstream, target: upstreamTarget(apiServices.config) },
+      hashKey: apiServices.keys.signingKey,
+    });
     extra.push({ services: apiServices, app: api });
     // Another client of the same account spends the window behind the mirror's back.
     let direct = 0;
@@ -113,7 +131,14 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     const second = createServices(h.services.config, { name: 'second-worker' });
     extra.push({ services: second, worker: await startWorker(second, { publicBaseUrl: h.apiUrl }) });
     const apiServices = createServices(h.services.config, { name: 'api' });
-    const api = await buildApp({ pool: apiServices.pool, prisma: apiServices.prisma, accounts: apiServices.accounts, logger: apiServices.logger, upstream: { client: apiServices.upstream, target: upstreamTarget(apiServices.config) }, hashKey: apiServices.keys.signingKey });
+    const api = await buildApp({
+      pool: apiServices.pool,
+      prisma: apiServices.prisma,
+      accounts: apiServices.accounts,
+      logger: apiServices.logger,
+      upstream: { client: apiServices.upstream, target: upstreamTarget(apiServices.config) },
+      hashKey: apiServices.keys.signingKey,
+    });
     extra.push({ services: apiServices, app: api });
 
     const rec = record(h, accountToken);
@@ -156,9 +181,15 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     }
     const meanSync = steady.reduce((a, w) => a + w.sync, 0) / steady.length;
     assert.ok(meanSync >= 0.4 * limit, `the sync uses its share: ${summary}`);
-    assert.ok(app.every((a) => a.status === 200), `the application's calls all answered: ${app.map((a) => a.status).join(' ')}`);
+    assert.ok(
+      app.every((a) => a.status === 200),
+      `the application's calls all answered: ${app.map((a) => a.status).join(' ')}`,
+    );
     // Held at most about a spacing of the window (510 ms) beside the upstream's own time; never to the bound.
-    assert.ok(app.every((a) => a.ms < 2_000), `the application's calls were not held long: ${app.map((a) => a.ms).join(' ')}`);
+    assert.ok(
+      app.every((a) => a.ms < 2_000),
+      `the application's calls were not held long: ${app.map((a) => a.ms).join(' ')}`,
+    );
 
     // Visible: /metrics and the status page split the API process's use by class, with what was waited.
     const metrics = await api.inject({ method: 'GET', url: '/metrics', headers: h.clientHeaders });
@@ -166,12 +197,21 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     assert.ok(sent >= app.length, `application requests counted in /metrics: ${sent}`);
     assert.match(metrics.body, /^mirror_governor_wait_seconds_total\{class="application",reason="rate",process="api"\} [\d.e-]+$/m);
     assert.match(metrics.body, /^mirror_governor_refused_total\{class="application",process="api"\} 0$/m);
-    assert.match(metrics.body, new RegExp(`^mirror_governor_budget_total\\{budget="source:${accountId}:crmcloud\\|background",kind="source_system",account="${accountId}",source_system="crmcloud",lane="sync"`, 'm'));
+    assert.match(
+      metrics.body,
+      new RegExp(
+        `^mirror_governor_budget_total\\{budget="source:${accountId}:crmcloud\\|background",kind="source_system",account="${accountId}",source_system="crmcloud",lane="sync"`,
+        'm',
+      ),
+    );
     const status = JSON.parse((await api.inject({ method: 'GET', url: '/status.json', headers: h.clientHeaders })).body) as {
       upstreamClasses: { class: string; granted: number }[];
       budgets: { accountId: string | null; lane: string; sourceSystem: string | null }[];
     };
     assert.ok(status.upstreamClasses.find((c) => c.class === 'application')!.granted >= app.length);
-    assert.ok(status.budgets.some((b) => b.accountId === accountId && b.lane === 'sync' && b.sourceSystem === 'crmcloud'), 'the sync lane of the budget is listed');
+    assert.ok(
+      status.budgets.some((b) => b.accountId === accountId && b.lane === 'sync' && b.sourceSystem === 'crmcloud'),
+      'the sync lane of the budget is listed',
+    );
   });
 });

@@ -36,7 +36,9 @@ async function connectionsClosed(url: string): Promise<void> {
   await client.connect();
   try {
     for (let i = 0; i < 100; i++) {
-      const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+      const { rows } = await client.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+      );
       if (rows[0]!.n === 0) return;
       await sleep(20);
     }
@@ -119,11 +121,16 @@ describe('PostgresRateGovernor shared by two processes', () => {
     const steady = times.filter((t) => t >= start + 1_000).length;
     const ratio = steady / (20 * (seconds - 1));
     const byProcess = [0, 1].map((by) => run.sent.filter((s) => s.by === by).length);
-    console.log(`sliding service window: ${times.length} sent (${byProcess.join(' + ')}), steady ratio ${ratio.toFixed(3)}, max in any 1 s ${maxInAnyWindow(times, 1_000)}, 429s ${run.rejected.length}`);
+    console.log(
+      `sliding service window: ${times.length} sent (${byProcess.join(' + ')}), steady ratio ${ratio.toFixed(3)}, max in any 1 s ${maxInAnyWindow(times, 1_000)}, 429s ${run.rejected.length}`,
+    );
     assert.deepEqual(run.rejected, []);
     assert.ok(maxInAnyWindow(times, 1_000) <= 20);
     assert.ok(ratio >= 0.85, `ratio ${ratio}`);
-    assert.ok(byProcess.every((n) => n > 0.3 * times.length), `both processes send: ${byProcess.join(' + ')}`);
+    assert.ok(
+      byProcess.every((n) => n > 0.3 * times.length),
+      `both processes send: ${byProcess.join(' + ')}`,
+    );
   });
 
   it('paces by the later of the service and the source-system windows, with reset headers, at >= 0.85', async () => {
@@ -147,11 +154,25 @@ describe('PostgresRateGovernor shared by two processes', () => {
     const start = times[0]!;
     const steady = times.filter((t) => t >= start + 1_000).length;
     const ratio = steady / (20 * (seconds - 1));
-    console.log(`service + source-system windows: ${times.length} sent, steady ratio ${ratio.toFixed(3)}, 429s after the first window ${run.rejected.filter((t) => t >= start + 1_000).length}`);
-    assert.deepEqual(run.rejected.filter((t) => t >= start + 1_000), []);
+    console.log(
+      `service + source-system windows: ${times.length} sent, steady ratio ${ratio.toFixed(3)}, 429s after the first window ${run.rejected.filter((t) => t >= start + 1_000).length}`,
+    );
+    assert.deepEqual(
+      run.rejected.filter((t) => t >= start + 1_000),
+      [],
+    );
     assert.ok(ratio >= 0.85, `ratio ${ratio}`);
-    const { rows } = await pools[0]!.query<{ key: string; total: number; spacing_ms: number }>('SELECT key, total, spacing_ms FROM rate_budgets WHERE key LIKE $1 ORDER BY key', ['%account-2%']);
-    assert.deepEqual(rows.map((r) => [r.key, r.total]), [['source:account-2:buildpro', 20], ['svc:client-a:account-2', 40]]);
+    const { rows } = await pools[0]!.query<{ key: string; total: number; spacing_ms: number }>(
+      'SELECT key, total, spacing_ms FROM rate_budgets WHERE key LIKE $1 ORDER BY key',
+      ['%account-2%'],
+    );
+    assert.deepEqual(
+      rows.map((r) => [r.key, r.total]),
+      [
+        ['source:account-2:buildpro', 20],
+        ['svc:client-a:account-2', 40],
+      ],
+    );
   });
 
   it('after a 429 reported by one process, neither sends until the reset', async () => {
@@ -209,12 +230,17 @@ describe('PostgresRateGovernor shared by two processes', () => {
     const byProcess = [0, 1].map((by) => run.sent.filter((s) => s.by === by).length);
     console.log(`serial source system: ${run.sent.length} requests of 40 ms in 2 s (${byProcess.join(' + ')}), max concurrent ${run.maxConcurrent}`);
     assert.equal(run.maxConcurrent, 1);
-    assert.ok(byProcess.every((n) => n > 0), byProcess.join(' + '));
+    assert.ok(
+      byProcess.every((n) => n > 0),
+      byProcess.join(' + '),
+    );
     // Handed over as soon as it is released: a release that went astray would hold the next request
     // until the claim lapses (1.5 s), leaving 2 or 3 requests in the 2 s. 50 fit back to back; a
     // loaded machine (CI runs three test files at once) gets 19-30, so the floor is 10.
     assert.ok(run.sent.length >= 10, String(run.sent.length));
-    const { rows } = await pools[0]!.query<{ n: number }>('SELECT count(*)::int AS n FROM rate_leases WHERE key LIKE $1 AND holder IS NOT NULL', ['%account-4%']);
+    const { rows } = await pools[0]!.query<{ n: number }>('SELECT count(*)::int AS n FROM rate_leases WHERE key LIKE $1 AND holder IS NOT NULL', [
+      '%account-4%',
+    ]);
     assert.equal(rows[0]!.n, 0, 'every lease released');
   });
 });

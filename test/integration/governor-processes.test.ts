@@ -47,7 +47,11 @@ describe('one budget across processes: two workers and an API process', { timeou
     m = await startChaosMirror({
       name: 'governor-processes',
       // 1,000 records a list: 5 pages of 200 in each of the four lists, synced at once by both workers.
-      sandbox: { size: 20, sizes: { customers: 1_000, leads: 1_000, opportunities: 1_000, activities: 1_000 }, rateLimits: { windowMs, accountLimit: 1_000, sourceSystemLimits: { crmcloud: limit } } },
+      sandbox: {
+        size: 20,
+        sizes: { customers: 1_000, leads: 1_000, opportunities: 1_000, activities: 1_000 },
+        rateLimits: { windowMs, accountLimit: 1_000, sourceSystemLimits: { crmcloud: limit } },
+      },
       // Two activity slots a worker (SYNC_STREAM_CONCURRENCY 1), so the four lists synced at once need both.
       env: { UPSTREAM_ASSUME_LIMITS: 'true', MIRROR_SYNC_BUDGET_SHARE: String(share), LOG_LEVEL: 'info', SYNC_STREAM_CONCURRENCY: '1' },
     });
@@ -109,7 +113,9 @@ describe('one budget across processes: two workers and an API process', { timeou
     const appSeen = rec.seen.filter((x) => x.path.startsWith('/passthrough'));
     const syncStart = Math.min(...rec.seen.map((x) => x.t));
     console.log(`per window (sync+application): ${line}; application calls: ${calls.map((c) => `${c.status}/${c.ms}ms`).join(' ')}; ${seconds.toFixed(1)} s`);
-    console.log(`application calls sent at (ms from the first request): ${calls.map((c) => c.sentAt - syncStart).join(' ')}; reached the sandbox at ${appSeen.map((x) => x.t - syncStart).join(' ')}`);
+    console.log(
+      `application calls sent at (ms from the first request): ${calls.map((c) => c.sentAt - syncStart).join(' ')}; reached the sandbox at ${appSeen.map((x) => x.t - syncStart).join(' ')}`,
+    );
 
     // After the first window (the governors start from a guessed 60 s window and learn it from the
     // answers), every window, the last (partial) one included: the sync within its share, all of it
@@ -132,12 +138,18 @@ describe('one budget across processes: two workers and an API process', { timeou
     const meanSync = middle.reduce((a, w) => a + w.sync, 0) / Math.max(1, middle.length);
     assert.ok(meanSync >= (share - 0.1) * limit, `the sync uses its share: mean ${meanSync.toFixed(2)} a window: ${line}`);
     assert.ok(calls.length >= 3, `the application called through the sync: ${calls.length}`);
-    assert.ok(calls.every((c) => c.status === 200), `the application's calls were all answered (no 429 from the mirror or the upstream): ${calls.map((c) => c.status).join(' ')}`);
+    assert.ok(
+      calls.every((c) => c.status === 200),
+      `the application's calls were all answered (no 429 from the mirror or the upstream): ${calls.map((c) => c.status).join(' ')}`,
+    );
     // Held at most about a spacing of the window (500 ms) beside the upstream's own time, after the
     // first window (where the governors still learn the window): never to the 2 s bound.
     const firstSync = Math.min(...rec.seen.filter((x) => !x.path.startsWith('/passthrough')).map((x) => x.t));
     const later = calls.filter((c) => c.sentAt >= firstSync + windowMs);
-    assert.ok(later.every((c) => c.ms < 2_000), `the application's calls were not held long: ${calls.map((c) => c.ms).join(' ')}`);
+    assert.ok(
+      later.every((c) => c.ms < 2_000),
+      `the application's calls were not held long: ${calls.map((c) => c.ms).join(' ')}`,
+    );
 
     // Both worker processes ran the sync's activities (Temporal records who started each one).
     const identities = new Set<string>();
@@ -150,7 +162,11 @@ describe('one budget across processes: two workers and an API process', { timeou
     }
     // The identity names the Node process bin/mirror.js started, a descendant of the one spawned.
     const ran = new Set([...identities].map((pid) => ancestorAmong(Number(pid), [m.worker.pid!, second.pid!])));
-    assert.deepEqual([...ran].sort(), [m.worker.pid, second.pid].sort(), `both worker processes ran activities of the sync (identities ${[...identities].join(', ')})`);
+    assert.deepEqual(
+      [...ran].sort(),
+      [m.worker.pid, second.pid].sort(),
+      `both worker processes ran activities of the sync (identities ${[...identities].join(', ')})`,
+    );
 
     // Every record: the mirror holds exactly the upstream's (the oracle reads without the limits).
     await m.admin('PUT', '/_admin/rate-limits', { enabled: false });

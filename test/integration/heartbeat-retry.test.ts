@@ -12,7 +12,7 @@ import { startWorker } from '../../bin/temporal-worker.ts';
 import { cliEnv, sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 import { LogCollector, MirrorProcess, waitFor } from '../helpers/processes.ts';
 
-describe('heartbeats: a killed worker\'s delivery is retried within the heartbeat timeout', { timeout: 480_000 }, () => {
+describe("heartbeats: a killed worker's delivery is retried within the heartbeat timeout", { timeout: 480_000 }, () => {
   let h: Harness;
   let server: Server;
   let worker: MirrorProcess;
@@ -37,7 +37,13 @@ describe('heartbeats: a killed worker\'s delivery is retried within the heartbea
   after(async () => {
     for (const res of held) res.destroy();
     await worker?.stop().catch(() => undefined);
-    if (posts.length < 2) console.log(logs.lines.slice(-30).map((l) => `${l.process}: ${l.line}`).join('\n'));
+    if (posts.length < 2)
+      console.log(
+        logs.lines
+          .slice(-30)
+          .map((l) => `${l.process}: ${l.line}`)
+          .join('\n'),
+      );
     await new Promise((r) => server?.close(r));
     await h?.close();
   });
@@ -58,10 +64,20 @@ describe('heartbeats: a killed worker\'s delivery is retried within the heartbea
 
     const { port } = server.address() as { port: number };
     const headers = { ...h.clientHeaders, 'account-token': account.accountToken };
-    const created = await h.app.inject({ method: 'POST', url: '/webhooks', headers, payload: { callback_url: `http://127.0.0.1:${port}/hook`, event: 'UPDATE', type: 'vendor' } });
+    const created = await h.app.inject({
+      method: 'POST',
+      url: '/webhooks',
+      headers,
+      payload: { callback_url: `http://127.0.0.1:${port}/hook`, event: 'UPDATE', type: 'vendor' },
+    });
     assert.equal(created.statusCode, 201, created.body);
     const vendor = (await upstreamAll(h, '/vendors', { 'account-token': account.accountToken }))[0]!;
-    await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'vendors', id: vendor.id, patch: { name: 'Held delivery' } });
+    await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+      account_token: account.accountToken,
+      resource: 'vendors',
+      id: vendor.id,
+      patch: { name: 'Held delivery' },
+    });
     await waitFor('the delivery to reach the subscriber', () => posts.length >= 1, { timeoutMs: 60_000 });
 
     // Today's worker again, in this process, started before the kill (bundling the workflows takes a

@@ -64,7 +64,11 @@ describe('isolation between linked accounts', { timeout: 240_000 }, () => {
       // By source id: A's own record of that source id if it has one, else the missing answer; never B's.
       const sid = `source_id:${row.source_id}`;
       const res = await get(`/${resource}/${encodeURIComponent(sid)}`, asA());
-      const own = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND source_id = $3`, [a.accountId, resource, row.source_id]);
+      const own = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND source_id = $3`, [
+        a.accountId,
+        resource,
+        row.source_id,
+      ]);
       if (own.rows.length > 0) {
         assert.equal(res.status, 200);
         const body = (await res.json()) as { id: string };
@@ -81,8 +85,15 @@ describe('isolation between linked accounts', { timeout: 240_000 }, () => {
 
   it('by list filters on id, source_id and any field: nothing of the other account', async () => {
     const row = await theirs('vendors');
-    const { rows } = await h.services.pool.query<{ name: string }>(`SELECT data->>'name' AS name FROM records WHERE account_id = $1 AND resource = 'vendors' AND id = $2`, [b.accountId, row.id]);
-    const mine = new Set((await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'vendors'`, [a.accountId])).rows.map((r) => r.id));
+    const { rows } = await h.services.pool.query<{ name: string }>(
+      `SELECT data->>'name' AS name FROM records WHERE account_id = $1 AND resource = 'vendors' AND id = $2`,
+      [b.accountId, row.id],
+    );
+    const mine = new Set(
+      (await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'vendors'`, [a.accountId])).rows.map(
+        (r) => r.id,
+      ),
+    );
     const filters = [
       [{ field: 'id', operator: '=', value: row.id }],
       [{ field: 'source_id', operator: '=', value: row.source_id }],
@@ -93,7 +104,10 @@ describe('isolation between linked accounts', { timeout: 240_000 }, () => {
         const res = await get(`/vendors?filters=${encodeURIComponent(JSON.stringify(f))}${extra}`, asA());
         assert.equal(res.status, 200, await res.clone().text());
         const body = (await res.json()) as { data: { id: string }[] };
-        assert.ok(body.data.every((d) => mine.has(d.id)), `filter ${JSON.stringify(f)}${extra} answered a vendor that is not A's`);
+        assert.ok(
+          body.data.every((d) => mine.has(d.id)),
+          `filter ${JSON.stringify(f)}${extra} answered a vendor that is not A's`,
+        );
         if (f[0]!.field === 'id') assert.equal(body.data.length, 0);
       }
     }
@@ -118,7 +132,10 @@ describe('isolation between linked accounts', { timeout: 240_000 }, () => {
     const missingProject = '00000000-0000-4000-8000-00000000abce';
     const missing = await shape(await get(`/documents/${missingId}`, asA({ 'project-id': missingProject })), missingId);
     assert.equal(foreign.status, 404);
-    assert.deepEqual({ ...foreign, message: foreign.message.split(projectOfDoc).join('<p>') }, { ...missing, message: missing.message.split(missingProject).join('<p>') });
+    assert.deepEqual(
+      { ...foreign, message: foreign.message.split(projectOfDoc).join('<p>') },
+      { ...missing, message: missing.message.split(missingProject).join('<p>') },
+    );
   });
 
   it("through a parent: another account's drawing has no versions for this one", async () => {
@@ -127,7 +144,9 @@ describe('isolation between linked accounts', { timeout: 240_000 }, () => {
     const foreign = await get(`/drawings/${drawing.id}/versions`, asA({ 'project-id': projectId }));
     const text = await foreign.text();
     assert.ok(foreign.status === 404 || foreign.status === 200, `${foreign.status} ${text.slice(0, 200)}`);
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'drawing-versions'`, [b.accountId]);
+    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'drawing-versions'`, [
+      b.accountId,
+    ]);
     assert.ok(rows.length > 0, 'B has drawing versions');
     assert.ok(!rows.some((r) => text.includes(r.id)), "none of B's drawing versions in the answer");
   });

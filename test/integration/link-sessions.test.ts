@@ -56,22 +56,35 @@ describe('link sessions on the mirror', { timeout: 240_000 }, () => {
     assert.equal(vendors.status, 403, 'vendors are outside a file picker session');
     assert.match(((await vendors.json()) as { message: string }).message, /vendors:read/);
 
-    const write = await fetch(`${h.apiUrl}/vendors`, { method: 'POST', headers: { ...asSession(s.session), 'content-type': 'application/json' }, body: '{"name":"x"}' });
+    const write = await fetch(`${h.apiUrl}/vendors`, {
+      method: 'POST',
+      headers: { ...asSession(s.session), 'content-type': 'application/json' },
+      body: '{"name":"x"}',
+    });
     assert.equal(write.status, 403, 'a read-only session cannot write');
 
     const { rows } = await h.services.pool.query<{ secret_hash: string }>(`SELECT secret_hash FROM link_sessions WHERE id = $1`, [s.id]);
     assert.equal(rows.length, 1);
     assert.notEqual(rows[0]!.secret_hash, s.session);
     const dump = await h.services.pool.query<{ t: string }>(`SELECT row_to_json(l)::text AS t FROM link_sessions l`);
-    assert.ok(dump.rows.every((r) => !r.t.includes(s.session)), 'the secret is not stored');
+    assert.ok(
+      dump.rows.every((r) => !r.t.includes(s.session)),
+      'the secret is not stored',
+    );
   });
 
   it("never answers another account's record to a session", async () => {
     const [a, b] = accounts;
     const s = await createSession(a!.accountToken, { name: 'picker', ttl: '600', mode: 'file-picker' });
-    const { rows } = await h.services.pool.query<{ id: string; source_id: string }>(`SELECT id, source_id FROM records WHERE account_id = $1 AND resource = 'projects' LIMIT 1`, [b!.accountId]);
+    const { rows } = await h.services.pool.query<{ id: string; source_id: string }>(
+      `SELECT id, source_id FROM records WHERE account_id = $1 AND resource = 'projects' LIMIT 1`,
+      [b!.accountId],
+    );
     const theirs = rows[0]!;
-    const mine = await h.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = 'projects' AND id = $2`, [a!.accountId, theirs.id]);
+    const mine = await h.services.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = 'projects' AND id = $2`,
+      [a!.accountId, theirs.id],
+    );
     assert.equal(mine.rows[0]!.n, 0, "the other account's project id is not one of this account's");
     const byId = await get(`/projects/${theirs.id}`, asSession(s.session));
     assert.equal(byId.status, 404);
@@ -83,7 +96,11 @@ describe('link sessions on the mirror', { timeout: 240_000 }, () => {
   it('follows extend and expire, and refuses unknown, expired and mixed credentials', async () => {
     const [a] = accounts;
     const s = await createSession(a!.accountToken, { name: 'short', ttl: '2', scopes: ['projects:read'] });
-    const extend = await fetch(`${h.apiUrl}/link/sessions/${s.id}/extend`, { method: 'POST', headers: asAccount(a!.accountToken), body: JSON.stringify({ ttl: '600' }) });
+    const extend = await fetch(`${h.apiUrl}/link/sessions/${s.id}/extend`, {
+      method: 'POST',
+      headers: asAccount(a!.accountToken),
+      body: JSON.stringify({ ttl: '600' }),
+    });
     assert.ok(extend.ok, `extended: ${extend.status} ${await extend.clone().text()}`);
     await new Promise((r) => setTimeout(r, 2_500));
     assert.equal((await get('/projects', asSession(s.session))).status, 200, 'extended past its first expiry');

@@ -61,7 +61,11 @@ describe('/metrics', { timeout: 120_000 }, () => {
     assert.equal(rows.length, 4);
     for (const r of rows) {
       assert.equal(sample(text, 'mirror_records', { source_system: 'crmcloud', resource: r.resource }), r.n, `records of ${r.resource}`);
-      assert.equal(sample(text, 'mirror_records_written_total', { source_system: 'crmcloud', resource: r.resource, kind: 'inserted' }), r.n, `inserted ${r.resource}`);
+      assert.equal(
+        sample(text, 'mirror_records_written_total', { source_system: 'crmcloud', resource: r.resource, kind: 'inserted' }),
+        r.n,
+        `inserted ${r.resource}`,
+      );
       assert.ok(sample(text, 'mirror_pages_total', { source_system: 'crmcloud', resource: r.resource })! >= 1);
       assert.ok(sample(text, 'mirror_stream_lag_seconds', { account: accountId, resource: r.resource })! >= 0);
     }
@@ -97,7 +101,10 @@ describe('/metrics', { timeout: 120_000 }, () => {
       body: JSON.stringify({ callback_url: 'http://127.0.0.1:1/hook', event: 'UPDATE', type: 'customer' }),
     });
     assert.equal(sub.status, 201);
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' ORDER BY ordinal LIMIT 1`, [accountId]);
+    const { rows } = await h.services.pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' ORDER BY ordinal LIMIT 1`,
+      [accountId],
+    );
     const patched = await fetch(`${h.sandbox.url}/_admin/objects`, {
       method: 'PATCH',
       headers: { ...h.upstreamHeaders, 'content-type': 'application/json' },

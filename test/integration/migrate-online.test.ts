@@ -35,7 +35,10 @@ describe('migrate: before, and migrations outside a transaction', () => {
     const first = await migrate(db.url, { before: stop });
     assert.deepEqual(first.applied, names.slice(0, 3));
     const recorded = await query<{ migration_name: string }>(db.url, 'SELECT migration_name FROM _prisma_migrations ORDER BY migration_name');
-    assert.deepEqual(recorded.map((r) => r.migration_name), names.slice(0, 3));
+    assert.deepEqual(
+      recorded.map((r) => r.migration_name),
+      names.slice(0, 3),
+    );
     const one = await migrate(db.url, { before: names[4]! });
     assert.deepEqual(one.applied, [stop]);
     const rest = await migrate(db.url, { before: names[6]! });
@@ -62,7 +65,10 @@ INSERT INTO "online_probe" VALUES (1, 'a;b'), (2, $$c;'d'$$) ON CONFLICT DO NOTH
     const index = await query<{ valid: boolean }>(db.url, `SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'online_probe_note_idx'::regclass`);
     assert.deepEqual(index, [{ valid: true }]);
     const rows = await query<{ note: string }>(db.url, 'SELECT note FROM online_probe ORDER BY id');
-    assert.deepEqual(rows.map((r) => r.note), ['a;b', "c;'d'"]);
+    assert.deepEqual(
+      rows.map((r) => r.note),
+      ['a;b', "c;'d'"],
+    );
   });
 
   it('refuses CREATE INDEX CONCURRENTLY in an unmarked migration (it runs in a transaction), and records the failure', async () => {

@@ -31,13 +31,21 @@ describe('migrate', () => {
   it('applies every migration once, in name order, with Prisma checksums', async () => {
     const files = await readMigrations();
     const first = await migrate(db.url);
-    assert.deepEqual(first.applied, files.map((f) => f.name));
+    assert.deepEqual(
+      first.applied,
+      files.map((f) => f.name),
+    );
     const recorded = await rows();
     assert.equal(recorded.length, files.length);
     for (const [i, r] of recorded.entries()) {
       const file = files[i]!;
       assert.equal(r.migration_name, file.name);
-      assert.equal(r.checksum, createHash('sha256').update(readFileSync(join(defaultMigrationsDir, file.name, 'migration.sql'))).digest('hex'));
+      assert.equal(
+        r.checksum,
+        createHash('sha256')
+          .update(readFileSync(join(defaultMigrationsDir, file.name, 'migration.sql')))
+          .digest('hex'),
+      );
       assert.match(String(r.id), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       assert.ok(r.finished_at instanceof Date);
       assert.equal(r.rolled_back_at, null);

@@ -120,7 +120,9 @@ interface Read {
 /** The releases before each migration come from git's history: a shallow clone (or an export without .git) has none. */
 function historyMissing(): string | false {
   try {
-    return git('rev-parse', '--is-shallow-repository') === 'true' ? 'a shallow clone: the releases before each migration are not in its history (git fetch --unshallow)' : false;
+    return git('rev-parse', '--is-shallow-repository') === 'true'
+      ? 'a shallow clone: the releases before each migration are not in its history (git fetch --unshallow)'
+      : false;
   } catch {
     return 'no git history: the releases before each migration are exported from it';
   }
@@ -206,7 +208,7 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
     return api;
   }
 
-  it('applies each migration with zero failed reads on the release before it, then serves today\'s API', async () => {
+  it("applies each migration with zero failed reads on the release before it, then serves today's API", async () => {
     const reads: Read[] = [];
     const failures: string[] = [];
     let stop = false;
@@ -232,7 +234,8 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
       for (let i = 0; !stop; i++) {
         const k = 1 + Math.floor(Math.random() * records);
         if ((i + n) % 2 === 0) await one(`/projects/p-${k}`, (b) => b.id === `p-${k}`);
-        else await one(`/projects?page=${1 + Math.floor(Math.random() * pages)}&per_page=${perPage}`, (b) => Array.isArray(b.data) && b.data.length === perPage);
+        else
+          await one(`/projects?page=${1 + Math.floor(Math.random() * pages)}&per_page=${perPage}`, (b) => Array.isArray(b.data) && b.data.length === perPage);
       }
     };
     const max = (xs: Read[]) => (xs.length === 0 ? 0 : Math.round(Math.max(...xs.map((r) => r.ms))));

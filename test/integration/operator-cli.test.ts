@@ -20,7 +20,11 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
 
   function mirror(...args: string[]): Promise<{ code: number; out: string; err: string }> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [mirrorBin, ...args], { cwd: tmpdir(), env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [mirrorBin, ...args], {
+        cwd: tmpdir(),
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let out = '';
       let err = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -67,7 +71,9 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
 
     const status = await mirror('status', '--json', '--account', accountId.slice(0, 8));
     assert.equal(status.code, 0, status.err);
-    const s = JSON.parse(status.out) as { accounts: { id: string; resources: { resource: string; liveRecords: number; lagSeconds: number }[]; streams: { state: string }[] }[] };
+    const s = JSON.parse(status.out) as {
+      accounts: { id: string; resources: { resource: string; liveRecords: number; lagSeconds: number }[]; streams: { state: string }[] }[];
+    };
     assert.equal(s.accounts[0]?.resources.length, 4);
     assert.ok(s.accounts[0].resources.every((r) => r.liveRecords === 15 && r.lagSeconds >= 0));
     assert.ok(s.accounts[0].streams.every((x) => x.state === 'synced'));
@@ -91,13 +97,20 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
     assert.equal(r.result.streams, 4);
     assert.deepEqual(r.result.failed, []);
     assert.equal(r.totals.length, 4);
-    assert.ok(r.totals.every((t) => t.records === 15 && t.unchanged === 15), JSON.stringify(r.totals));
+    assert.ok(
+      r.totals.every((t) => t.records === 15 && t.unchanged === 15),
+      JSON.stringify(r.totals),
+    );
   });
 
   it('lists the upstream webhooks the first sync registered, and registers them again with --force', async () => {
     const token = await h.services.accounts.token(accountId);
     const upstreamIds = async () =>
-      new Set(((await (await fetch(`${h.sandbox.url}/webhooks`, { headers: { ...h.upstreamHeaders, 'account-token': token } })).json()) as { data: { id: string }[] }).data.map((w) => w.id));
+      new Set(
+        (
+          (await (await fetch(`${h.sandbox.url}/webhooks`, { headers: { ...h.upstreamHeaders, 'account-token': token } })).json()) as { data: { id: string }[] }
+        ).data.map((w) => w.id),
+      );
     const list = await mirror('webhooks', 'list', '--account', accountId, '--json');
     assert.equal(list.code, 0, list.err);
     const { registrations } = JSON.parse(list.out) as { registrations: { upstreamId: string; event: string }[] };
@@ -112,7 +125,10 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
     assert.match(again.out, new RegExp(`Removed ${n} registrations; registered ${n} webhooks`));
     const after = await upstreamIds();
     assert.equal(after.size, n, 'the old registrations were deleted upstream');
-    assert.ok(registrations.every((r) => !after.has(r.upstreamId)), 'and new ones made');
+    assert.ok(
+      registrations.every((r) => !after.has(r.upstreamId)),
+      'and new ones made',
+    );
   });
 
   it('says what is wrong in one line, with the exit code of its kind', async () => {
@@ -196,7 +212,13 @@ describe('mirror CLI for operators', { timeout: 420_000 }, () => {
     assert.match(await page.text(), /name="source_system" value="fieldops"/);
     const signIn = await fetch(`${h.sandbox.url}/link/sign-in`, {
       method: 'POST',
-      body: new URLSearchParams({ link_token: linkUrl.searchParams.get('link_token')!, source_system: 'fieldops', redirect_uri: redirect, username: 'u', password: 'p' }),
+      body: new URLSearchParams({
+        link_token: linkUrl.searchParams.get('link_token')!,
+        source_system: 'fieldops',
+        redirect_uri: redirect,
+        username: 'u',
+        password: 'p',
+      }),
       redirect: 'follow',
     });
     assert.match(await signIn.text(), /Linked\. You can close this tab/);

@@ -54,7 +54,13 @@ describe('page bodies written as received', () => {
   }
 
   async function write(scope: string, records: PageRecords, resource = 'customers', insertOnly?: boolean) {
-    return writePage(pool, { key: { accountId, resource, scope }, pass: { streamId: 0, generation: 1 }, records, ordinalBase: 10, ...(insertOnly ? { insertOnly } : {}) });
+    return writePage(pool, {
+      key: { accountId, resource, scope },
+      pass: { streamId: 0, generation: 1 },
+      records,
+      ordinalBase: 10,
+      ...(insertOnly ? { insertOnly } : {}),
+    });
   }
 
   interface Row {
@@ -187,7 +193,11 @@ describe('page bodies written as received', () => {
       ],
     );
     // The objects' path takes the hint too.
-    assert.deepEqual(await write('fresh-insert', { items: [customer('c', { name: 'third c' }), customer('d')] }, 'customers', true), { inserted: 1, updated: 1, unchanged: 0 });
+    assert.deepEqual(await write('fresh-insert', { items: [customer('c', { name: 'third c' }), customer('d')] }, 'customers', true), {
+      inserted: 1,
+      updated: 1,
+      unchanged: 0,
+    });
   });
 
   it('hashes as the migration that introduced the hash does, volatile URL fields left out', async () => {
@@ -201,7 +211,11 @@ describe('page bodies written as received', () => {
     // A new signed URL is no change; a new name is.
     const again = await write('photos-body', bodyRecords(JSON.stringify({ data: [photo('p1', 'https://files.example/1?sig=2')] })), 'photos');
     assert.deepEqual(again, { inserted: 0, updated: 0, unchanged: 1 });
-    const renamed = await write('photos-body', bodyRecords(JSON.stringify({ data: [{ ...photo('p1', 'https://files.example/1?sig=3'), name: 'renamed' }] })), 'photos');
+    const renamed = await write(
+      'photos-body',
+      bodyRecords(JSON.stringify({ data: [{ ...photo('p1', 'https://files.example/1?sig=3'), name: 'renamed' }] })),
+      'photos',
+    );
     assert.deepEqual(renamed, { inserted: 0, updated: 1, unchanged: 0 });
   });
 });

@@ -34,7 +34,12 @@ describe('list pages', () => {
   });
 
   const query = (accountId: string, page: number, perPage: number): ListQuery => ({
-    accountId, resource: 'customers', scopes: [''], page, perPage, includeSourceData: false,
+    accountId,
+    resource: 'customers',
+    scopes: [''],
+    page,
+    perPage,
+    includeSourceData: false,
   });
 
   /** Every page of the list, read one after another, as the ids served. */
@@ -58,18 +63,33 @@ describe('list pages', () => {
   it('pages in the upstream order while a pass writes, deleted records left out', async () => {
     const accountId = await account();
     const key: StreamKey = { accountId, resource: 'customers', scope: '' };
-    const items = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ id: `c${String(from + i).padStart(4, '0')}`, name: `customer ${from + i}` }));
+    const items = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({ id: `c${String(from + i).padStart(4, '0')}`, name: `customer ${from + i}` }));
     // A first pass of three upstream pages, finished.
     const p1 = await beginOrResumePass(pool, key, { passKey: 'one', mode: 'full', perPage: 100 });
     for (let page = 1; page <= 3; page++) {
-      await writePage(pool, { key, pass: p1, records: { items: items(page * 100, 100) }, ordinalBase: (page - 1) * 100, seen: { page, perPage: 100, digest: null, hasMore: page < 3 }, checkpoint: { ...p1.checkpoint, page: page + 1 } });
+      await writePage(pool, {
+        key,
+        pass: p1,
+        records: { items: items(page * 100, 100) },
+        ordinalBase: (page - 1) * 100,
+        seen: { page, perPage: 100, digest: null, hasMore: page < 3 },
+        checkpoint: { ...p1.checkpoint, page: page + 1 },
+      });
     }
     const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p1.streamId]);
     await finishPass(pool, key, p1, rows[0]!.checkpoint);
     // A second pass has written its first page only: new records at the front (ordinals 0..99 again,
     // ties with the first pass's), some of the old ones gone from the upstream and marked deleted.
     const p2 = await beginOrResumePass(pool, key, { passKey: 'two', mode: 'full', perPage: 100 });
-    await writePage(pool, { key, pass: p2, records: { items: [...items(900, 50), ...items(150, 50)] }, ordinalBase: 0, seen: { page: 1, perPage: 100, digest: null, hasMore: true }, checkpoint: { ...p2.checkpoint, page: 2 } });
+    await writePage(pool, {
+      key,
+      pass: p2,
+      records: { items: [...items(900, 50), ...items(150, 50)] },
+      ordinalBase: 0,
+      seen: { page: 1, perPage: 100, digest: null, hasMore: true },
+      checkpoint: { ...p2.checkpoint, page: 2 },
+    });
     await pool.query(`UPDATE records SET deleted_at = now() WHERE account_id = $1 AND id IN ('c0105', 'c0250', 'c0399')`, [accountId]);
 
     const expected = await upstreamOrder(accountId);

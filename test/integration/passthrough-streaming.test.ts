@@ -53,7 +53,9 @@ describe('pass-through streaming', { timeout: 240_000 }, () => {
     assert.equal(mirrored.bytes, size, 'every byte arrived');
     assert.equal(mirrored.sha, upstream.sha, 'the same bytes as the upstream serves');
     const growth = mirrored.peakRss - before;
-    console.log(`200 MB through the mirror: RSS ${Math.round(before / 2 ** 20)} MB before, peak ${Math.round(mirrored.peakRss / 2 ** 20)} MB (+${Math.round(growth / 2 ** 20)} MB)`);
+    console.log(
+      `200 MB through the mirror: RSS ${Math.round(before / 2 ** 20)} MB before, peak ${Math.round(mirrored.peakRss / 2 ** 20)} MB (+${Math.round(growth / 2 ** 20)} MB)`,
+    );
     assert.ok(growth < size / 2, `memory stays flat: grew ${Math.round(growth / 2 ** 20)} MB for a ${size / 2 ** 20} MB body`);
   });
 });

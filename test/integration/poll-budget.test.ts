@@ -56,14 +56,20 @@ describe('poll budget per pass', { timeout: 300_000 }, () => {
 
   it('lists at most the budget of the lists due by their clock, the most overdue first, the next ones at the next pass', async () => {
     await pass('full');
-    const { rows } = await h.services.pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND deleted_at IS NULL`, [account.accountId]);
+    const { rows } = await h.services.pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'projects' AND deleted_at IS NULL`,
+      [account.accountId],
+    );
     projects.push(...rows.map((r) => r.id));
     assert.equal(projects.length, 7);
     assert.equal(asked.length, 7, 'the full pass lists every project');
     for (const [p, l] of await lists()) assert.equal(l.reason, 'first listed: every 15 min', p);
 
     // 15 minutes on, all seven are due by their clock: two are listed, the two due first.
-    await h.services.pool.query(`UPDATE streams SET next_due_at = next_due_at - make_interval(secs => $2) WHERE account_id = $1`, [account.accountId, incrementalMs / 1000]);
+    await h.services.pool.query(`UPDATE streams SET next_due_at = next_due_at - make_interval(secs => $2) WHERE account_id = $1`, [
+      account.accountId,
+      incrementalMs / 1000,
+    ]);
     const before = await lists();
     // Lists whose pass ended in one statement share a due time: ties go in the budget's own order.
     const byDue = [...before.entries()]
@@ -96,7 +102,10 @@ describe('poll budget per pass', { timeout: 300_000 }, () => {
   it('a list whose last poll is a full-pass period old is listed whatever the budget', async () => {
     // Of the three lists still deferred, the one due last: its last poll as if a full-pass period ago.
     const now = await lists();
-    const waiting = [...now.entries()].filter(([, l]) => l.reason === deferred).sort((a, b) => a[1].nextDueAt - b[1].nextDueAt).map(([p]) => p);
+    const waiting = [...now.entries()]
+      .filter(([, l]) => l.reason === deferred)
+      .sort((a, b) => a[1].nextDueAt - b[1].nextDueAt)
+      .map(([p]) => p);
     assert.equal(waiting.length, 3);
     const stale = waiting.at(-1)!;
     await h.services.pool.query(

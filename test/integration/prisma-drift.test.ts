@@ -46,8 +46,14 @@ async function readCatalog(db: Queryable): Promise<Catalog> {
   const add = (oid: number, key: string, description: string) => tables.get(names.get(oid)!)!.set(key, description);
 
   const { rows: columns } = await db.query<{
-    oid: number; name: string; type: string; not_null: boolean; default: string | null;
-    identity: string; generated: string; collation: string | null;
+    oid: number;
+    name: string;
+    type: string;
+    not_null: boolean;
+    default: string | null;
+    identity: string;
+    generated: string;
+    collation: string | null;
   }>(
     `SELECT a.attrelid::int AS oid, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type,
             a.attnotnull AS not_null, pg_get_expr(d.adbin, d.adrelid) AS default,
@@ -220,7 +226,10 @@ test('drift injected into the migrated database is caught', async () => {
         /^table "stray" is created by the migrations but schema\.prisma has no model for it$/,
       ];
       for (const pattern of expected) {
-        assert.ok(differences.some((d) => pattern.test(d)), `not reported: ${pattern}\nreported:\n  ${differences.join('\n  ')}`);
+        assert.ok(
+          differences.some((d) => pattern.test(d)),
+          `not reported: ${pattern}\nreported:\n  ${differences.join('\n  ')}`,
+        );
       }
       assert.equal(differences.length, expected.length, `unexpected extra differences:\n  ${differences.join('\n  ')}`);
     } finally {
@@ -235,11 +244,17 @@ test('a schema.prisma change without a migration is caught', async () => {
   const original = await readFile(new URL('../../prisma/schema.prisma', import.meta.url), 'utf8');
   const edits: [string, string][] = [
     // a new optional column
-    ['  unlinkedAt       DateTime? @map("unlinked_at") @db.Timestamptz(6)\n', '  unlinkedAt       DateTime? @map("unlinked_at") @db.Timestamptz(6)\n  note             String?\n'],
+    [
+      '  unlinkedAt       DateTime? @map("unlinked_at") @db.Timestamptz(6)\n',
+      '  unlinkedAt       DateTime? @map("unlinked_at") @db.Timestamptz(6)\n  note             String?\n',
+    ],
     // a native type
     ['secretHash String   @map("secret_hash") @db.Char(64)', 'secretHash String   @map("secret_hash") @db.VarChar(64)'],
     // a referential action
-    ['stream     Stream    @relation(fields: [streamId], references: [id], onDelete: Cascade)', 'stream     Stream    @relation(fields: [streamId], references: [id], onDelete: Restrict)'],
+    [
+      'stream     Stream    @relation(fields: [streamId], references: [id], onDelete: Cascade)',
+      'stream     Stream    @relation(fields: [streamId], references: [id], onDelete: Restrict)',
+    ],
     // an index
     ['  @@index([accountId, resource, mirroredAt])\n', '  @@index([accountId, resource, mirroredAt])\n  @@index([hash])\n'],
   ];
@@ -258,7 +273,10 @@ test('a schema.prisma change without a migration is caught', async () => {
     /^records: index "records_hash_idx" is missing from the migrations/,
   ];
   for (const pattern of expected) {
-    assert.ok(differences.some((d) => pattern.test(d)), `not reported: ${pattern}\nreported:\n  ${differences.join('\n  ')}`);
+    assert.ok(
+      differences.some((d) => pattern.test(d)),
+      `not reported: ${pattern}\nreported:\n  ${differences.join('\n  ')}`,
+    );
   }
   assert.equal(differences.length, expected.length, `unexpected extra differences:\n  ${differences.join('\n  ')}`);
 });

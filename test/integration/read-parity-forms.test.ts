@@ -27,12 +27,22 @@ function get(base: string, path: string, headers: Record<string, string>, body?:
   const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   const url = new URL(path, base);
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: 'GET', headers: { ...headers, ...(payload ? { 'content-type': headers['content-type'] ?? 'application/json', 'content-length': String(payload.length) } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      url,
+      {
+        method: 'GET',
+        headers: {
+          ...headers,
+          ...(payload ? { 'content-type': headers['content-type'] ?? 'application/json', 'content-length': String(payload.length) } : {}),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -70,7 +80,9 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
   async function upstreamReads(slug: string): Promise<number> {
     const stats = await sandboxAdmin<{ accounts: Record<string, { reference_id: string; by_path: Record<string, number> }> }>(h, 'GET', '/_admin/stats');
     const mine = Object.values(stats.accounts).find((a) => a.reference_id === accounts.get(slug)!.ref);
-    return Object.entries(mine?.by_path ?? {}).filter(([route]) => route.startsWith('GET /')).reduce((n, [, c]) => n + c, 0);
+    return Object.entries(mine?.by_path ?? {})
+      .filter(([route]) => route.startsWith('GET /'))
+      .reduce((n, [, c]) => n + c, 0);
   }
 
   /** Served from the mirror, and the same answer as the sandbox's. Returns the data. */
@@ -129,7 +141,11 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
       ['ILIKE folds ASCII', [f('name', 'ILIKE', `${name.slice(0, 3).toUpperCase()}%`)], true],
       ['an array field is null (only != passes)', [f('addresses', '!=', 'x')], false],
       ['an array field is null (= fails)', [f('addresses', '=', 'x')], true],
-      ['time fields as instants', [f('source_update_time', '>=', String(customers[5]!.source_update_time)), f('source_create_time', '<', '2999-01-01T00:00:00+01:00')], false],
+      [
+        'time fields as instants',
+        [f('source_update_time', '>=', String(customers[5]!.source_update_time)), f('source_create_time', '<', '2999-01-01T00:00:00+01:00')],
+        false,
+      ],
       ['source_data.<key>', [f(`source_data.${rawKey}`, '=', String(raw[rawKey]))], true],
       ['source_data.<key> whatever Include-Source-Data says', [f(`source_data.${rawKey}`, 'LIKE', '%')], false],
       ['booleans as text', [f('name', 'NOT IN', [true, false])], false],
@@ -143,7 +159,9 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
       if (narrows) assert.ok(plain.length < customers.length, `${what}: the filter narrows the list (${plain.length} of ${customers.length})`);
     }
     // Combined: ANDed across the forms.
-    const combined = await served('graphledger', `/customers?per_page=50&filters=${q([f('status', '!=', 'nope')])}&filters[]=${q(f('balance', '>', 0))}`, { body: { filters: [f('name', '>', 'C')] } });
+    const combined = await served('graphledger', `/customers?per_page=50&filters=${q([f('status', '!=', 'nope')])}&filters[]=${q(f('balance', '>', 0))}`, {
+      body: { filters: [f('name', '>', 'C')] },
+    });
     assert.ok(combined.every((c) => String(c.name) > 'C' && (c.balance as number) > 0));
   });
 
@@ -170,7 +188,11 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
       assert.deepEqual(page2, whole.slice(5, 10), `${what}: paging applies after ordering`);
     }
     // Numbers numerically (probability), with filters and order from every form at once.
-    const opp = await served('crmcloud', `/opportunities?per_page=100&order_by=${q([{ field: 'probability', dir: 'DESC' }])}&order_by[]=${q({ field: 'amount' })}`, { body: { filters: [f('probability', '>=', 10)] } });
+    const opp = await served(
+      'crmcloud',
+      `/opportunities?per_page=100&order_by=${q([{ field: 'probability', dir: 'DESC' }])}&order_by[]=${q({ field: 'amount' })}`,
+      { body: { filters: [f('probability', '>=', 10)] } },
+    );
     for (let i = 1; i < opp.length; i++) assert.ok((opp[i - 1]!.probability as number) >= (opp[i]!.probability as number), 'numerically, descending');
   });
 
@@ -217,7 +239,12 @@ describe('read parity of the drop-in read rule: forms, operators, order, paramet
     // A resource whose records carry no project_id: the real service may narrow it through links.
     await served('buildpro', '/vendors?per_page=5', { headers: { 'project-id': '*' } }, 'Project-Id: * narrows nothing');
     const projects = await all('buildpro', '/projects');
-    await forwarded('buildpro', '/vendors?per_page=5', { headers: { 'project-id': String(projects[0]!.id) } }, /header Project-Id is not evaluated by the mirror on vendors/);
+    await forwarded(
+      'buildpro',
+      '/vendors?per_page=5',
+      { headers: { 'project-id': String(projects[0]!.id) } },
+      /header Project-Id is not evaluated by the mirror on vendors/,
+    );
     // A source system that filters nothing on this resource: the upstream's refusal is relayed.
     const refused = await forwarded('sqlerp', `/customers?filters=${q([f('name', '=', 'x')])}`, {}, /does not filter customers/);
     assert.equal(refused.status, 400);

@@ -120,7 +120,8 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
         }
         if (def.name === 'folders') {
           assertSame('/root-folder', await both(slug, '/root-folder', headers), def);
-          for (const sub of ['files', 'folders']) assertSame(`/folders/{id}/${sub}`, await both(slug, `/folders/${String(one.id)}/${sub}?page=1&per_page=50`, headers), resourceDef(sub));
+          for (const sub of ['files', 'folders'])
+            assertSame(`/folders/{id}/${sub}`, await both(slug, `/folders/${String(one.id)}/${sub}?page=1&per_page=50`, headers), resourceDef(sub));
         }
       });
     }

@@ -9,7 +9,7 @@ import { firstProjectId, linkAndSync, startHarness, type Harness } from '../help
 
 type Json = Record<string, unknown>;
 
-describe('writes of the real service\'s other resources through the mirror', { timeout: 600_000 }, () => {
+describe("writes of the real service's other resources through the mirror", { timeout: 600_000 }, () => {
   let h: Harness;
   const accounts = new Map<string, { accountId: string; accountToken: string }>();
   let projectId: string;
@@ -31,7 +31,12 @@ describe('writes of the real service\'s other resources through the mirror', { t
   async function ask(base: 'mirror' | 'upstream', slug: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
     const res = await fetch(`${base === 'mirror' ? h.apiUrl : h.sandbox.url}${url}`, {
       method,
-      headers: { ...(base === 'mirror' ? h.clientHeaders : h.upstreamHeaders), 'account-token': accounts.get(slug)!.accountToken, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        ...(base === 'mirror' ? h.clientHeaders : h.upstreamHeaders),
+        'account-token': accounts.get(slug)!.accountToken,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
@@ -54,7 +59,20 @@ describe('writes of the real service\'s other resources through the mirror', { t
   it('an RFI created through the mirror is read back from the mirror, in its project', async () => {
     const ph = { 'project-id': projectId };
     const assignee = (await servedEqual('buildpro', '/contacts?per_page=1')).data[0]!;
-    const created = await ask('mirror', 'buildpro', 'POST', '/rfis', { subject: 'Footing rebar spacing at grid C4', question: 'Drawing S-201 shows 12" o.c.; the spec says 10". Which governs?', status: 'Open', assignee_id: assignee.id, due_date: '2026-12-04' }, ph);
+    const created = await ask(
+      'mirror',
+      'buildpro',
+      'POST',
+      '/rfis',
+      {
+        subject: 'Footing rebar spacing at grid C4',
+        question: 'Drawing S-201 shows 12" o.c.; the spec says 10". Which governs?',
+        status: 'Open',
+        assignee_id: assignee.id,
+        due_date: '2026-12-04',
+      },
+      ph,
+    );
     assert.equal(created.status, 201, created.text);
     const id = String(created.body.id);
     assert.equal(created.body.subject, 'Footing rebar spacing at grid C4');
@@ -62,7 +80,10 @@ describe('writes of the real service\'s other resources through the mirror', { t
     assert.equal(one.question, 'Drawing S-201 shows 12" o.c.; the spec says 10". Which governs?');
     assert.equal(one.assignee_id, assignee.id);
     const list = await servedEqual('buildpro', '/rfis?per_page=100', ph);
-    assert.ok(list.data.some((r) => r.id === id), 'the new RFI is in the mirror\'s list of the project');
+    assert.ok(
+      list.data.some((r) => r.id === id),
+      "the new RFI is in the mirror's list of the project",
+    );
     // The reference lists no update of an RFI: the upstream has no such route, and the mirror relays that.
     const update = await ask('mirror', 'buildpro', 'PATCH', `/rfis/${id}`, { status: 'Closed' }, ph);
     assert.equal(update.status, 404, update.text);
@@ -94,12 +115,15 @@ describe('writes of the real service\'s other resources through the mirror', { t
     assert.equal(removed.status, 204, removed.text);
     const list = await servedEqual('sqlerp', `${base}?per_page=100`);
     assert.equal(list.data.length, before);
-    assert.ok(!list.data.some((r) => r.id === id), 'the deleted line item is gone from the mirror\'s list');
+    assert.ok(!list.data.some((r) => r.id === id), "the deleted line item is gone from the mirror's list");
   });
 
   it('a subcontract updated through the mirror is read back from the mirror', async () => {
     const subcontract = (await servedEqual('sqlerp', '/subcontracts?per_page=1')).data[0]!;
-    const updated = await ask('mirror', 'sqlerp', 'PUT', `/subcontracts/${String(subcontract.id)}`, { status: 'Approved', name: 'Concrete foundations, revised scope' });
+    const updated = await ask('mirror', 'sqlerp', 'PUT', `/subcontracts/${String(subcontract.id)}`, {
+      status: 'Approved',
+      name: 'Concrete foundations, revised scope',
+    });
     assert.equal(updated.status, 200, updated.text);
     const one = await servedEqual('sqlerp', `/subcontracts/${String(subcontract.id)}`);
     assert.equal(one.status, 'Approved');

@@ -29,14 +29,19 @@ function urlsByPresence(value: unknown, urls: ReadonlySet<string>): unknown {
   return Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, urls.has(k) && typeof v === 'string' && v ? '<url>' : urlsByPresence(v, urls)]));
 }
 
-describe('the real service\'s catalog: every listable path served from the mirror after a sync', { timeout: 900_000 }, () => {
+describe("the real service's catalog: every listable path served from the mirror after a sync", { timeout: 900_000 }, () => {
   let h: Harness;
   const accounts = new Map<string, { token: string; projectId: string | null }>();
   const served: string[] = [];
 
   before(async () => {
     h = await startHarness({ sandbox: { size: 4 }, config: { MIRROR_RESOURCES: '*' } });
-    const systems = new Set(realListablePaths.map((p) => resourceOfPath(p)).flatMap((d) => (d ? [systemFor(d)] : [])).filter((s): s is string => s !== undefined));
+    const systems = new Set(
+      realListablePaths
+        .map((p) => resourceOfPath(p))
+        .flatMap((d) => (d ? [systemFor(d)] : []))
+        .filter((s): s is string => s !== undefined),
+    );
     // The accounts are independent: their first passes run side by side, so SQL ERP's async
     // requests (a 5 s poll floor each) wait while the others sync instead of after them.
     const linked = await Promise.all(
@@ -54,7 +59,7 @@ describe('the real service\'s catalog: every listable path served from the mirro
     await h?.close();
   });
 
-  it('the committed facts list the reference\'s 93 listable paths, and the catalog holds every one', () => {
+  it("the committed facts list the reference's 93 listable paths, and the catalog holds every one", () => {
     assert.equal(realListablePaths.length, 93);
     const missing = realListablePaths.filter((p) => !resourceOfPath(p));
     assert.deepEqual(missing, [], 'every listable path is a resource of the catalog');
@@ -90,7 +95,11 @@ describe('the real service\'s catalog: every listable path served from the mirro
       assert.ok((mine.body.data ?? []).length > 0, `${slug} ${concrete}: the mirror holds records`);
       const up = await ask(h.sandbox.url, h.upstreamHeaders, `${concrete}?per_page=50`);
       const urls = new Set(def.urlFields ?? []);
-      assert.deepEqual(urlsByPresence(mine.body.data, urls), urlsByPresence(up.body.data, urls), `${slug} ${concrete}: the mirror's copy equals the upstream's list`);
+      assert.deepEqual(
+        urlsByPresence(mine.body.data, urls),
+        urlsByPresence(up.body.data, urls),
+        `${slug} ${concrete}: the mirror's copy equals the upstream's list`,
+      );
       served.push(path);
     });
   }

@@ -36,11 +36,20 @@ describe('list pages by dense positions', () => {
   }
 
   const query = (key: StreamKey, page: number, perPage: number, includeSourceData = false): ListQuery => ({
-    accountId: key.accountId, resource: key.resource, scopes: [key.scope], page, perPage, includeSourceData,
+    accountId: key.accountId,
+    resource: key.resource,
+    scopes: [key.scope],
+    page,
+    perPage,
+    includeSourceData,
   });
 
   /** Every page of the list as served (each page's JSON and has_more), and how many were read by position. */
-  async function readAll(key: StreamKey, perPage: number, includeSourceData = false): Promise<{ pages: string[]; first: number; positioned: number; offset: number }> {
+  async function readAll(
+    key: StreamKey,
+    perPage: number,
+    includeSourceData = false,
+  ): Promise<{ pages: string[]; first: number; positioned: number; offset: number }> {
     const before = { ...listReadPaths };
     const pages: string[] = [];
     for (let page = 1; ; page++) {
@@ -51,7 +60,12 @@ describe('list pages by dense positions', () => {
     // One page past the end: empty, either way.
     const past = await listRecords(pool, query(key, pages.length + 1, perPage, includeSourceData));
     assert.deepEqual([past.rows, past.hasMore], [[], false]);
-    return { pages, first: listReadPaths.first - before.first, positioned: listReadPaths.positioned - before.positioned, offset: listReadPaths.offset - before.offset };
+    return {
+      pages,
+      first: listReadPaths.first - before.first,
+      positioned: listReadPaths.positioned - before.positioned,
+      offset: listReadPaths.offset - before.offset,
+    };
   }
 
   /** The same pages by OFFSET: the positions marked out of date for the read, then as they were. */
@@ -60,13 +74,22 @@ describe('list pages by dense positions', () => {
       `SELECT valid_version FROM record_position_sets WHERE account_id = $1 AND resource = $2 AND scope = $3`,
       [key.accountId, key.resource, key.scope],
     );
-    await pool.query(`UPDATE record_position_sets SET valid_version = NULL WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
+    await pool.query(`UPDATE record_position_sets SET valid_version = NULL WHERE account_id = $1 AND resource = $2 AND scope = $3`, [
+      key.accountId,
+      key.resource,
+      key.scope,
+    ]);
     try {
       const r = await readAll(key, perPage, includeSourceData);
       assert.equal(r.positioned, 0);
       return r.pages;
     } finally {
-      await pool.query(`UPDATE record_position_sets SET valid_version = $4 WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope, rows[0]?.valid_version ?? null]);
+      await pool.query(`UPDATE record_position_sets SET valid_version = $4 WHERE account_id = $1 AND resource = $2 AND scope = $3`, [
+        key.accountId,
+        key.resource,
+        key.scope,
+        rows[0]?.valid_version ?? null,
+      ]);
     }
   }
 
@@ -78,7 +101,8 @@ describe('list pages by dense positions', () => {
     return rows.map((r) => r.id);
   }
 
-  const ids = (pages: string[]) => pages.flatMap((p) => (JSON.parse(p.slice(0, p.lastIndexOf(' '))) as string[]).map((j) => (JSON.parse(j) as { id: string }).id));
+  const ids = (pages: string[]) =>
+    pages.flatMap((p) => (JSON.parse(p.slice(0, p.lastIndexOf(' '))) as string[]).map((j) => (JSON.parse(j) as { id: string }).id));
 
   const customers = (from: number, n: number) =>
     Array.from({ length: n }, (_, i) => ({ id: `c${String(from + i).padStart(5, '0')}`, name: `customer ${from + i}`, source_data: { n: from + i } }));
@@ -87,7 +111,14 @@ describe('list pages by dense positions', () => {
   async function fullPass(key: StreamKey, passKey: string, pages: Record<string, unknown>[][], perPage: number): Promise<void> {
     const p = await beginOrResumePass(pool, key, { passKey, mode: 'full', perPage });
     for (const [i, items] of pages.entries()) {
-      await writePage(pool, { key, pass: p, records: { items }, ordinalBase: i * perPage, seen: { page: i + 1, perPage, digest: null, hasMore: i + 1 < pages.length }, checkpoint: { ...p.checkpoint, page: i + 2 } });
+      await writePage(pool, {
+        key,
+        pass: p,
+        records: { items },
+        ordinalBase: i * perPage,
+        seen: { page: i + 1, perPage, digest: null, hasMore: i + 1 < pages.length },
+        checkpoint: { ...p.checkpoint, page: i + 2 },
+      });
     }
     const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
     await finishPass(pool, key, p, rows[0]!.checkpoint);
@@ -101,7 +132,14 @@ describe('list pages by dense positions', () => {
     const p = await beginOrResumePass(pool, key, { passKey: 'one', mode: 'full', perPage: 300 });
     for (const [i, items] of pages.entries()) {
       const ordinalBase = i === 1 ? 150 : i * 300;
-      await writePage(pool, { key, pass: p, records: { items }, ordinalBase, seen: { page: i + 1, perPage: 300, digest: null, hasMore: i < 4 }, checkpoint: { ...p.checkpoint, page: i + 2 } });
+      await writePage(pool, {
+        key,
+        pass: p,
+        records: { items },
+        ordinalBase,
+        seen: { page: i + 1, perPage: 300, digest: null, hasMore: i < 4 },
+        checkpoint: { ...p.checkpoint, page: i + 2 },
+      });
     }
     const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
     await finishPass(pool, key, p, rows[0]!.checkpoint);
@@ -137,14 +175,21 @@ describe('list pages by dense positions', () => {
         )
       ).rows[0]!;
     try {
-      for (const [page, perPage] of [[7, 100], [5, 120], [2, 1000]] as const) {
+      for (const [page, perPage] of [
+        [7, 100],
+        [5, 120],
+        [2, 1000],
+      ] as const) {
         await client.query('BEGIN');
         const before = { ...listReadPaths };
         const s0 = await counts();
         const r = await listRecords(client as unknown as Pool, query(key, page, perPage));
         const s1 = await counts();
         assert.equal(listReadPaths.positioned - before.positioned, 1);
-        assert.deepEqual(r.rows.map((j) => (JSON.parse(j) as { id: string }).id), expected.slice((page - 1) * perPage, page * perPage));
+        assert.deepEqual(
+          r.rows.map((j) => (JSON.parse(j) as { id: string }).id),
+          expected.slice((page - 1) * perPage, page * perPage),
+        );
         // The first and last records' keys by primary key, then one range: not one lookup per record
         // of the page, nor a scan of the rest of the list.
         assert.ok(s1.scans - s0.scans <= 3, `page ${page} of ${perPage}: ${s1.scans - s0.scans} scans of the records' indexes`);
@@ -163,13 +208,17 @@ describe('list pages by dense positions', () => {
     await pool.query('ANALYZE records');
     const client = await pool.connect();
     const scans = async () =>
-      (await client.query<{ n: number }>(`SELECT coalesce(sum(idx_scan), 0)::int AS n FROM pg_stat_xact_user_tables WHERE starts_with(relname, 'records')`)).rows[0]!.n;
+      (await client.query<{ n: number }>(`SELECT coalesce(sum(idx_scan), 0)::int AS n FROM pg_stat_xact_user_tables WHERE starts_with(relname, 'records')`))
+        .rows[0]!.n;
     try {
       await client.query('BEGIN');
       const s0 = await scans();
       const r = await listRecords(client as unknown as Pool, { ...query(key, 1, 100), filters: [{ field: 'source_data.n', operator: '>=', value: 250 }] });
       const s1 = await scans();
-      assert.deepEqual(r.rows.map((j) => (JSON.parse(j) as { id: string }).id), (await upstreamOrder(key)).slice(250, 350));
+      assert.deepEqual(
+        r.rows.map((j) => (JSON.parse(j) as { id: string }).id),
+        (await upstreamOrder(key)).slice(250, 350),
+      );
       assert.equal(r.hasMore, true);
       assert.ok(s1 - s0 <= 1, `${s1 - s0} scans of the records' indexes`);
     } finally {
@@ -201,11 +250,25 @@ describe('list pages by dense positions', () => {
 
     // A pass running: its first page moves records to the front; every page falls back while it runs.
     const p = await beginOrResumePass(pool, key, { passKey: 'three', mode: 'full', perPage: 250 });
-    await writePage(pool, { key, pass: p, records: { items: [...customers(400, 50), ...customers(0, 200)] }, ordinalBase: 0, seen: { page: 1, perPage: 250, digest: null, hasMore: true }, checkpoint: { ...p.checkpoint, page: 2 } });
+    await writePage(pool, {
+      key,
+      pass: p,
+      records: { items: [...customers(400, 50), ...customers(0, 200)] },
+      ordinalBase: 0,
+      seen: { page: 1, perPage: 250, digest: null, hasMore: true },
+      checkpoint: { ...p.checkpoint, page: 2 },
+    });
     r = await readAll(key, 100);
     assert.equal(r.positioned, 0, 'a pass page: positions out of date');
     assert.deepEqual(ids(r.pages), await upstreamOrder(key));
-    await writePage(pool, { key, pass: p, records: { items: customers(200, 100) }, ordinalBase: 250, seen: { page: 2, perPage: 250, digest: null, hasMore: false }, checkpoint: { ...p.checkpoint, page: 3 } });
+    await writePage(pool, {
+      key,
+      pass: p,
+      records: { items: customers(200, 100) },
+      ordinalBase: 250,
+      seen: { page: 2, perPage: 250, digest: null, hasMore: false },
+      checkpoint: { ...p.checkpoint, page: 3 },
+    });
     const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p.streamId]);
     await finishPass(pool, key, p, rows[0]!.checkpoint);
     // The finish marked the records it did not see deleted (c00300.. and c07000) and computed positions.
@@ -249,7 +312,8 @@ describe('list pages by dense positions', () => {
     const pages = [customers(0, 300), customers(300, 300)];
     await fullPass(key, 'one', pages, 300);
     const version = async () =>
-      (await pool.query<{ v: string }>(`SELECT version || '/' || valid_version AS v FROM record_position_sets WHERE account_id = $1`, [key.accountId])).rows[0]!.v;
+      (await pool.query<{ v: string }>(`SELECT version || '/' || valid_version AS v FROM record_position_sets WHERE account_id = $1`, [key.accountId])).rows[0]!
+        .v;
     const computed = await version();
     await fullPass(key, 'two', pages, 300);
     assert.equal(await version(), computed, 'nothing written: nothing to compute');
@@ -261,7 +325,10 @@ describe('list pages by dense positions', () => {
     const before = { ...listReadPaths };
     const page5 = await listRecords(pool, query(key, 5, 100));
     assert.equal(listReadPaths.offset - before.offset, 1);
-    assert.deepEqual(page5.rows.map((j) => (JSON.parse(j) as { id: string }).id), (await upstreamOrder(key)).slice(400, 500));
+    assert.deepEqual(
+      page5.rows.map((j) => (JSON.parse(j) as { id: string }).id),
+      (await upstreamOrder(key)).slice(400, 500),
+    );
     await pool.query(`DELETE FROM records WHERE account_id = $1`, [key.accountId]);
     const purged = await listRecords(pool, query(key, 2, 100));
     assert.deepEqual([purged.rows, purged.hasMore], [[], false]);

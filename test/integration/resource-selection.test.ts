@@ -21,8 +21,13 @@ describe('MIRROR_RESOURCES: only the selected resources are mirrored, the rest f
   });
 
   it('syncs the selected resources and projects, nothing else', async () => {
-    const { rows } = await h.services.pool.query<{ resource: string }>(`SELECT DISTINCT resource FROM streams WHERE account_id = $1 ORDER BY 1`, [account.accountId]);
-    assert.deepEqual(rows.map((r) => r.resource), ['projects', 'rfis', 'vendors']);
+    const { rows } = await h.services.pool.query<{ resource: string }>(`SELECT DISTINCT resource FROM streams WHERE account_id = $1 ORDER BY 1`, [
+      account.accountId,
+    ]);
+    assert.deepEqual(
+      rows.map((r) => r.resource),
+      ['projects', 'rfis', 'vendors'],
+    );
   });
 
   async function both(path: string, headers: Record<string, string>) {
@@ -40,7 +45,7 @@ describe('MIRROR_RESOURCES: only the selected resources are mirrored, the rest f
     assert.deepEqual(r.data, r.upstream);
   });
 
-  it('forwards a resource left out, with the upstream\'s answer and a warning naming the setting', async () => {
+  it("forwards a resource left out, with the upstream's answer and a warning naming the setting", async () => {
     const r = await both('/cost-codes?per_page=100', { 'project-id': projectId });
     assert.equal(r.status, 200);
     assert.match(r.warnings ?? '', /answered by the upstream: .*MIRROR_RESOURCES/);
@@ -49,7 +54,9 @@ describe('MIRROR_RESOURCES: only the selected resources are mirrored, the rest f
   });
 
   it('refuses aggregates over a resource left out, naming the setting', async () => {
-    const res = await fetch(`${h.apiUrl}/mirror/aggregates/cost-codes?count`, { headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': '*' } });
+    const res = await fetch(`${h.apiUrl}/mirror/aggregates/cost-codes?count`, {
+      headers: { ...h.clientHeaders, 'account-token': account.accountToken, 'project-id': '*' },
+    });
     assert.equal(res.status, 404);
     assert.match(await res.text(), /MIRROR_RESOURCES/);
   });

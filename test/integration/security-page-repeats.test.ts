@@ -21,7 +21,8 @@ describe('page repeats across a resume', { timeout: 240_000 }, () => {
   });
 
   /** A new worker's sync activities (nothing of any pass in memory). */
-  const worker = () => createSyncActivities({ upstream: h.services.upstream, pool: h.services.pool, accounts: h.services.accounts, logger: createLogger({ level: 'silent' }) });
+  const worker = () =>
+    createSyncActivities({ upstream: h.services.upstream, pool: h.services.pool, accounts: h.services.accounts, logger: createLogger({ level: 'silent' }) });
 
   async function checkpointOf(accountId: string): Promise<{ page: number; mode: string; pageFingerprints?: string[] }> {
     const { rows } = await h.services.pool.query<{ checkpoint: { page: number; mode: string; pageFingerprints?: string[] } }>(
@@ -36,9 +37,20 @@ describe('page repeats across a resume', { timeout: 240_000 }, () => {
     // A clean pass first: an incremental pass needs one before it; a full one then has pages to delete.
     const clean = await (await h.sync.start({ accountId: account.accountId, mode: 'full', resource: 'customers' })).result();
     assert.deepEqual(clean.failed, []);
-    const fault = await sandboxAdmin<{ id: string }>(h, 'POST', '/_admin/faults', { kind: 'alternating-pages', match: { path: '^/customers\\?page=', source_system: sourceSystem } });
+    const fault = await sandboxAdmin<{ id: string }>(h, 'POST', '/_admin/faults', {
+      kind: 'alternating-pages',
+      match: { path: '^/customers\\?page=', source_system: sourceSystem },
+    });
     try {
-      const slice: SyncSliceInput = { accountId: account.accountId, resource: 'customers', scope: '', path: '/customers', passKey: `${mode}-${sourceSystem}`, mode, maxPages: 2 };
+      const slice: SyncSliceInput = {
+        accountId: account.accountId,
+        resource: 'customers',
+        scope: '',
+        path: '/customers',
+        passKey: `${mode}-${sourceSystem}`,
+        mode,
+        maxPages: 2,
+      };
       const first = await worker().syncSlice(slice);
       assert.equal(first.done, false);
       assert.equal(first.pages, 2);

@@ -35,7 +35,10 @@ describe('pages staged, then committed with their checkpoint', () => {
   const counts = (inserted: number, updated = 0, unchanged = 0) => ({ inserted, updated, unchanged, deleted: 0 });
 
   async function live(): Promise<string[]> {
-    const { rows } = await pool.query<{ id: string }>(`SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY id`, [key.accountId]);
+    const { rows } = await pool.query<{ id: string }>(
+      `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY id`,
+      [key.accountId],
+    );
     return rows.map((r) => r.id);
   }
 
@@ -45,7 +48,10 @@ describe('pages staged, then committed with their checkpoint', () => {
       [key.accountId, key.resource, key.scope],
     );
     const row = rows[0]!;
-    const { rows: pages } = await pool.query<{ page: number }>('SELECT page FROM stream_pages WHERE stream_id = $1 AND generation = $2 ORDER BY page', [row.id, row.generation]);
+    const { rows: pages } = await pool.query<{ page: number }>('SELECT page FROM stream_pages WHERE stream_id = $1 AND generation = $2 ORDER BY page', [
+      row.id,
+      row.generation,
+    ]);
     return { checkpoint: row.checkpoint, pages: row.pages, records: row.records, seenPages: pages.map((p) => p.page) };
   }
 
@@ -87,7 +93,14 @@ describe('pages staged, then committed with their checkpoint', () => {
 
   it('says when a page meant to be inserted met a record already there (it was upserted)', async () => {
     const p = await beginOrResumePass(pool, key, { passKey: 'p2', mode: 'full', perPage: 2 });
-    const staged = await stagePage(pool, { key, pass: p, records: { items: [...objects(['a'], 'renamed'), ...objects(['x'])] }, ordinalBase: 0, seen: seen(1, 'digest-1'), insertOnly: true });
+    const staged = await stagePage(pool, {
+      key,
+      pass: p,
+      records: { items: [...objects(['a'], 'renamed'), ...objects(['x'])] },
+      ordinalBase: 0,
+      seen: seen(1, 'digest-1'),
+      insertOnly: true,
+    });
     assert.equal(staged.conflicted, true);
     assert.deepEqual(staged.counts, { inserted: 1, updated: 1, unchanged: 0 });
     await staged.commit({ ...p.checkpoint, page: 2, counts: counts(1, 1) });
@@ -117,7 +130,7 @@ describe('pages staged, then committed with their checkpoint', () => {
     assert.deepEqual([s.checkpoint.page, s.seenPages], [2, [1]]);
   });
 
-  it("rolls a page back whose pass was replaced before it committed", async () => {
+  it('rolls a page back whose pass was replaced before it committed', async () => {
     const p = await beginOrResumePass(pool, key, { passKey: 'p4', mode: 'full', perPage: 2 });
     const staged = await stagePage(pool, { key, pass: p, records: { items: objects(['g']) }, ordinalBase: 0 });
     await beginOrResumePass(pool, key, { passKey: 'p5', mode: 'full', perPage: 2 });

@@ -38,7 +38,9 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
     assert.equal(wrong.status, 401);
     const bearer = await fetch(`${op.url}/status.json`, { headers: { authorization: `Bearer ${op.operatorToken}` } });
     assert.equal(bearer.status, 200);
-    const client = await fetch(`${op.url}/status.json`, { headers: { 'client-id': h.clientHeaders['client-id']!, 'client-secret': h.clientHeaders['client-secret']! } });
+    const client = await fetch(`${op.url}/status.json`, {
+      headers: { 'client-id': h.clientHeaders['client-id']!, 'client-secret': h.clientHeaders['client-secret']! },
+    });
     assert.equal(client.status, 200);
     const body = (await client.json()) as { totals: { accounts: number }; temporal: { reachable: boolean } };
     assert.equal(body.totals.accounts, 0);
@@ -63,7 +65,10 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
     assert.match(progress, /^(account|projects|children|webhooks): \d+\/\d+ streams, [\d,]+ records/);
     assert.ok(await page.isVisible(`${row} [role=progressbar]`), 'a progress bar is drawn');
     const passLink = await page.getAttribute(`${row} .pass-progress a`, 'href');
-    assert.ok(passLink?.startsWith(`${op.temporalUiUrl}/namespaces/default/workflows/${encodeURIComponent(`account-sync:${accountId}`)}/`), `links the running workflow: ${passLink}`);
+    assert.ok(
+      passLink?.startsWith(`${op.temporalUiUrl}/namespaces/default/workflows/${encodeURIComponent(`account-sync:${accountId}`)}/`),
+      `links the running workflow: ${passLink}`,
+    );
 
     // Streams syncing now, each linked to its workflow.
     await page.waitForSelector('#active-streams tr.stream', { timeout: 30_000 });
@@ -75,8 +80,14 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
 
     const result = (await handle.result()) as { failed: unknown[]; records: number };
     assert.deepEqual(result.failed, []);
-    await page.waitForFunction(`document.querySelector('${row}')?.dataset.syncing === '0' && document.querySelector('${row} .progress-cell')?.textContent.includes('idle')`, undefined, { timeout: 20_000, polling: 200 });
-    const { rows } = await h.services.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND deleted_at IS NULL', [accountId]);
+    await page.waitForFunction(
+      `document.querySelector('${row}')?.dataset.syncing === '0' && document.querySelector('${row} .progress-cell')?.textContent.includes('idle')`,
+      undefined,
+      { timeout: 20_000, polling: 200 },
+    );
+    const { rows } = await h.services.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND deleted_at IS NULL', [
+      accountId,
+    ]);
     assert.ok(rows[0]!.n > 0);
     assert.equal((await page.textContent('#total-records'))?.replace(/,/g, ''), String(rows[0]!.n), 'the page shows every mirrored record');
     assert.match((await page.textContent(`${row}`)) ?? '', /synced \d+/);

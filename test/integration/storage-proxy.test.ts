@@ -40,7 +40,9 @@ describe('storage proxy', { timeout: 240_000 }, () => {
     return ((await res.json()) as { data: FileObject[] }).data;
   }
   async function upstreamBytes(id: string, range?: string): Promise<ArrayBuffer> {
-    const obj = (await (await fetch(`${h.sandbox.url}/files/${id}`, { headers: { ...h.upstreamHeaders, 'account-token': token, 'project-id': projectId } })).json()) as FileObject;
+    const obj = (await (
+      await fetch(`${h.sandbox.url}/files/${id}`, { headers: { ...h.upstreamHeaders, 'account-token': token, 'project-id': projectId } })
+    ).json()) as FileObject;
     const res = await fetch(obj.url, range ? { headers: { range } } : {});
     assert.ok(res.ok, `the sandbox serves the file: ${res.status}`);
     return res.arrayBuffer();
@@ -93,12 +95,26 @@ describe('storage proxy', { timeout: 240_000 }, () => {
     assert.match(((await bad.json()) as { message: string }).message, /signature/);
 
     const scope = new URL(file!.url).searchParams.get('scope')!;
-    const expired = storageUrl(h.apiUrl, h.services.keys.signingKey, { accountId, resource: 'files', scope, id: file!.id, field: 'url', expiresAt: Math.floor(Date.now() / 1000) - 1 });
+    const expired = storageUrl(h.apiUrl, h.services.keys.signingKey, {
+      accountId,
+      resource: 'files',
+      scope,
+      id: file!.id,
+      field: 'url',
+      expiresAt: Math.floor(Date.now() / 1000) - 1,
+    });
     const old = await fetch(expired);
     assert.equal(old.status, 403);
     assert.match(((await old.json()) as { message: string }).message, /expired/);
 
-    const otherAccount = storageUrl(h.apiUrl, Buffer.alloc(32, 1), { accountId, resource: 'files', scope, id: file!.id, field: 'url', expiresAt: linkExpiry() });
+    const otherAccount = storageUrl(h.apiUrl, Buffer.alloc(32, 1), {
+      accountId,
+      resource: 'files',
+      scope,
+      id: file!.id,
+      field: 'url',
+      expiresAt: linkExpiry(),
+    });
     assert.equal((await fetch(otherAccount)).status, 403, 'a link signed with another key');
   });
 
@@ -107,7 +123,12 @@ describe('storage proxy', { timeout: 240_000 }, () => {
     // Ids are unique only within their scope: read the record the link names.
     const scope = new URL(file!.url).searchParams.get('scope')!;
     const stored = async () =>
-      (await h.services.pool.query<{ url: string }>(`SELECT data->>'url' AS url FROM records WHERE account_id = $1 AND resource = 'files' AND scope = $2 AND id = $3`, [accountId, scope, file!.id])).rows;
+      (
+        await h.services.pool.query<{ url: string }>(
+          `SELECT data->>'url' AS url FROM records WHERE account_id = $1 AND resource = 'files' AND scope = $2 AND id = $3`,
+          [accountId, scope, file!.id],
+        )
+      ).rows;
     const found = await stored();
     assert.equal(found.length, 1, 'the link names one record');
     const before = found[0]!.url;

@@ -48,7 +48,10 @@ describe('full sync end to end', { timeout: 240_000 }, () => {
       for (const c of upstream) seen.set(String(c.id), (seen.get(String(c.id)) ?? 0) + 1);
     }
     assert.ok(total > 0);
-    assert.ok([...seen.values()].some((n) => n > 1), 'the sandbox serves ids that repeat across projects');
+    assert.ok(
+      [...seen.values()].some((n) => n > 1),
+      'the sandbox serves ids that repeat across projects',
+    );
   });
 
   it('pages a source system that answers has_more_results: null to the end', async () => {
@@ -61,13 +64,22 @@ describe('full sync end to end', { timeout: 240_000 }, () => {
     const invoices = await upstreamAll(h, '/ap-invoices', { 'account-token': erp.accountToken });
     assert.ok(invoices.length > 0);
     for (const inv of invoices.slice(0, 5)) {
-      const upstream = await upstreamAll(h, `/ap-invoices/${String(inv.id)}/line-items`, { 'account-token': erp.accountToken, 'include-source-data': 'true' }, 500);
+      const upstream = await upstreamAll(
+        h,
+        `/ap-invoices/${String(inv.id)}/line-items`,
+        { 'account-token': erp.accountToken, 'include-source-data': 'true' },
+        500,
+      );
       assert.deepEqual(await mirrored(erp.accountId, 'ap-invoice-line-items', `ap-invoices=${String(inv.id)}`), upstream);
     }
   });
 
   it('serves the mirror through the read API in the upstream shape, scoped to the account', async () => {
-    const res = await h.app.inject({ method: 'GET', url: '/projects?page=1&per_page=2', headers: { ...h.clientHeaders, 'account-token': construction.accountToken } });
+    const res = await h.app.inject({
+      method: 'GET',
+      url: '/projects?page=1&per_page=2',
+      headers: { ...h.clientHeaders, 'account-token': construction.accountToken },
+    });
     assert.equal(res.statusCode, 200);
     const body = res.json<{ data: Record<string, unknown>[]; meta: { current_page: number; has_more_results: boolean } }>();
     const upstream = await upstreamAll(h, '/projects', { 'account-token': construction.accountToken });
@@ -75,30 +87,52 @@ describe('full sync end to end', { timeout: 240_000 }, () => {
     assert.deepEqual(body.meta, { current_page: 1, has_more_results: upstream.length > 2 });
     assert.ok(res.headers['svc-data-retrieved-at']);
 
-    const one = await h.app.inject({ method: 'GET', url: `/projects/${String(upstream[0]!.id)}`, headers: { ...h.clientHeaders, 'account-token': construction.accountToken } });
+    const one = await h.app.inject({
+      method: 'GET',
+      url: `/projects/${String(upstream[0]!.id)}`,
+      headers: { ...h.clientHeaders, 'account-token': construction.accountToken },
+    });
     assert.equal(one.statusCode, 200);
     assert.deepEqual(one.json(), upstream[0]);
 
-    const bySource = await h.app.inject({ method: 'GET', url: `/projects/source_id:${String(upstream[0]!.source_id)}`, headers: { ...h.clientHeaders, 'account-token': construction.accountToken } });
+    const bySource = await h.app.inject({
+      method: 'GET',
+      url: `/projects/source_id:${String(upstream[0]!.source_id)}`,
+      headers: { ...h.clientHeaders, 'account-token': construction.accountToken },
+    });
     assert.deepEqual(bySource.json(), upstream[0]);
 
     // The other account cannot read it, by id or by source id.
-    const other = await h.app.inject({ method: 'GET', url: `/projects/${String(upstream[0]!.id)}`, headers: { ...h.clientHeaders, 'account-token': erp.accountToken } });
+    const other = await h.app.inject({
+      method: 'GET',
+      url: `/projects/${String(upstream[0]!.id)}`,
+      headers: { ...h.clientHeaders, 'account-token': erp.accountToken },
+    });
     assert.equal(other.statusCode, 404);
   });
 
   it('rejects bad credentials with a clear message', async () => {
-    const res = await h.app.inject({ method: 'GET', url: '/projects', headers: { ...h.clientHeaders, 'client-secret': 'x'.repeat(40), 'account-token': construction.accountToken } });
+    const res = await h.app.inject({
+      method: 'GET',
+      url: '/projects',
+      headers: { ...h.clientHeaders, 'client-secret': 'x'.repeat(40), 'account-token': construction.accountToken },
+    });
     assert.equal(res.statusCode, 401);
     assert.match(res.json<{ message: string }>().message, /Client-Id or Client-Secret/);
   });
 
   it('rewrites no row on an unchanged second pass', async () => {
-    const before = await h.services.pool.query<{ n: number; max: Date }>(`SELECT count(*)::int AS n, max(mirrored_at) AS max FROM records WHERE account_id = $1`, [construction.accountId]);
+    const before = await h.services.pool.query<{ n: number; max: Date }>(
+      `SELECT count(*)::int AS n, max(mirrored_at) AS max FROM records WHERE account_id = $1`,
+      [construction.accountId],
+    );
     const run = await h.sync.start({ accountId: construction.accountId, mode: 'full' });
     const result = await run.result();
     assert.deepEqual(result.failed, []);
-    const afterPass = await h.services.pool.query<{ n: number; max: Date }>(`SELECT count(*)::int AS n, max(mirrored_at) AS max FROM records WHERE account_id = $1`, [construction.accountId]);
+    const afterPass = await h.services.pool.query<{ n: number; max: Date }>(
+      `SELECT count(*)::int AS n, max(mirrored_at) AS max FROM records WHERE account_id = $1`,
+      [construction.accountId],
+    );
     assert.equal(afterPass.rows[0]!.n, before.rows[0]!.n);
     assert.equal(afterPass.rows[0]!.max.getTime(), before.rows[0]!.max.getTime(), 'no record was rewritten');
     const runs = await h.services.pool.query<{ inserted: number; updated: number; unchanged: number }>(

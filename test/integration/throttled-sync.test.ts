@@ -68,7 +68,10 @@ describe('a sync of a throttled source system', { timeout: 300_000 }, () => {
       `SELECT key, window_ms, total FROM rate_budgets WHERE key LIKE $1`,
       ['%crmcloud%'],
     );
-    assert.ok(rows.some((r) => r.total === limit), `the governor holds the reported total: ${JSON.stringify(rows)}`);
+    assert.ok(
+      rows.some((r) => r.total === limit),
+      `the governor holds the reported total: ${JSON.stringify(rows)}`,
+    );
   });
 
   it('keeps two worker processes sharing the account within the limit', async () => {

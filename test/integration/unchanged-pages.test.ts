@@ -100,7 +100,12 @@ describe('unchanged pages of a full pass', { timeout: 240_000 }, () => {
     const before = await pages();
     const changed = before[2]!.ids[5]!;
     const removed = before[2]!.ids[7]!;
-    await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: account.accountToken, resource: 'customers', id: changed, patch: { name: 'Changed between passes' } });
+    await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+      account_token: account.accountToken,
+      resource: 'customers',
+      id: changed,
+      patch: { name: 'Changed between passes' },
+    });
     await sandboxAdmin(h, 'DELETE', '/_admin/objects', { account_token: account.accountToken, resource: 'customers', id: removed });
     await pass();
     const after = await pages();

@@ -49,7 +49,13 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
     return { status: res.status, headers: res.headers, text, body: (text ? JSON.parse(text) : undefined) as Json & { data: Json[]; message?: string } };
   }
 
-  async function upload(slug: string, url: string, headers: Record<string, string>, fields: Record<string, string>, file?: { name: string; type: string; bytes: Buffer }) {
+  async function upload(
+    slug: string,
+    url: string,
+    headers: Record<string, string>,
+    fields: Record<string, string>,
+    file?: { name: string; type: string; bytes: Buffer },
+  ) {
     const form = new FormData();
     for (const [k, v] of Object.entries(fields)) form.append(k, v);
     if (file) form.append('contents', new Blob([file.bytes], { type: file.type }), file.name);
@@ -80,12 +86,18 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
   }
 
   async function recordState(accountId: string, resource: string, id: string) {
-    const { rows } = await h.services.pool.query<{ scope: string; deleted_at: Date | null }>(`SELECT scope, deleted_at FROM records WHERE account_id = $1 AND resource = $2 AND id = $3`, [accountId, resource, id]);
+    const { rows } = await h.services.pool.query<{ scope: string; deleted_at: Date | null }>(
+      `SELECT scope, deleted_at FROM records WHERE account_id = $1 AND resource = $2 AND id = $3`,
+      [accountId, resource, id],
+    );
     return rows;
   }
 
   async function liveCount(accountId: string, resource: string) {
-    const { rows } = await h.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NULL`, [accountId, resource]);
+    const { rows } = await h.services.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = $2 AND deleted_at IS NULL`,
+      [accountId, resource],
+    );
     return rows[0]!.n;
   }
 
@@ -103,7 +115,10 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       const [row] = await recordState(accountId, 'vendors', String(target.id));
       assert.ok(row?.deleted_at, 'soft-deleted, kept');
       const withDeleted = await mirror('graphledger', 'GET', '/vendors?per_page=1000&include_deleted=true');
-      assert.ok(withDeleted.body.data.some((v) => v.id === target.id), 'include_deleted=true shows it');
+      assert.ok(
+        withDeleted.body.data.some((v) => v.id === target.id),
+        'include_deleted=true shows it',
+      );
       const change = await eventually('the DELETE in the change feed', async () => {
         const feed = await mirror('graphledger', 'GET', '/mirror/changes/vendors?limit=1000');
         return (feed.body.data as { event: string; id: string }[]).find((c) => c.id === target.id && c.event === 'DELETE');
@@ -144,11 +159,18 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       const vendors = (await mirror('graphledger', 'GET', '/vendors?per_page=1000')).body.data;
       const res = await mirror('graphledger', 'PATCH', '/vendors', {
         creates: [{ name: 'Bulk Concrete LLC' }, { name: 'Bulk Steel LLC', phone: '+1-555-0110' }],
-        updates: [{ id: String(vendors[0]!.id), name: 'Renamed through the mirror' }, { id: '00000000-0000-4000-8000-000000000001', name: 'nobody' }],
+        updates: [
+          { id: String(vendors[0]!.id), name: 'Renamed through the mirror' },
+          { id: '00000000-0000-4000-8000-000000000001', name: 'nobody' },
+        ],
       });
       assert.equal(res.status, 200, res.text);
       const results = res.body.data as { operation: string; status: number; object?: Json }[];
-      assert.deepEqual(results.map((r) => r.status), [201, 201, 200, 404], 'the upstream\'s results, relayed');
+      assert.deepEqual(
+        results.map((r) => r.status),
+        [201, 201, 200, 404],
+        "the upstream's results, relayed",
+      );
       for (const r of results.filter((x) => x.object)) await agree('graphledger', `/vendors/${String(r.object!.id)}`, 'vendors');
       assert.equal((await recordState(accountId, 'vendors', '00000000-0000-4000-8000-000000000001')).length, 0, 'the failed item left nothing');
       await agree('graphledger', '/vendors?per_page=1000', 'vendors');
@@ -172,7 +194,12 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       await sandboxAdmin(h, 'DELETE', '/_admin/stats');
       assert.equal((await mirror('graphledger', 'DELETE', `/vendors/${String(vendor.id)}`)).status, 204);
       assert.equal((await mirror('graphledger', 'POST', `/ap-invoices/${String(invoice.id)}/line-items`, { description: 'Counted' })).status, 201);
-      assert.deepEqual(await upstreamRequests(), { 'DELETE /vendors/:id': 1, 'POST /ap-invoices/:id/line-items': 1, 'GET /ap-invoices/:id/line-items/:subId': 1, 'GET /ap-invoices/:id': 1 });
+      assert.deepEqual(await upstreamRequests(), {
+        'DELETE /vendors/:id': 1,
+        'POST /ap-invoices/:id/line-items': 1,
+        'GET /ap-invoices/:id/line-items/:subId': 1,
+        'GET /ap-invoices/:id': 1,
+      });
     });
 
     it('a bulk write the upstream refuses whole changes nothing; project-scoped ones land in their project', async () => {
@@ -184,10 +211,19 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       assert.match(String(refused.body.message), /deletes/);
       assert.equal(await liveCount(accountId, 'budget-line-items'), before);
       const items = (await mirror('buildpro', 'GET', '/budget-line-items', undefined, ph)).body.data;
-      const res = await mirror('buildpro', 'PATCH', '/budget-line-items', { creates: [{ name: 'Bulk formwork', original_amount: 10 }], updates: [{ id: String(items[1]!.id), name: 'Bulk renamed' }] }, ph);
+      const res = await mirror(
+        'buildpro',
+        'PATCH',
+        '/budget-line-items',
+        { creates: [{ name: 'Bulk formwork', original_amount: 10 }], updates: [{ id: String(items[1]!.id), name: 'Bulk renamed' }] },
+        ph,
+      );
       assert.equal(res.status, 200, res.text);
       const created = (res.body.data[0] as { object: Json }).object;
-      assert.deepEqual((await recordState(accountId, 'budget-line-items', String(created.id))).map((r) => r.scope), [`project=${projectId}`]);
+      assert.deepEqual(
+        (await recordState(accountId, 'budget-line-items', String(created.id))).map((r) => r.scope),
+        [`project=${projectId}`],
+      );
       await agree('buildpro', '/budget-line-items?per_page=1000', 'budget-line-items', ph);
     });
   });
@@ -200,7 +236,11 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       const created = await mirror('graphledger', 'POST', base, { description: 'Rebar', amount: 120, quantity: 3, unit_cost: 40 });
       assert.equal(created.status, 201, created.text);
       const itemId = String(created.body.id);
-      assert.deepEqual((await recordState(accountId, 'ap-invoice-line-items', itemId)).map((r) => r.scope), [`ap-invoices=${String(invoice.id)}`], 'under its parent');
+      assert.deepEqual(
+        (await recordState(accountId, 'ap-invoice-line-items', itemId)).map((r) => r.scope),
+        [`ap-invoices=${String(invoice.id)}`],
+        'under its parent',
+      );
       await agree('graphledger', `${base}?per_page=1000`, 'ap-invoice-line-items');
       await agree('graphledger', `/ap-invoices/${String(invoice.id)}`, 'ap-invoices');
 
@@ -212,7 +252,7 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       await agree('graphledger', `/ap-invoices/${String(invoice.id)}`, 'ap-invoices');
 
       const unknown = await mirror('graphledger', 'PATCH', `${base}/00000000-0000-4000-8000-000000000002`, { quantity: 1 });
-      assert.equal(unknown.status, 404, 'the upstream\'s refusal, relayed');
+      assert.equal(unknown.status, 404, "the upstream's refusal, relayed");
       const noParent = await mirror('graphledger', 'POST', '/ap-invoices/00000000-0000-4000-8000-000000000003/line-items', { description: 'x' });
       assert.equal(noParent.status, 404);
       assert.equal((await recordState(accountId, 'ap-invoice-line-items', '00000000-0000-4000-8000-000000000002')).length, 0);
@@ -245,16 +285,32 @@ describe('writes of every kind through the mirror', { timeout: 300_000 }, () => 
       const before = await liveCount(accountId, 'files');
       // Larger than the 10 MB the mirror would take as a parsed body: it is streamed, not read.
       const bytes = Buffer.alloc(12 * 1024 * 1024, 0x61);
-      const res = await upload('buildpro', `/folders/${String(folder.id)}/files`, ph, { name: 'Level 2 plan', content_type: 'application/pdf' }, { name: 'level-2.pdf', type: 'application/pdf', bytes });
+      const res = await upload(
+        'buildpro',
+        `/folders/${String(folder.id)}/files`,
+        ph,
+        { name: 'Level 2 plan', content_type: 'application/pdf' },
+        { name: 'level-2.pdf', type: 'application/pdf', bytes },
+      );
       assert.equal(res.status, 201, res.text.slice(0, 300));
       assert.equal(res.body.size, String(bytes.length), 'the upstream received every byte');
       assert.equal(await liveCount(accountId, 'files'), before + 1);
       await agree('buildpro', `/files/${String(res.body.id)}`, 'files', ph);
       await agree('buildpro', `/folders/${String(folder.id)}/files?per_page=1000`, 'files', ph);
 
-      const version = await upload('buildpro', `/files/${String(res.body.id)}/versions`, ph, { name: 'Revision B' }, { name: 'level-2-b.pdf', type: 'application/pdf', bytes: Buffer.from('rev b') });
+      const version = await upload(
+        'buildpro',
+        `/files/${String(res.body.id)}/versions`,
+        ph,
+        { name: 'Revision B' },
+        { name: 'level-2-b.pdf', type: 'application/pdf', bytes: Buffer.from('rev b') },
+      );
       assert.equal(version.status, 201, version.text);
-      assert.deepEqual((await recordState(accountId, 'file-versions', String(version.body.id))).map((r) => r.scope), [`project=${projectId}/files=${String(res.body.id)}`], 'under its file');
+      assert.deepEqual(
+        (await recordState(accountId, 'file-versions', String(version.body.id))).map((r) => r.scope),
+        [`project=${projectId}/files=${String(res.body.id)}`],
+        'under its file',
+      );
       // The new file's versions were never listed by a pass: that list is still the upstream's to
       // answer (the version itself is served from the mirror).
       await agree('buildpro', `/files/${String(res.body.id)}/versions?per_page=1000`, 'file-versions', ph, false);

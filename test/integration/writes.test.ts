@@ -27,9 +27,11 @@ describe('writes through the mirror', { timeout: 240_000 }, () => {
       headers: { ...h.clientHeaders, 'account-token': token, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-  const upstream = (url: string, headers: Record<string, string> = {}) => fetch(`${h.sandbox.url}${url}`, { headers: { ...h.upstreamHeaders, 'account-token': token, ...headers } });
+  const upstream = (url: string, headers: Record<string, string> = {}) =>
+    fetch(`${h.sandbox.url}${url}`, { headers: { ...h.upstreamHeaders, 'account-token': token, ...headers } });
   const vendorCount = async () =>
-    (await h.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = 'vendors'`, [accountId])).rows[0]!.n;
+    (await h.services.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND resource = 'vendors'`, [accountId])).rows[0]!
+      .n;
 
   it('creates and updates a vendor upstream and serves it from the mirror at once', async () => {
     const before = await vendorCount();

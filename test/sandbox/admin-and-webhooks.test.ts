@@ -53,7 +53,11 @@ describe('admin mutations', () => {
     const before = await all(sb, '/leads', crm.headers, 200);
     assert.equal(before.length, 60);
     const t0 = Date.now();
-    const created = await admin(sb, 'POST', '/_admin/objects', { account_token: crm.token, resource: 'leads', object: { description: 'Fresh lead', status: 'New' } });
+    const created = await admin(sb, 'POST', '/_admin/objects', {
+      account_token: crm.token,
+      resource: 'leads',
+      object: { description: 'Fresh lead', status: 'New' },
+    });
     assert.equal(created.status, 201);
     const newId = String(created.body.id);
     const afterCreate = await all(sb, '/leads', crm.headers, 200);
@@ -92,7 +96,13 @@ describe('admin mutations', () => {
     const noProject = await admin(sb, 'POST', '/_admin/objects', { account_token: bp.token, resource: 'cost-codes', object: { name: 'X' } });
     assert.equal(noProject.status, 400);
     const codes = (await call(sb, 'GET', '/cost-codes?per_page=3', { headers: { ...bp.headers, 'project-id': String(projects[0]!.id) } })).body.data;
-    const upd = await admin(sb, 'PATCH', '/_admin/objects', { account_token: bp.token, resource: 'cost-codes', project_id: projects[0]!.id, id: codes[1]!.id, patch: { name: 'Renamed' } });
+    const upd = await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: bp.token,
+      resource: 'cost-codes',
+      project_id: projects[0]!.id,
+      id: codes[1]!.id,
+      patch: { name: 'Renamed' },
+    });
     assert.equal(upd.status, 200);
     // Same id in the other project is untouched.
     const other = await call(sb, 'GET', `/cost-codes/${String(codes[1]!.id)}`, { headers: { ...bp.headers, 'project-id': String(projects[1]!.id) } });
@@ -114,7 +124,10 @@ describe('admin mutations', () => {
 describe('webhooks', () => {
   test('create, list, get, delete; unsupported types and systems are refused', async () => {
     const bp = await link(sb, 'buildpro', 'hooks-crud');
-    const created = await call(sb, 'POST', '/webhooks', { headers: bp.headers, body: { callback_url: receiverUrl, event: 'CREATE', type: 'vendor', authorization_header: 'Bearer s3cret' } });
+    const created = await call(sb, 'POST', '/webhooks', {
+      headers: bp.headers,
+      body: { callback_url: receiverUrl, event: 'CREATE', type: 'vendor', authorization_header: 'Bearer s3cret' },
+    });
     assert.equal(created.status, 201);
     assert.equal(created.body.target, 'vendor:*');
     assert.equal(created.body.callback_url, receiverUrl);
@@ -141,13 +154,28 @@ describe('webhooks', () => {
     const bp = await link(sb, 'buildpro', 'hooks-deliver');
     const projects = (await call(sb, 'GET', '/projects', { headers: bp.headers })).body.data;
     const [p0, p1] = projects;
-    const hook = await call(sb, 'POST', '/webhooks', { headers: { ...bp.headers, 'project-id': String(p0!.id) }, body: { callback_url: receiverUrl, event: 'UPDATE', type: 'file', authorization_header: 'Bearer hook-secret' } });
+    const hook = await call(sb, 'POST', '/webhooks', {
+      headers: { ...bp.headers, 'project-id': String(p0!.id) },
+      body: { callback_url: receiverUrl, event: 'UPDATE', type: 'file', authorization_header: 'Bearer hook-secret' },
+    });
     assert.equal(hook.body.project_id, p0!.id);
     await call(sb, 'POST', '/webhooks', { headers: bp.headers, body: { callback_url: receiverUrl, event: 'DELETE', type: 'file' } });
     const files = (await call(sb, 'GET', '/files?per_page=2', { headers: { ...bp.headers, 'project-id': String(p0!.id) } })).body.data;
-    await admin(sb, 'PATCH', '/_admin/objects', { account_token: bp.token, resource: 'files', project_id: p0!.id, id: files[0]!.id, patch: { name: 'Renamed.pdf' } });
+    await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: bp.token,
+      resource: 'files',
+      project_id: p0!.id,
+      id: files[0]!.id,
+      patch: { name: 'Renamed.pdf' },
+    });
     // In another project: the project-level hook does not fire.
-    await admin(sb, 'PATCH', '/_admin/objects', { account_token: bp.token, resource: 'files', project_id: p1!.id, id: files[0]!.id, patch: { name: 'Other.pdf' } });
+    await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: bp.token,
+      resource: 'files',
+      project_id: p1!.id,
+      id: files[0]!.id,
+      patch: { name: 'Other.pdf' },
+    });
     await admin(sb, 'DELETE', '/_admin/objects', { account_token: bp.token, resource: 'files', project_id: p1!.id, id: files[1]!.id });
     await waitFor(() => received.length >= 2);
     await sleep(100);
@@ -184,7 +212,10 @@ describe('webhooks', () => {
     const prohibited = await call(sb, 'POST', '/ap-invoices', { headers: gl.headers, body: { number: 'X-1', retention_amount: 5 } });
     assert.equal(prohibited.status, 400);
     assert.match(String(prohibited.body.message), /retention_amount/);
-    const ignored = await call(sb, 'POST', '/ap-invoices', { headers: { ...gl.headers, 'ignore-prohibited-fields': 'true' }, body: { number: 'X-1', retention_amount: 5 } });
+    const ignored = await call(sb, 'POST', '/ap-invoices', {
+      headers: { ...gl.headers, 'ignore-prohibited-fields': 'true' },
+      body: { number: 'X-1', retention_amount: 5 },
+    });
     assert.equal(ignored.status, 201);
     assert.match(String(ignored.headers.get('svc-warnings')), /retention_amount/);
     assert.equal(ignored.body.retention_amount, undefined);
@@ -194,7 +225,19 @@ describe('webhooks', () => {
     const project = (await call(sb, 'GET', '/projects', { headers: bp.headers })).body.data[0]!;
     const ph = { ...bp.headers, 'project-id': String(project.id) };
     const code = (await call(sb, 'GET', '/cost-codes?per_page=3', { headers: ph })).body.data[2]!;
-    const bli = await call(sb, 'POST', '/budget-line-items', { headers: ph, body: { name: 'Concrete', original_amount: '100.00', quantity: '1', unit_cost: '100.00', unit_of_measure: 'LS', cost_code_id: `source_id:${String(code.source_id)}`, cost_type_id: null, wbs_id: null } });
+    const bli = await call(sb, 'POST', '/budget-line-items', {
+      headers: ph,
+      body: {
+        name: 'Concrete',
+        original_amount: '100.00',
+        quantity: '1',
+        unit_cost: '100.00',
+        unit_of_measure: 'LS',
+        cost_code_id: `source_id:${String(code.source_id)}`,
+        cost_type_id: null,
+        wbs_id: null,
+      },
+    });
     assert.equal(bli.status, 201);
     assert.equal(bli.body.data.length, 1, 'budget line item creation answers {data: [item], meta}');
     assert.equal(bli.body.data[0]!.project_id, project.id);
@@ -213,7 +256,8 @@ describe('webhooks', () => {
     await sleep(100);
     assert.equal(received.length, 0, 'lost');
     await admin(sb, 'PUT', '/_admin/webhook-delivery', { loss_probability: 0, duplicate_probability: 1, reorder: true, delay_ms: 20 });
-    for (const c of customers.slice(1, 6)) await admin(sb, 'PATCH', '/_admin/objects', { account_token: crm.token, resource: 'customers', id: c.id, patch: { status: 'Inactive' } });
+    for (const c of customers.slice(1, 6))
+      await admin(sb, 'PATCH', '/_admin/objects', { account_token: crm.token, resource: 'customers', id: c.id, patch: { status: 'Inactive' } });
     await waitFor(() => received.length >= 10);
     assert.equal(received.length, 10, 'each delivered twice');
     assert.equal(new Set(received.map((r) => r.body.target)).size, 5);
@@ -235,7 +279,10 @@ describe('webhooks', () => {
     const running = await admin(sb, 'GET', '/_admin/churn');
     assert.equal(running.body.data.length, 0, 'stopped after its seconds');
     const afterChurn = await all(sb, '/jobs', fo.headers);
-    assert.notDeepEqual(afterChurn.map((j) => `${String(j.id)}@${String(j.source_update_time)}`), before.map((j) => `${String(j.id)}@${String(j.source_update_time)}`));
+    assert.notDeepEqual(
+      afterChurn.map((j) => `${String(j.id)}@${String(j.source_update_time)}`),
+      before.map((j) => `${String(j.id)}@${String(j.source_update_time)}`),
+    );
     await waitFor(() => received.length >= 10);
     assert.ok(received.every((r) => r.body.type === 'job'));
   });

@@ -126,7 +126,11 @@ describe('link sessions', () => {
     assert.equal((await call(sb, 'GET', '/projects', { headers: { 'api-version': '2021-11-21', session: String(c.body.session) } })).status, 200);
     const custom = await call(sb, 'POST', '/link/sessions', { headers: bp.headers, body: { name: 'v', ttl: '60', scopes: ['vendors:read'] } });
     assert.equal((await call(sb, 'GET', '/vendors', { headers: { 'api-version': '2021-11-21', session: String(custom.body.session) } })).status, 200);
-    for (const body of [{ name: 'x', ttl: 'soon', mode: 'file-picker' }, { name: 'x', ttl: '60' }, { name: 'x', ttl: '60', mode: 'everything' }]) {
+    for (const body of [
+      { name: 'x', ttl: 'soon', mode: 'file-picker' },
+      { name: 'x', ttl: '60' },
+      { name: 'x', ttl: '60', mode: 'everything' },
+    ]) {
       assert.equal((await call(sb, 'POST', '/link/sessions', { headers: bp.headers, body })).status, 400, JSON.stringify(body));
     }
   });
@@ -157,7 +161,11 @@ describe('Link page', () => {
       method: 'POST',
       redirect: 'manual',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ link_token: String(lt2.body.link_token), source_system: 'crmcloud', redirect_uri: 'https://app.example.com/done' }).toString(),
+      body: new URLSearchParams({
+        link_token: String(lt2.body.link_token),
+        source_system: 'crmcloud',
+        redirect_uri: 'https://app.example.com/done',
+      }).toString(),
     });
     assert.equal(redirect.status, 302);
     assert.match(redirect.headers.get('location')!, /^https:\/\/app\.example\.com\/done\?public_token=public-sandbox-/);

@@ -56,7 +56,10 @@ describe('authentication and versioning', () => {
     assert.equal(r2.headers.get('svc-billing-enabled'), 'false');
     const stats = await call(sb, 'GET', '/_admin/stats', { headers: { 'client-id': clientId, 'client-secret': clientSecret } });
     const mine = Object.values(stats.body.accounts as Record<string, { by_path: Record<string, number> }>);
-    assert.ok(mine.some((x) => x.by_path['GET /projects'] === 1), 'per-route counts name the resource');
+    assert.ok(
+      mine.some((x) => x.by_path['GET /projects'] === 1),
+      'per-route counts name the resource',
+    );
   });
 
   test('the header prefix is configurable', async () => {
@@ -126,8 +129,14 @@ describe('link flow', () => {
     const p1 = await call(sb, 'GET', '/customers?per_page=5', { headers: a1.headers });
     const p2 = await call(sb, 'GET', '/customers?per_page=5', { headers: a2.headers });
     const p3 = await call(sb, 'GET', '/customers?per_page=5', { headers: b.headers });
-    assert.deepEqual(p1.body.data.map((c) => c.id), p2.body.data.map((c) => c.id));
-    assert.notDeepEqual(p1.body.data.map((c) => c.id), p3.body.data.map((c) => c.id));
+    assert.deepEqual(
+      p1.body.data.map((c) => c.id),
+      p2.body.data.map((c) => c.id),
+    );
+    assert.notDeepEqual(
+      p1.body.data.map((c) => c.id),
+      p3.body.data.map((c) => c.id),
+    );
     assert.deepEqual(a1.account.linked_company, a2.account.linked_company);
   });
 
@@ -147,7 +156,10 @@ describe('link flow', () => {
     const p1 = await call(sb, 'GET', '/projects', { headers: { ...a.headers, 'company-id': String(first!.id) } });
     const p2 = await call(sb, 'GET', '/projects', { headers: { ...a.headers, 'company-id': String(second!.id) } });
     assert.equal(p1.status, 200);
-    assert.notDeepEqual(p1.body.data.map((p) => p.name), p2.body.data.map((p) => p.name));
+    assert.notDeepEqual(
+      p1.body.data.map((p) => p.name),
+      p2.body.data.map((p) => p.name),
+    );
     const bad = await call(sb, 'GET', '/projects', { headers: { ...a.headers, 'company-id': '00000000-0000-0000-0000-000000000000' } });
     assert.equal(bad.status, 403);
     const single = await link(sb, 'fieldops');

@@ -14,7 +14,10 @@ test('the same seed gives the same data in another instance; another seed other 
     const rb = await call(b, 'GET', '/ap-invoices?per_page=20', { headers: lb.headers });
     const rc = await call(c, 'GET', '/ap-invoices?per_page=20', { headers: lc.headers });
     assert.deepEqual(ra.body.data, rb.body.data);
-    assert.notDeepEqual(ra.body.data.map((x) => x.id), rc.body.data.map((x) => x.id));
+    assert.notDeepEqual(
+      ra.body.data.map((x) => x.id),
+      rc.body.data.map((x) => x.id),
+    );
     assert.equal(la.account.linked_company && JSON.stringify(la.account.linked_company), JSON.stringify(lb.account.linked_company));
   } finally {
     await Promise.all([a.close(), b.close(), c.close()]);

@@ -7,7 +7,17 @@ import { test } from 'node:test';
 import { call, link, sleep, start } from './helpers.ts';
 
 test('two windows at once: both enforced, the nearer one reported', async () => {
-  const sb = await start({ rateLimits: { accountLimit: 1_000, sourceSystemWindows: { crmcloud: [{ limit: 6, windowMs: 3_000 }, { limit: 3, windowMs: 1_000 }] } } });
+  const sb = await start({
+    rateLimits: {
+      accountLimit: 1_000,
+      sourceSystemWindows: {
+        crmcloud: [
+          { limit: 6, windowMs: 3_000 },
+          { limit: 3, windowMs: 1_000 },
+        ],
+      },
+    },
+  });
   try {
     const a = await link(sb, 'crmcloud');
     const seen: string[] = [];
@@ -42,7 +52,14 @@ test('two windows at once: both enforced, the nearer one reported', async () => 
 });
 
 test('a profile without two windows keeps its one, as before', async () => {
-  const sb = await start({ rateLimits: { accountLimit: 1_000, sourceSystemLimits: { crmcloud: 2 }, windowMs: 1_000, sourceSystemWindows: { fieldops: [{ limit: 1, windowMs: 1_000 }] } } });
+  const sb = await start({
+    rateLimits: {
+      accountLimit: 1_000,
+      sourceSystemLimits: { crmcloud: 2 },
+      windowMs: 1_000,
+      sourceSystemWindows: { fieldops: [{ limit: 1, windowMs: 1_000 }] },
+    },
+  });
   try {
     const a = await link(sb, 'crmcloud');
     const r = await call(sb, 'GET', '/customers?per_page=1', { headers: a.headers });

@@ -32,7 +32,12 @@ export interface Json {
   text: string;
 }
 
-export async function call(sb: Sandbox, method: string, path: string, options: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}): Promise<Json> {
+export async function call(
+  sb: Sandbox,
+  method: string,
+  path: string,
+  options: { headers?: Record<string, string>; body?: unknown; raw?: string } = {},
+): Promise<Json> {
   const headers: Record<string, string> = { ...options.headers };
   let body: string | undefined;
   if (options.raw !== undefined) body = options.raw;

@@ -101,7 +101,7 @@ describe('the Link script in a browser', { timeout: 150_000, skip }, () => {
     assert.equal((exchanged.body.source_system as { slug: string }).slug, 'fieldops');
   });
 
-  it('fires onExit without an error when the person closes the modal, by its × or the page\'s Close', async () => {
+  it("fires onExit without an error when the person closes the modal, by its × or the page's Close", async () => {
     let outcome = await open({ linkToken: await linkToken(), category: 'accounting' });
     const frame = page.frameLocator('#SvcLink-frame');
     await frame.locator('input[name=source_system]').first().waitFor();

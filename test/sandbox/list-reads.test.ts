@@ -32,22 +32,26 @@ const ids = (rs: Rec[]) => rs.map((r) => String(r.id));
 function getWithBody(path: string, headers: Record<string, string>, body: string, contentType = 'application/json'): Promise<Json> {
   return new Promise((resolve, reject) => {
     const url = new URL(path, sb.url);
-    const req = httpRequest(url, { method: 'GET', headers: { ...headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = {};
-        }
-        const h = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
-        resolve({ status: res.statusCode ?? 0, headers: h, body: parsed as Json['body'], text });
-      });
-    });
+    const req = httpRequest(
+      url,
+      { method: 'GET', headers: { ...headers, 'content-type': contentType, 'content-length': String(Buffer.byteLength(body)) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            parsed = {};
+          }
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+          resolve({ status: res.statusCode ?? 0, headers: h, body: parsed as Json['body'], text });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -80,9 +84,13 @@ describe('the three filter forms', () => {
     const times = customers.map((c) => String(c.source_update_time)).sort();
     const pivot = times[20]!;
     const status = String(customers[3]!.status);
-    const r = await list(`/customers?per_page=100&filters=${q([{ field: 'source_update_time', operator: '>', value: pivot }])}&filters[]=${q({ field: 'status', operator: '=', value: status })}`, ledger.headers, {
-      filters: [{ field: 'balance', operator: '>=', value: 1000 }],
-    });
+    const r = await list(
+      `/customers?per_page=100&filters=${q([{ field: 'source_update_time', operator: '>', value: pivot }])}&filters[]=${q({ field: 'status', operator: '=', value: status })}`,
+      ledger.headers,
+      {
+        filters: [{ field: 'balance', operator: '>=', value: 1000 }],
+      },
+    );
     assert.equal(r.status, 200, r.text);
     const expected = customers.filter((c) => String(c.source_update_time) > pivot && c.status === status && typeof c.balance === 'number' && c.balance >= 1000);
     assert.deepEqual(ids(r.body.data), ids(expected));
@@ -90,7 +98,11 @@ describe('the three filter forms', () => {
 
   test('an Async-Request GET keeps its body', async () => {
     const status = String(customers[0]!.status);
-    const r = await getWithBody('/customers?per_page=100', { ...ledger.headers, 'async-request': 'true' }, JSON.stringify({ filters: [{ field: 'status', operator: '=', value: status }] }));
+    const r = await getWithBody(
+      '/customers?per_page=100',
+      { ...ledger.headers, 'async-request': 'true' },
+      JSON.stringify({ filters: [{ field: 'status', operator: '=', value: status }] }),
+    );
     assert.equal(r.status, 202);
     const id = r.headers.get('svc-async-request-id') ?? [...r.headers.entries()].find(([k]) => k.endsWith('async-request-id'))?.[1];
     assert.ok(id, [...r.headers.keys()].join(','));
@@ -118,8 +130,14 @@ describe('filter semantics on every kind of field', () => {
     assert.deepEqual(await run([{ field: 'id', operator: 'NOT IN', value: some }]), ids(customers.filter((c) => !some.includes(String(c.id)))));
     const balances = customers.map((c) => c.balance as number).sort((a, b) => a - b);
     const [lo, hi] = [balances[10]!, balances[40]!];
-    assert.deepEqual(await run([{ field: 'balance', operator: 'BETWEEN', value: [lo, hi] }]), ids(customers.filter((c) => (c.balance as number) >= lo && (c.balance as number) <= hi)));
-    assert.deepEqual(await run([{ field: 'balance', operator: 'NOT BETWEEN', value: [lo, hi] }]), ids(customers.filter((c) => !((c.balance as number) >= lo && (c.balance as number) <= hi))));
+    assert.deepEqual(
+      await run([{ field: 'balance', operator: 'BETWEEN', value: [lo, hi] }]),
+      ids(customers.filter((c) => (c.balance as number) >= lo && (c.balance as number) <= hi)),
+    );
+    assert.deepEqual(
+      await run([{ field: 'balance', operator: 'NOT BETWEEN', value: [lo, hi] }]),
+      ids(customers.filter((c) => !((c.balance as number) >= lo && (c.balance as number) <= hi))),
+    );
     const name = String(customers[7]!.name);
     assert.deepEqual(await run([{ field: 'name', operator: '<', value: name }]), ids(customers.filter((c) => String(c.name) < name)));
   });
@@ -141,7 +159,10 @@ describe('filter semantics on every kind of field', () => {
     assert.deepEqual(await run([{ field: 'parent_id', operator: '!=', value: p }]), ids(customers.filter((c) => c.parent_id !== p)));
     assert.deepEqual(await run([{ field: 'parent_id', operator: 'NOT IN', value: [p] }]), ids(withParent.filter((c) => c.parent_id !== p)));
     assert.deepEqual(await run([{ field: 'parent_id', operator: 'NOT LIKE', value: 'zzz%' }]), ids(withParent));
-    assert.deepEqual(await run([{ field: 'parent_id', operator: 'NOT BETWEEN', value: ['0', '1'] }]), ids(withParent.filter((c) => !(String(c.parent_id) >= '0' && String(c.parent_id) <= '1'))));
+    assert.deepEqual(
+      await run([{ field: 'parent_id', operator: 'NOT BETWEEN', value: ['0', '1'] }]),
+      ids(withParent.filter((c) => !(String(c.parent_id) >= '0' && String(c.parent_id) <= '1'))),
+    );
     // An array (addresses) is null to a filter.
     assert.deepEqual(await run([{ field: 'addresses', operator: '!=', value: 'x' }]), ids(customers));
     assert.deepEqual(await run([{ field: 'addresses', operator: '=', value: 'x' }]), []);
@@ -150,8 +171,14 @@ describe('filter semantics on every kind of field', () => {
   test('LIKE: % and _ wildcards, \\ escapes, whole-value match; ILIKE folds ASCII letters', async () => {
     const email = String(customers[2]!.email);
     const at = email.indexOf('@');
-    assert.deepEqual(await run([{ field: 'email', operator: 'LIKE', value: `${email.slice(0, at)}%` }]), ids(customers.filter((c) => String(c.email).startsWith(email.slice(0, at)))));
-    assert.deepEqual(await run([{ field: 'email', operator: 'LIKE', value: `_${email.slice(1)}` }]), ids(customers.filter((c) => String(c.email).slice(1) === email.slice(1))));
+    assert.deepEqual(
+      await run([{ field: 'email', operator: 'LIKE', value: `${email.slice(0, at)}%` }]),
+      ids(customers.filter((c) => String(c.email).startsWith(email.slice(0, at)))),
+    );
+    assert.deepEqual(
+      await run([{ field: 'email', operator: 'LIKE', value: `_${email.slice(1)}` }]),
+      ids(customers.filter((c) => String(c.email).slice(1) === email.slice(1))),
+    );
     assert.deepEqual(await run([{ field: 'email', operator: 'LIKE', value: email.slice(1) }]), [], 'LIKE matches the whole value');
     assert.deepEqual(await run([{ field: 'email', operator: 'ILIKE', value: email.toUpperCase() }]), ids(customers.filter((c) => c.email === email)));
     assert.deepEqual(await run([{ field: 'email', operator: 'LIKE', value: email.toUpperCase() }]), []);
@@ -177,18 +204,36 @@ describe('filter semantics on every kind of field', () => {
     const t = String(customers[9]!.source_update_time);
     const ms = Date.parse(t);
     const plus2 = new Date(ms + 2 * 3_600_000).toISOString().replace('Z', '+02:00');
-    assert.deepEqual(await run([{ field: 'source_update_time', operator: '=', value: plus2 }]), ids(customers.filter((c) => Date.parse(String(c.source_update_time)) === ms)));
+    assert.deepEqual(
+      await run([{ field: 'source_update_time', operator: '=', value: plus2 }]),
+      ids(customers.filter((c) => Date.parse(String(c.source_update_time)) === ms)),
+    );
     // A microsecond past the record's time: `>=` leaves it out (Postgres keeps microseconds).
-    assert.deepEqual(await run([{ field: 'source_update_time', operator: '>=', value: new Date(ms).toISOString().replace('.000Z', '.000001Z') }]), ids(customers.filter((c) => Date.parse(String(c.source_update_time)) > ms)));
+    assert.deepEqual(
+      await run([{ field: 'source_update_time', operator: '>=', value: new Date(ms).toISOString().replace('.000Z', '.000001Z') }]),
+      ids(customers.filter((c) => Date.parse(String(c.source_update_time)) > ms)),
+    );
     const day = t.slice(0, 10);
-    assert.deepEqual(await run([{ field: 'source_create_time', operator: '>=', value: day }]), ids(customers.filter((c) => Date.parse(String(c.source_create_time)) >= Date.parse(`${day}T00:00:00Z`))));
+    assert.deepEqual(
+      await run([{ field: 'source_create_time', operator: '>=', value: day }]),
+      ids(customers.filter((c) => Date.parse(String(c.source_create_time)) >= Date.parse(`${day}T00:00:00Z`))),
+    );
   });
 
   test('patched and created records are filtered on their current values', async () => {
     const target = customers[11]!;
-    const patched = await admin(sb, 'PATCH', '/_admin/objects', { account_token: ledger.token, resource: 'customers', id: target.id, patch: { status: 'Zebra' } });
+    const patched = await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: ledger.token,
+      resource: 'customers',
+      id: target.id,
+      patch: { status: 'Zebra' },
+    });
     assert.equal(patched.status, 200, patched.text);
-    const created = await admin(sb, 'POST', '/_admin/objects', { account_token: ledger.token, resource: 'customers', object: { name: 'Zebra Works', status: 'Zebra' } });
+    const created = await admin(sb, 'POST', '/_admin/objects', {
+      account_token: ledger.token,
+      resource: 'customers',
+      object: { name: 'Zebra Works', status: 'Zebra' },
+    });
     assert.equal(created.status, 201, created.text);
     assert.deepEqual(await run([{ field: 'status', operator: '=', value: 'Zebra' }]), [String(target.id), String(created.body.id)]);
     await admin(sb, 'PATCH', '/_admin/objects', { account_token: ledger.token, resource: 'customers', id: target.id, patch: { status: target.status } });
@@ -224,25 +269,45 @@ describe('order_by', () => {
   });
 
   test('classes: numbers first, then texts, then null, objects and arrays, whatever the direction', async () => {
-    const made = await admin(sb, 'POST', '/_admin/objects', { account_token: ledger.token, resource: 'customers', object: { name: 'Text Balance', balance: 'n/a' } });
-    const nulled = await admin(sb, 'POST', '/_admin/objects', { account_token: ledger.token, resource: 'customers', object: { name: 'No Balance', balance: null } });
-    const nested = await admin(sb, 'POST', '/_admin/objects', { account_token: ledger.token, resource: 'customers', object: { name: 'Object Balance', balance: { v: 1 } } });
+    const made = await admin(sb, 'POST', '/_admin/objects', {
+      account_token: ledger.token,
+      resource: 'customers',
+      object: { name: 'Text Balance', balance: 'n/a' },
+    });
+    const nulled = await admin(sb, 'POST', '/_admin/objects', {
+      account_token: ledger.token,
+      resource: 'customers',
+      object: { name: 'No Balance', balance: null },
+    });
+    const nested = await admin(sb, 'POST', '/_admin/objects', {
+      account_token: ledger.token,
+      resource: 'customers',
+      object: { name: 'Object Balance', balance: { v: 1 } },
+    });
     try {
       const numbered = customers.map((c, i) => ({ id: String(c.id), b: c.balance as number, i }));
       const asc = await list(`/customers?per_page=1000&order_by=${q([{ field: 'balance' }])}`, ledger.headers);
       const desc = await list(`/customers?per_page=1000&order_by=${q([{ field: 'balance', dir: 'DESC' }])}`, ledger.headers);
       const tail = [String(made.body.id), String(nulled.body.id), String(nested.body.id)];
       assert.deepEqual(ids(asc.body.data), [...[...numbered].sort((a, b) => a.b - b.b || a.i - b.i).map((x) => x.id), ...tail]);
-      assert.deepEqual(ids(desc.body.data), [...[...numbered].sort((a, b) => b.b - a.b || a.i - b.i).map((x) => x.id), ...tail], 'class order stays ascending under DESC; null and object tie in list order');
+      assert.deepEqual(
+        ids(desc.body.data),
+        [...[...numbered].sort((a, b) => b.b - a.b || a.i - b.i).map((x) => x.id), ...tail],
+        'class order stays ascending under DESC; null and object tie in list order',
+      );
       // Order keys and filters together, and a time key.
-      const byTime = await list(`/customers?per_page=1000&order_by=${q([{ field: 'source_create_time', dir: 'DESC' }])}&filters=${q([{ field: 'balance', operator: '>', value: 0 }])}`, ledger.headers);
+      const byTime = await list(
+        `/customers?per_page=1000&order_by=${q([{ field: 'source_create_time', dir: 'DESC' }])}&filters=${q([{ field: 'balance', operator: '>', value: 0 }])}`,
+        ledger.headers,
+      );
       const expectedTimes = numbered
         .filter((x) => x.b > 0)
         .sort((a, b) => Date.parse(String(customers[b.i]!.source_create_time)) - Date.parse(String(customers[a.i]!.source_create_time)) || a.i - b.i)
         .map((x) => x.id);
       assert.deepEqual(ids(byTime.body.data), expectedTimes);
     } finally {
-      for (const m of [made, nulled, nested]) await admin(sb, 'DELETE', '/_admin/objects', { account_token: ledger.token, resource: 'customers', id: m.body.id });
+      for (const m of [made, nulled, nested])
+        await admin(sb, 'DELETE', '/_admin/objects', { account_token: ledger.token, resource: 'customers', id: m.body.id });
     }
   });
 });
@@ -256,7 +321,9 @@ describe('Project-Id on account-level lists', () => {
     assert.ok(expected.length > 0 && expected.length < invoices.length);
     const byId = await call(sb, 'GET', '/ap-invoices?per_page=1000', { headers: { ...ledger.headers, 'project-id': String(project.id) } });
     assert.deepEqual(ids(byId.body.data), expected);
-    const bySource = await call(sb, 'GET', '/ap-invoices?per_page=1000', { headers: { ...ledger.headers, 'project-id': `source_id:${String(project.source_id)}` } });
+    const bySource = await call(sb, 'GET', '/ap-invoices?per_page=1000', {
+      headers: { ...ledger.headers, 'project-id': `source_id:${String(project.source_id)}` },
+    });
     assert.deepEqual(ids(bySource.body.data), expected);
     const star = await call(sb, 'GET', '/ap-invoices?per_page=1000', { headers: { ...ledger.headers, 'project-id': '*' } });
     assert.deepEqual(ids(star.body.data), ids(invoices));
@@ -282,7 +349,10 @@ describe('resource parameters', () => {
     const headers = { ...build.headers, 'project-id': String(projects[0]!.id) };
     const drawings = await all(sb, '/drawings', headers, 1000);
     const discipline = String(drawings[0]!.discipline);
-    assert.deepEqual(ids(await all(sb, `/drawings?discipline=${encodeURIComponent(discipline)}`, headers, 1000)), ids(drawings.filter((d) => d.discipline === discipline)));
+    assert.deepEqual(
+      ids(await all(sb, `/drawings?discipline=${encodeURIComponent(discipline)}`, headers, 1000)),
+      ids(drawings.filter((d) => d.discipline === discipline)),
+    );
     // Not an equality of customers, nor a parameter the sandbox knows: the whole list, as before.
     assert.deepEqual(ids(await all(sb, '/customers?type=company&foo=bar', ledger.headers, 1000)), ids(customers));
   });
@@ -296,7 +366,12 @@ describe('lists under a parent', () => {
     const files = await all(sb, `/folders/${String(root.id)}/files`, headers, 1000);
     assert.ok(files.length > 2);
     const name = String(files[1]!.name);
-    const after = await all(sb, `/folders/${String(root.id)}/files?filters=${q([{ field: 'name', operator: '>=', value: name }])}&order_by=${q([{ field: 'name', dir: 'DESC' }])}`, headers, 1000);
+    const after = await all(
+      sb,
+      `/folders/${String(root.id)}/files?filters=${q([{ field: 'name', operator: '>=', value: name }])}&order_by=${q([{ field: 'name', dir: 'DESC' }])}`,
+      headers,
+      1000,
+    );
     assert.deepEqual(
       after.map((f) => String(f.name)),
       files
@@ -307,7 +382,12 @@ describe('lists under a parent', () => {
     );
     const invoice = (await call(sb, 'GET', '/ap-invoices?per_page=1', { headers: ledger.headers })).body.data[0]!;
     const lines = await all(sb, `/ap-invoices/${String(invoice.id)}/line-items`, ledger.headers, 1000);
-    const expense = await all(sb, `/ap-invoices/${String(invoice.id)}/line-items?filters[]=${q({ field: 'type', operator: '=', value: 'expense' })}`, ledger.headers, 1000);
+    const expense = await all(
+      sb,
+      `/ap-invoices/${String(invoice.id)}/line-items?filters[]=${q({ field: 'type', operator: '=', value: 'expense' })}`,
+      ledger.headers,
+      1000,
+    );
     assert.deepEqual(ids(expense), ids(lines.filter((l) => l.type === 'expense')));
   });
 });
@@ -354,7 +434,10 @@ describe('bad input: a 400 that says what to fix', () => {
     assert.match(await bad(`/customers?filters=${q(Array.from({ length: 21 }, () => f))}`), /At most 20 filters/);
     assert.match(await bad(`/customers?order_by=${q(Array.from({ length: 6 }, () => ({ field: 'name' })))}`), /At most 5 order_by keys/);
     // Limits count every form together.
-    assert.match(await bad(`/customers?filters=${q(Array.from({ length: 15 }, () => f))}`, JSON.stringify({ filters: Array.from({ length: 6 }, () => f) })), /At most 20 filters/);
+    assert.match(
+      await bad(`/customers?filters=${q(Array.from({ length: 15 }, () => f))}`, JSON.stringify({ filters: Array.from({ length: 6 }, () => f) })),
+      /At most 20 filters/,
+    );
   });
 
   test('a source system that does not filter refuses filters in every form; order_by still works there', async () => {

@@ -27,13 +27,27 @@ const modes: Array<SourceDataMode | null> = [
   { only: null, withPath: true, exclude: ['name', 'Name', 'updatedAt', 'updated_at', 'TimeModified', 'custom_fields', '__typename', 'attributes'] },
 ];
 
-function written(profile: SourceSystemProfile, resource: ResourceName, fields: Fields, mode: SourceDataMode | null, account: LinkedAccount, scope: Scope): string {
+function written(
+  profile: SourceSystemProfile,
+  resource: ResourceName,
+  fields: Fields,
+  mode: SourceDataMode | null,
+  account: LinkedAccount,
+  scope: Scope,
+): string {
   const w = new JsonWriter(16);
   writeRecord(w, profile, resource, fields, mode, mode ? pathContext(account, scope) : {});
   return w.take().toString('utf8');
 }
 
-function plain(profile: SourceSystemProfile, resource: ResourceName, fields: Fields, mode: SourceDataMode | null, account: LinkedAccount, scope: Scope): string {
+function plain(
+  profile: SourceSystemProfile,
+  resource: ResourceName,
+  fields: Fields,
+  mode: SourceDataMode | null,
+  account: LinkedAccount,
+  scope: Scope,
+): string {
   return JSON.stringify(mode ? withSourceData(profile, resource, fields, mode, pathContext(account, scope)) : fields);
 }
 
@@ -51,7 +65,11 @@ test('isoSeconds is Date#toISOString for whole seconds', () => {
 });
 
 describe('a record written into a page is JSON.stringify of the record as the plain way builds it', () => {
-  const d = new Dataset({ seed: 5, size: 12, fileUrls: (ref) => ({ url: `https://files.example/${ref.filename}`, preview_url: `https://files.example/p/${ref.filename}` }) });
+  const d = new Dataset({
+    seed: 5,
+    size: 12,
+    fileUrls: (ref) => ({ url: `https://files.example/${ref.filename}`, preview_url: `https://files.example/p/${ref.filename}` }),
+  });
 
   test('every source system, every resource, every source-data mode', () => {
     for (const profile of sourceSystemProfiles) {
@@ -63,7 +81,12 @@ describe('a record written into a page is JSON.stringify of the record as the pl
         if (!support) continue;
         const scope = support.scope === 'project' ? { ...base, project } : base;
         for (const fields of d.list(account, resource, [scope], { offset: 0, limit: 12 }).items) {
-          for (const mode of modes) assert.equal(written(profile, resource, fields, mode, account, scope), plain(profile, resource, fields, mode, account, scope), `${profile.slug} ${resource}`);
+          for (const mode of modes)
+            assert.equal(
+              written(profile, resource, fields, mode, account, scope),
+              plain(profile, resource, fields, mode, account, scope),
+              `${profile.slug} ${resource}`,
+            );
         }
       }
     }
@@ -89,7 +112,13 @@ describe('a record written into a page is JSON.stringify of the record as the pl
       const account = accountOf(profile);
       const scope: Scope = { company: 0, project: null, parent: null };
       for (const resource of ['customers', 'projects'] as const) {
-        for (const fields of odd) for (const mode of modes) assert.equal(written(profile, resource, fields, mode, account, scope), plain(profile, resource, fields, mode, account, scope), `${profile.slug} ${resource} ${Object.keys(fields).join(',')}`);
+        for (const fields of odd)
+          for (const mode of modes)
+            assert.equal(
+              written(profile, resource, fields, mode, account, scope),
+              plain(profile, resource, fields, mode, account, scope),
+              `${profile.slug} ${resource} ${Object.keys(fields).join(',')}`,
+            );
       }
     }
   });
@@ -104,7 +133,13 @@ describe('a record written into a page is JSON.stringify of the record as the pl
       const scope = profile.resources[resource]!.scope === 'project' ? { ...base, project } : base;
       const listed = d.list(account, resource, [scope], { offset: 2, limit: 5 });
       const seen: Array<{ fields: Fields | null; list: string | null; index: number }> = [];
-      const r = d.eachInPage(account, resource, [scope], { offset: 2, limit: 5 }, { has: () => false, item: (fields, list, index) => seen.push({ fields, list, index }) });
+      const r = d.eachInPage(
+        account,
+        resource,
+        [scope],
+        { offset: 2, limit: 5 },
+        { has: () => false, item: (fields, list, index) => seen.push({ fields, list, index }) },
+      );
       assert.equal(r.total, listed.total);
       assert.equal(r.returned, listed.items.length);
       assert.deepEqual(
@@ -192,7 +227,13 @@ describe('pages served again, and after changes', () => {
       { 'include-source-data': 'name,id' },
       { 'include-source-data': 'email' },
     ];
-    for (const path of ['/customers?per_page=100', '/customers?per_page=100&page=2', '/customers?per_page=7&page=11', '/customers?per_page=1000', '/customers?per_page=1000&page=2']) {
+    for (const path of [
+      '/customers?per_page=100',
+      '/customers?per_page=100&page=2',
+      '/customers?per_page=7&page=11',
+      '/customers?per_page=1000',
+      '/customers?per_page=1000&page=2',
+    ]) {
       for (const extra of variants) {
         const fresh = await call(uncached, 'GET', path, { headers: withSource(fieldUncached, extra) });
         const first = await call(sb, 'GET', path, { headers: withSource(field, extra) });
@@ -232,7 +273,12 @@ describe('pages served again, and after changes', () => {
     const page = await call(sb, 'GET', '/customers?per_page=50', { headers: withSource(field) });
     assert.equal((await call(sb, 'GET', '/customers?per_page=50', { headers: withSource(field) })).text, page.text);
     const target = page.body.data[10]!;
-    const patched = await admin(sb, 'PATCH', '/_admin/objects', { account_token: field.token, resource: 'customers', id: target.id, patch: { name: 'Renamed Customer LLC' } });
+    const patched = await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: field.token,
+      resource: 'customers',
+      id: target.id,
+      patch: { name: 'Renamed Customer LLC' },
+    });
     assert.equal(patched.status, 200);
     const after = await call(sb, 'GET', '/customers?per_page=50', { headers: withSource(field) });
     assert.equal(after.body.data[10]!.name, 'Renamed Customer LLC');
@@ -248,7 +294,13 @@ describe('pages served again, and after changes', () => {
     const invoice = invoices.body.data[0]!;
     const lines = await call(sb, 'GET', `/ap-invoices/${String(invoice.id)}/line-items`, { headers: erp.headers });
     const line = lines.body.data[0]!;
-    const changed = await admin(sb, 'PATCH', '/_admin/objects', { account_token: erp.token, resource: 'ap-invoice-line-items', parent_id: invoice.id, id: line.id, patch: { description: 'Changed line', amount: 1234567.5 } });
+    const changed = await admin(sb, 'PATCH', '/_admin/objects', {
+      account_token: erp.token,
+      resource: 'ap-invoice-line-items',
+      parent_id: invoice.id,
+      id: line.id,
+      patch: { description: 'Changed line', amount: 1234567.5 },
+    });
     assert.equal(changed.status, 200);
     const linesAfter = await call(sb, 'GET', `/ap-invoices/${String(invoice.id)}/line-items`, { headers: erp.headers });
     assert.equal(linesAfter.body.data[0]!.description, 'Changed line');

@@ -38,9 +38,15 @@ describe('pass-through', () => {
     assert.equal(missing.status, 200);
     assert.equal(missing.body.status, 404);
     const project = (await call(sb, 'GET', '/projects', { headers: bp.headers })).body.data[0]!;
-    const scoped = await call(sb, 'POST', '/passthrough', { headers: bp.headers, body: { method: 'GET', path: `/rest/v1.0/projects/${String(project.source_id)}/cost_codes?per_page=3` } });
+    const scoped = await call(sb, 'POST', '/passthrough', {
+      headers: bp.headers,
+      body: { method: 'GET', path: `/rest/v1.0/projects/${String(project.source_id)}/cost_codes?per_page=3` },
+    });
     assert.equal((scoped.body.body as unknown[]).length, 3);
-    const write = await call(sb, 'POST', '/passthrough', { headers: bp.headers, body: { method: 'PATCH', path: `/rest/v1.0/vendors/${String(v.source_id)}`, data: { name: 'Patched' } } });
+    const write = await call(sb, 'POST', '/passthrough', {
+      headers: bp.headers,
+      body: { method: 'PATCH', path: `/rest/v1.0/vendors/${String(v.source_id)}`, data: { name: 'Patched' } },
+    });
     assert.equal((write.body.body as Rec).name, 'Patched');
     const bad = await call(sb, 'POST', '/passthrough', { headers: bp.headers, body: { method: 'FETCH', path: '/x' } });
     assert.equal(bad.status, 400);
@@ -52,7 +58,15 @@ describe('pass-through', () => {
     assert.match(String(count.body.path), /^SELECT COUNT\(\*\) FROM ARCM/);
     const rows = await call(sb, 'POST', '/passthrough', {
       headers: erp.headers,
-      body: { table: 'ARCM', operation: 'SELECT', fields: ['KEYID', 'NAME', 'STATUS'], filters: [{ field: 'STATUS', operator: '=', value: 'Active' }], order_by: [{ field: 'NAME', dir: 'DESC' }], limit: 5, offset: 1 },
+      body: {
+        table: 'ARCM',
+        operation: 'SELECT',
+        fields: ['KEYID', 'NAME', 'STATUS'],
+        filters: [{ field: 'STATUS', operator: '=', value: 'Active' }],
+        order_by: [{ field: 'NAME', dir: 'DESC' }],
+        limit: 5,
+        offset: 1,
+      },
     });
     const body = rows.body.body as Rec[];
     assert.ok(body.length > 0 && body.length <= 5);
@@ -62,10 +76,16 @@ describe('pass-through', () => {
     }
     const names = body.map((r) => String(r.NAME));
     assert.deepEqual(names, [...names].sort().reverse());
-    const distinct = await call(sb, 'POST', '/passthrough', { headers: erp.headers, body: { table: 'ARCM', operation: 'SELECT DISTINCT', fields: ['STATUS'] } });
+    const distinct = await call(sb, 'POST', '/passthrough', {
+      headers: erp.headers,
+      body: { table: 'ARCM', operation: 'SELECT DISTINCT', fields: ['STATUS'] },
+    });
     const statuses = (distinct.body.body as Rec[]).map((r) => r.STATUS);
     assert.equal(new Set(statuses).size, statuses.length);
-    const like = await call(sb, 'POST', '/passthrough', { headers: erp.headers, body: { table: 'APVM', operation: 'COUNT', filters: [{ field: 'NAME', operator: 'ILIKE', value: '%inc.%' }] } });
+    const like = await call(sb, 'POST', '/passthrough', {
+      headers: erp.headers,
+      body: { table: 'APVM', operation: 'COUNT', filters: [{ field: 'NAME', operator: 'ILIKE', value: '%inc.%' }] },
+    });
     assert.ok((like.body.body as { count: number }).count > 0);
     const unknown = await call(sb, 'POST', '/passthrough', { headers: erp.headers, body: { table: 'NOPE', operation: 'SELECT' } });
     assert.equal(unknown.body.status, 400);
@@ -75,7 +95,8 @@ describe('pass-through', () => {
 
   test('XML variant: text/xml queries answered as JSON', async () => {
     const xb = await link(sb, 'xmlbooks');
-    const xml = '<?xml version="1.0"?><QBXML><QBXMLMsgsRq onError="stopOnError"><VendorQueryRq><MaxReturned>3</MaxReturned></VendorQueryRq></QBXMLMsgsRq></QBXML>';
+    const xml =
+      '<?xml version="1.0"?><QBXML><QBXMLMsgsRq onError="stopOnError"><VendorQueryRq><MaxReturned>3</MaxReturned></VendorQueryRq></QBXMLMsgsRq></QBXML>';
     const r = await call(sb, 'POST', '/passthrough', { headers: { ...xb.headers, 'content-type': 'text/xml' }, raw: xml });
     assert.equal(r.status, 200);
     assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
@@ -84,8 +105,11 @@ describe('pass-through', () => {
     assert.equal(rs.statusCode, '0');
     const rets = rs.VendorRet as Rec[];
     assert.equal(rets.length, 3);
-    const byId = await call(sb, 'POST', '/passthrough', { headers: { ...xb.headers, 'content-type': 'text/xml' }, raw: `<QBXML><QBXMLMsgsRq><VendorQueryRq><ListID>${String(rets[1]!.ListID)}</ListID></VendorQueryRq></QBXMLMsgsRq></QBXML>` });
-    assert.equal(((((byId.body.body as Rec).VendorQueryRs as Rec).VendorRet as Rec[])[0]!).Name, rets[1]!.Name);
+    const byId = await call(sb, 'POST', '/passthrough', {
+      headers: { ...xb.headers, 'content-type': 'text/xml' },
+      raw: `<QBXML><QBXMLMsgsRq><VendorQueryRq><ListID>${String(rets[1]!.ListID)}</ListID></VendorQueryRq></QBXMLMsgsRq></QBXML>`,
+    });
+    assert.equal((((byId.body.body as Rec).VendorQueryRs as Rec).VendorRet as Rec[])[0]!.Name, rets[1]!.Name);
     const json = await call(sb, 'POST', '/passthrough', { headers: xb.headers, body: { method: 'GET', path: '/x' } });
     assert.equal(json.status, 400, 'the XML system takes XML only');
     const xmlElsewhere = await call(sb, 'POST', '/passthrough', { headers: { ...bp.headers, 'content-type': 'text/xml' }, raw: xml });
@@ -102,28 +126,44 @@ describe('pass-through', () => {
     const vendors = data.vendors as Rec[];
     assert.equal(vendors.length, 2);
     assert.deepEqual(Object.keys(vendors[0]!), ['id', 'name', 'addresses']);
-    assert.ok(typeof ((vendors[0]!.addresses as Rec[])[0]!).city === 'string');
+    assert.ok(typeof (vendors[0]!.addresses as Rec[])[0]!.city === 'string');
     assert.equal(vendors[0]!.name, unified[1]!.name);
     assert.equal((data.one as Rec).name, unified[1]!.name);
     const bad = await call(sb, 'POST', '/passthrough', { headers: gl.headers, body: { query: '{ nothing { id } }' } });
-    assert.match(String((((bad.body.body as Rec).errors as Rec[])[0]!).message), /Cannot query field/);
+    assert.match(String(((bad.body.body as Rec).errors as Rec[])[0]!.message), /Cannot query field/);
     const syntax = await call(sb, 'POST', '/passthrough', { headers: gl.headers, body: { query: '{ vendors { id ' } });
     assert.ok((syntax.body.body as Rec).errors);
   });
 
   test('download streams binary; multipart and upload report what they received', async () => {
-    const d = await fetch(`${sb.url}/passthrough-download`, { method: 'POST', headers: { ...bp.headers, 'content-type': 'application/json' }, body: JSON.stringify({ method: 'GET', path: '/rest/v1.0/files/1/download' }) });
+    const d = await fetch(`${sb.url}/passthrough-download`, {
+      method: 'POST',
+      headers: { ...bp.headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ method: 'GET', path: '/rest/v1.0/files/1/download' }),
+    });
     assert.equal(d.status, 200);
     assert.equal(d.headers.get('content-type'), 'application/octet-stream');
     const bytes = Buffer.from(await d.arrayBuffer());
     assert.equal(bytes.length, Number(d.headers.get('content-length')));
-    const again = Buffer.from(await (await fetch(`${sb.url}/passthrough-download`, { method: 'POST', headers: { ...bp.headers, 'content-type': 'application/json' }, body: JSON.stringify({ method: 'GET', path: '/rest/v1.0/files/1/download' }) })).arrayBuffer());
+    const again = Buffer.from(
+      await (
+        await fetch(`${sb.url}/passthrough-download`, {
+          method: 'POST',
+          headers: { ...bp.headers, 'content-type': 'application/json' },
+          body: JSON.stringify({ method: 'GET', path: '/rest/v1.0/files/1/download' }),
+        })
+      ).arrayBuffer(),
+    );
     assert.ok(bytes.equals(again), 'deterministic');
 
     const form = new FormData();
     form.append('name', 'Spec sheet');
     form.append('file', new Blob([Buffer.from('hello world')], { type: 'text/plain' }), 'hello.txt');
-    const m = await fetch(`${sb.url}/passthrough-multipart`, { method: 'POST', headers: { ...bp.headers, 'passthrough-method': 'POST', 'passthrough-path': '/rest/v1.0/files' }, body: form });
+    const m = await fetch(`${sb.url}/passthrough-multipart`, {
+      method: 'POST',
+      headers: { ...bp.headers, 'passthrough-method': 'POST', 'passthrough-path': '/rest/v1.0/files' },
+      body: form,
+    });
     assert.equal(m.status, 200);
     const mb = (await m.json()) as Rec;
     assert.equal(mb.status, 201);
@@ -136,17 +176,26 @@ describe('pass-through', () => {
     assert.equal(noHeaders.status, 400);
 
     const payload = Buffer.from('binary-content-'.repeat(100));
-    const u = await fetch(`${sb.url}/passthrough-upload`, { method: 'POST', headers: { ...bp.headers, 'content-type': 'application/octet-stream', 'passthrough-method': 'PUT', 'passthrough-path': '/rest/v1.0/files/1' }, body: payload });
+    const u = await fetch(`${sb.url}/passthrough-upload`, {
+      method: 'POST',
+      headers: { ...bp.headers, 'content-type': 'application/octet-stream', 'passthrough-method': 'PUT', 'passthrough-path': '/rest/v1.0/files/1' },
+      body: payload,
+    });
     const ub = (await u.json()) as Rec;
     assert.equal(ub.status, 200);
-    assert.deepEqual({ size: (ub.body as Rec).size, sha256: (ub.body as Rec).sha256 }, { size: payload.length, sha256: createHash('sha256').update(payload).digest('hex') });
+    assert.deepEqual(
+      { size: (ub.body as Rec).size, sha256: (ub.body as Rec).sha256 },
+      { size: payload.length, sha256: createHash('sha256').update(payload).digest('hex') },
+    );
   });
 });
 
 describe('storage proxy', () => {
   async function aFile(sandbox: Sandbox, account: Linked, index = 0): Promise<Rec> {
     const project = (await call(sandbox, 'GET', '/projects', { headers: account.headers })).body.data[0]!;
-    return (await call(sandbox, 'GET', `/files?per_page=${index + 1}`, { headers: { ...account.headers, 'project-id': String(project.id) } })).body.data[index]!;
+    return (await call(sandbox, 'GET', `/files?per_page=${index + 1}`, { headers: { ...account.headers, 'project-id': String(project.id) } })).body.data[
+      index
+    ]!;
   }
 
   test('signed URLs of the contract shape download the file; preview is inline with open CORS', async () => {
@@ -223,7 +272,10 @@ describe('storage proxy', () => {
     assert.equal(transfer.status, 200);
     assert.equal(transfer.body.file_id, f.id);
     assert.equal(transfer.body.status, 'completed');
-    assert.equal((await call(sb, 'GET', '/file-transfers/00000000-0000-0000-0000-000000000000', { headers: { ...dv.headers, 'project-id': String(project.id) } })).status, 404);
+    assert.equal(
+      (await call(sb, 'GET', '/file-transfers/00000000-0000-0000-0000-000000000000', { headers: { ...dv.headers, 'project-id': String(project.id) } })).status,
+      404,
+    );
     const rssBefore = process.memoryUsage().rss;
     const res = await fetch(String(f.url));
     assert.equal(Number(res.headers.get('content-length')), Number(f.size));

@@ -20,7 +20,13 @@ after(async () => {
 
 describe('source systems shaped like the field', () => {
   test('a cloud PM system, an on-premises ERP and a cloud accounting system, each with its resources', async () => {
-    const systems = (await admin(sb, 'GET', '/_admin/source-systems')).body.data as unknown as Array<{ slug: string; kind: string; serial: unknown; rate_limit: { limit: number; window_ms: number }; resources: Record<string, { scope: string; writable: boolean }> }>;
+    const systems = (await admin(sb, 'GET', '/_admin/source-systems')).body.data as unknown as Array<{
+      slug: string;
+      kind: string;
+      serial: unknown;
+      rate_limit: { limit: number; window_ms: number };
+      resources: Record<string, { scope: string; writable: boolean }>;
+    }>;
     const bySlug = new Map(systems.map((s) => [s.slug, s]));
     const pm = bySlug.get('sitecloud');
     const erp = bySlug.get('jobsiteerp');
@@ -31,9 +37,11 @@ describe('source systems shaped like the field', () => {
     for (const r of ['rfis', 'submittals', 'observations', 'work-logs', 'drawings', 'photos']) assert.ok(r in pm.resources, `sitecloud serves ${r}`);
     assert.equal(erp.kind, 'erp');
     assert.deepEqual(erp.serial, { max_concurrent: 1, max_queued: 3, max_execution_ms: 60_000 });
-    for (const r of ['subcontracts', 'subcontract-line-items', 'purchase-orders', 'job-costs', 'employees', 'timecard-entries']) assert.ok(r in erp.resources, `jobsiteerp serves ${r}`);
+    for (const r of ['subcontracts', 'subcontract-line-items', 'purchase-orders', 'job-costs', 'employees', 'timecard-entries'])
+      assert.ok(r in erp.resources, `jobsiteerp serves ${r}`);
     assert.equal(books.kind, 'accounting');
-    for (const r of ['ap-invoices', 'ar-invoices', 'ar-payments', 'ledger-accounts', 'ledger-journal-entries']) assert.ok(r in books.resources, `cloudbooks serves ${r}`);
+    for (const r of ['ap-invoices', 'ar-invoices', 'ar-payments', 'ledger-accounts', 'ledger-journal-entries'])
+      assert.ok(r in books.resources, `cloudbooks serves ${r}`);
   });
 
   test('the on-premises ERP serves one request at a time', async () => {
@@ -54,7 +62,7 @@ describe('source systems shaped like the field', () => {
   });
 });
 
-describe('writes of the real service\'s other resources', () => {
+describe("writes of the real service's other resources", () => {
   let pm: Linked;
   let erp: Linked;
   let projectId: string;
@@ -67,7 +75,10 @@ describe('writes of the real service\'s other resources', () => {
 
   test('an RFI is created in its project and listed there; the reference has no RFI update', async () => {
     const ph = { ...pm.headers, 'project-id': projectId };
-    const created = await call(sb, 'POST', '/rfis', { headers: ph, body: { subject: 'Slab edge detail', question: 'Which detail governs at grid 4?', status: 'Open' } });
+    const created = await call(sb, 'POST', '/rfis', {
+      headers: ph,
+      body: { subject: 'Slab edge detail', question: 'Which detail governs at grid 4?', status: 'Open' },
+    });
     assert.equal(created.status, 201, created.text);
     const id = String(created.body.id);
     assert.equal(created.body.project_id, projectId);
@@ -101,12 +112,24 @@ describe('writes of the real service\'s other resources', () => {
 });
 
 describe('churn', () => {
-  test('a run that names no resources churns the contract\'s resources only', async () => {
+  test("a run that names no resources churns the contract's resources only", async () => {
     const a = await link(sb, 'buildpro', 'churn-default');
     const started = await admin(sb, 'POST', '/_admin/churn', { account_token: a.token, per_second: 1, seconds: 0.01 });
     assert.equal(started.status, 201);
     const resources = started.body.resources;
-    assert.deepEqual(resources, ['projects', 'vendors', 'cost-codes', 'budget-line-items', 'actual-production-quantities', 'drawings', 'documents', 'specification-sections', 'photos', 'folders', 'files']);
+    assert.deepEqual(resources, [
+      'projects',
+      'vendors',
+      'cost-codes',
+      'budget-line-items',
+      'actual-production-quantities',
+      'drawings',
+      'documents',
+      'specification-sections',
+      'photos',
+      'folders',
+      'files',
+    ]);
     const named = await admin(sb, 'POST', '/_admin/churn', { account_token: a.token, per_second: 1, seconds: 0.01, resources: ['rfis'] });
     assert.deepEqual(named.body.resources, ['rfis'], 'a new resource churns when named');
     await sleep(50);

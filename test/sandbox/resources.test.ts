@@ -124,8 +124,14 @@ describe('project scope', () => {
   test('ids of project-scoped records collide across projects; contents differ', async () => {
     const a = await call(sb, 'GET', '/cost-codes?per_page=10', { headers: { ...build.headers, 'project-id': String(projects[0]!.id) } });
     const b = await call(sb, 'GET', '/cost-codes?per_page=10', { headers: { ...build.headers, 'project-id': String(projects[1]!.id) } });
-    assert.deepEqual(a.body.data.map((c) => c.id), b.body.data.map((c) => c.id));
-    assert.notDeepEqual(a.body.data.map((c) => c.source_update_time), b.body.data.map((c) => c.source_update_time));
+    assert.deepEqual(
+      a.body.data.map((c) => c.id),
+      b.body.data.map((c) => c.id),
+    );
+    assert.notDeepEqual(
+      a.body.data.map((c) => c.source_update_time),
+      b.body.data.map((c) => c.source_update_time),
+    );
   });
 
   test('Project-Id: * lists every project’s records', async () => {
@@ -153,7 +159,8 @@ describe('project scope', () => {
       for (const f of fields) assert.ok(f in r.body.data[0]!, `${resource}.${f}`);
     }
     const blis = await call(sb, 'GET', '/budget-line-items?per_page=5', { headers });
-    for (const b of blis.body.data) for (const f of ['current_amount', 'original_amount', 'quantity', 'unit_cost']) assert.equal(typeof b[f], 'string', `money as string: ${f}`);
+    for (const b of blis.body.data)
+      for (const f of ['current_amount', 'original_amount', 'quantity', 'unit_cost']) assert.equal(typeof b[f], 'string', `money as string: ${f}`);
   });
 });
 
@@ -215,7 +222,10 @@ describe('single objects and children', () => {
     assert.equal(sub.status, 200);
     assert.ok(Array.isArray(sub.body.files) && Array.isArray(sub.body.folders));
     const subFiles = await call(sb, 'GET', `/folders/${String(children[0]!.id)}/files`, { headers });
-    assert.deepEqual(subFiles.body.data.map((x) => x.id), (sub.body.files as Rec[]).map((x) => x.id));
+    assert.deepEqual(
+      subFiles.body.data.map((x) => x.id),
+      (sub.body.files as Rec[]).map((x) => x.id),
+    );
     const noProject = await call(sb, 'GET', '/root-folder', { headers: build.headers });
     assert.equal(noProject.status, 400);
   });
@@ -242,7 +252,9 @@ describe('source data', () => {
   test('a comma list selects source fields; Exclude-Source-Data removes some', async () => {
     const only = await call(sb, 'GET', '/customers?per_page=1', { headers: { ...crm.headers, 'include-source-data': 'Id,Name,Email' } });
     assert.deepEqual(Object.keys((only.body.data[0]!.source_data as Rec).data as Rec).sort(), ['Email', 'Id', 'Name']);
-    const excl = await call(sb, 'GET', '/customers?per_page=1', { headers: { ...crm.headers, 'include-source-data': 'true', 'exclude-source-data': 'Email,attributes' } });
+    const excl = await call(sb, 'GET', '/customers?per_page=1', {
+      headers: { ...crm.headers, 'include-source-data': 'true', 'exclude-source-data': 'Email,attributes' },
+    });
     const data = (excl.body.data[0]!.source_data as Rec).data as Rec;
     assert.equal(data.Email, undefined);
     assert.equal(data.attributes, undefined);
@@ -259,9 +271,14 @@ describe('filters', () => {
     const later = await all(sb, `/customers?filters=${filters}`, crm.headers, 200);
     assert.equal(later.length, everything.filter((c) => String(c.source_update_time) > pivot).length);
     assert.ok(later.every((c) => String(c.source_update_time) > pivot));
-    const between = encodeURIComponent(JSON.stringify([{ field: 'source_create_time', operator: 'BETWEEN', value: ['2023-01-01T00:00:00Z', '2023-06-30T00:00:00Z'] }]));
+    const between = encodeURIComponent(
+      JSON.stringify([{ field: 'source_create_time', operator: 'BETWEEN', value: ['2023-01-01T00:00:00Z', '2023-06-30T00:00:00Z'] }]),
+    );
     const mid = await all(sb, `/customers?filters=${between}`, crm.headers, 200);
-    assert.equal(mid.length, everything.filter((c) => String(c.source_create_time) >= '2023-01-01' && String(c.source_create_time) <= '2023-06-30T00:00:00.000Z').length);
+    assert.equal(
+      mid.length,
+      everything.filter((c) => String(c.source_create_time) >= '2023-01-01' && String(c.source_create_time) <= '2023-06-30T00:00:00.000Z').length,
+    );
     // Filtered pages keep has_more_results exact.
     const page = await call(sb, `GET`, `/customers?per_page=5&filters=${filters}`, { headers: crm.headers });
     assert.equal(page.body.meta.has_more_results, later.length > 5);
@@ -272,7 +289,11 @@ describe('filters', () => {
     const erpR = await call(sb, 'GET', `/customers?filters=${f}`, { headers: erp.headers });
     assert.equal(erpR.status, 400);
     assert.match(String(erpR.body.message), /not supported by SQL ERP/);
-    for (const bad of ['not-json', JSON.stringify([{ field: 'no_such_field', operator: '=', value: 'x' }]), JSON.stringify([{ field: 'source_update_time', operator: '~', value: 'x' }])]) {
+    for (const bad of [
+      'not-json',
+      JSON.stringify([{ field: 'no_such_field', operator: '=', value: 'x' }]),
+      JSON.stringify([{ field: 'source_update_time', operator: '~', value: 'x' }]),
+    ]) {
       const r = await call(sb, 'GET', `/customers?filters=${encodeURIComponent(bad)}`, { headers: crm.headers });
       assert.equal(r.status, 400, bad);
     }
@@ -281,7 +302,9 @@ describe('filters', () => {
 
 describe('every source system serves its resources', () => {
   test('each listed resource answers 200 with records', async () => {
-    const admin = await call(sb, 'GET', '/_admin/source-systems', { headers: { 'client-id': build.headers['client-id']!, 'client-secret': build.headers['client-secret']! } });
+    const admin = await call(sb, 'GET', '/_admin/source-systems', {
+      headers: { 'client-id': build.headers['client-id']!, 'client-secret': build.headers['client-secret']! },
+    });
     const systems = admin.body.data as Array<{ slug: string; resources: Record<string, { scope: string }>; default_per_page: number; max_per_page: number }>;
     assert.equal(systems.length, 10);
     const covered = new Set<string>();
@@ -299,7 +322,26 @@ describe('every source system serves its resources', () => {
         assert.ok(r.body.data.length <= s.default_per_page);
       }
     }
-    for (const r of ['projects', 'jobs', 'customers', 'appointments', 'leads', 'opportunities', 'activities', 'files', 'folders', 'photos', 'drawings', 'documents', 'specification-sections', 'actual-production-quantities', 'budget-line-items', 'ap-invoices', 'vendors', 'cost-codes']) {
+    for (const r of [
+      'projects',
+      'jobs',
+      'customers',
+      'appointments',
+      'leads',
+      'opportunities',
+      'activities',
+      'files',
+      'folders',
+      'photos',
+      'drawings',
+      'documents',
+      'specification-sections',
+      'actual-production-quantities',
+      'budget-line-items',
+      'ap-invoices',
+      'vendors',
+      'cost-codes',
+    ]) {
       assert.ok(covered.has(r), `some source system serves ${r}`);
     }
   });

@@ -77,7 +77,11 @@ describe('DELETE /{collection}/{id}', () => {
     assert.equal((await call(sb, 'GET', `/budget-line-items/${String(items[0]!.id)}`, { headers: ph })).status, 404);
     const projects = (await call(sb, 'GET', '/projects', { headers: bp.headers })).body.data;
     const elsewhere = { ...bp.headers, 'project-id': String(projects[1]!.id) };
-    assert.equal((await call(sb, 'GET', `/budget-line-items/${String(items[0]!.id)}`, { headers: elsewhere })).status, 200, 'the same id in another project stays');
+    assert.equal(
+      (await call(sb, 'GET', `/budget-line-items/${String(items[0]!.id)}`, { headers: elsewhere })).status,
+      200,
+      'the same id in another project stays',
+    );
   });
 });
 
@@ -89,12 +93,25 @@ describe('bulk PATCH /{collection} {creates, updates}', () => {
       headers: gl.headers,
       body: {
         creates: [{ name: 'Bulk One LLC' }, { name: 'Bulk Two LLC', phone: '+1-555-0102' }],
-        updates: [{ id: String(a.id), name: 'Renamed in bulk' }, { id: 'no-such-vendor', name: 'x' }, { id: `source_id:${String(b.source_id)}`, phone: '+1-555-0199' }],
+        updates: [
+          { id: String(a.id), name: 'Renamed in bulk' },
+          { id: 'no-such-vendor', name: 'x' },
+          { id: `source_id:${String(b.source_id)}`, phone: '+1-555-0199' },
+        ],
       },
     });
     assert.equal(res.status, 200, res.text);
     const results = res.body.data as unknown as { operation: string; index: number; status: number; object?: Rec; error?: { message: string } }[];
-    assert.deepEqual(results.map((r) => [r.operation, r.index, r.status]), [['create', 0, 201], ['create', 1, 201], ['update', 0, 200], ['update', 1, 404], ['update', 2, 200]]);
+    assert.deepEqual(
+      results.map((r) => [r.operation, r.index, r.status]),
+      [
+        ['create', 0, 201],
+        ['create', 1, 201],
+        ['update', 0, 200],
+        ['update', 1, 404],
+        ['update', 2, 200],
+      ],
+    );
     assert.equal(results[0]!.object!.name, 'Bulk One LLC');
     assert.match(String(results[3]!.error!.message), /no-such-vendor not found/);
     assert.equal(results[3]!.object, undefined);
@@ -111,7 +128,10 @@ describe('bulk PATCH /{collection} {creates, updates}', () => {
     const res = await call(sb, 'PATCH', '/vendors', { headers: bp.headers, body: { creates: [{ name: 'With tax', tax_number: 'T-1' }, { name: 'Plain' }] } });
     assert.equal(res.status, 200);
     const results = res.body.data as unknown as { status: number; error?: { message: string } }[];
-    assert.deepEqual(results.map((r) => r.status), [400, 201]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [400, 201],
+    );
     assert.match(results[0]!.error!.message, /tax_number/);
     assert.equal((await all(sb, '/vendors', bp.headers)).length, bpVendors.length + 1);
   });
@@ -163,7 +183,10 @@ describe('writes under a parent', () => {
     assert.equal(listed.length, before.length + 1);
     assert.deepEqual(listed.at(-1), item);
     const embedded = (await call(sb, 'GET', `/ap-invoices/${String(invoice.id)}`, { headers: gl.headers })).body.line_items as Rec[];
-    assert.ok(embedded.some((l) => l.id === item.id), 'the invoice embeds the new line item');
+    assert.ok(
+      embedded.some((l) => l.id === item.id),
+      'the invoice embeds the new line item',
+    );
 
     const patched = await call(sb, 'PATCH', `${base}/${String(item.id)}`, { headers: gl.headers, body: { quantity: 4 } });
     assert.equal(patched.status, 200);
@@ -197,11 +220,16 @@ describe('writes under a parent', () => {
 describe('multipart creates', () => {
   const bytes = Buffer.from('%PDF-1.4 sandbox upload\n'.repeat(50));
 
-  test("POST /folders/{id}/files creates a file in the folder, listed there; JSON or no file part is a 400", async () => {
+  test('POST /folders/{id}/files creates a file in the folder, listed there; JSON or no file part is a 400', async () => {
     const ph = { ...bp.headers, 'project-id': String(project.id) };
     const folders = (await call(sb, 'GET', '/folders', { headers: ph })).body.data;
     const folder = folders[1]!;
-    const res = await upload(`/folders/${String(folder.id)}/files`, ph, { name: 'Level 2 plan', content_type: 'application/pdf' }, { name: 'level-2.pdf', type: 'application/pdf', bytes });
+    const res = await upload(
+      `/folders/${String(folder.id)}/files`,
+      ph,
+      { name: 'Level 2 plan', content_type: 'application/pdf' },
+      { name: 'level-2.pdf', type: 'application/pdf', bytes },
+    );
     assert.equal(res.status, 201, res.text);
     assert.equal(res.body.folder_id, folder.id);
     assert.equal(res.body.project_id, project.id);
@@ -240,13 +268,21 @@ describe('multipart creates', () => {
 
   test('POST /activities/{id}/attachments answers the attachment, under its activity', async () => {
     const activity = (await call(sb, 'GET', '/activities', { headers: crm.headers })).body.data[0]!;
-    const res = await upload(`/activities/${String(activity.id)}/attachments`, crm.headers, { name: 'Minutes', content_type: 'text/plain', notes: 'from the call' }, { name: 'minutes.txt', type: 'text/plain', bytes: Buffer.from('minutes') });
+    const res = await upload(
+      `/activities/${String(activity.id)}/attachments`,
+      crm.headers,
+      { name: 'Minutes', content_type: 'text/plain', notes: 'from the call' },
+      { name: 'minutes.txt', type: 'text/plain', bytes: Buffer.from('minutes') },
+    );
     assert.equal(res.status, 201, res.text);
     assert.equal(res.body.activity_id, activity.id);
     assert.equal(res.body.name, 'Minutes');
     assert.equal(res.body.size, '7');
     assert.equal(res.body.notes, 'from the call');
-    assert.equal((await upload('/activities/nope/attachments', crm.headers, { name: 'x' }, { name: 'x.txt', type: 'text/plain', bytes: Buffer.from('x') })).status, 404);
+    assert.equal(
+      (await upload('/activities/nope/attachments', crm.headers, { name: 'x' }, { name: 'x.txt', type: 'text/plain', bytes: Buffer.from('x') })).status,
+      404,
+    );
   });
 });
 
@@ -264,7 +300,9 @@ test('every write counts in stats and in the rate limits like any request', asyn
     const over = await call(limited, 'POST', `/ap-invoices/${String(invoice.id)}/line-items`, { headers: a.headers, body: { description: 'x' } });
     assert.equal(over.status, 429, 'the fifth request of the window');
     const stats = await admin(limited, 'GET', '/_admin/stats');
-    const mine = Object.values(stats.body.accounts as Record<string, { reference_id: string; by_path: Record<string, number> }>).find((x) => x.reference_id === 'counted')!;
+    const mine = Object.values(stats.body.accounts as Record<string, { reference_id: string; by_path: Record<string, number> }>).find(
+      (x) => x.reference_id === 'counted',
+    )!;
     assert.equal(mine.by_path['DELETE /vendors/:id'], 1);
     assert.equal(mine.by_path['PATCH /vendors'], 1);
     assert.equal(mine.by_path['POST /ap-invoices/:id/line-items'], 1);

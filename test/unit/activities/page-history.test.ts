@@ -41,7 +41,10 @@ describe('page history', () => {
 
   it('is rebuilt from stored fingerprints (a checkpoint) with the same verdicts', () => {
     const stored = [fp('a'), null, fp('b')].map(storedFingerprint);
-    assert.deepEqual(stored.map((s) => s.length), [16, 0, 16]);
+    assert.deepEqual(
+      stored.map((s) => s.length),
+      [16, 0, 16],
+    );
     const h = PageHistory.of(stored);
     assert.equal(h.size, 2);
     assert.equal(h.see(fp('b'), 4), 3, 'a full fingerprint matches its stored prefix');

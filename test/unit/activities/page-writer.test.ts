@@ -9,7 +9,16 @@ import { PageWriter, writeDepth, type WrittenCounts } from '../../../activities/
 import type { StagedPage, WriteCounts } from '../../../mirror/records-store.ts';
 import type { Checkpoint } from '../../../mirror/streams.ts';
 
-const base: Checkpoint = { passKey: 'p', mode: 'full', page: 1, perPage: 2, lastFingerprint: null, since: null, done: false, counts: { inserted: 5, updated: 0, unchanged: 0, deleted: 1 } };
+const base: Checkpoint = {
+  passKey: 'p',
+  mode: 'full',
+  page: 1,
+  perPage: 2,
+  lastFingerprint: null,
+  since: null,
+  done: false,
+  counts: { inserted: 5, updated: 0, unchanged: 0, deleted: 1 },
+};
 
 function setup(insertOnly = false) {
   const events: string[] = [];
@@ -20,7 +29,10 @@ function setup(insertOnly = false) {
   let staging = 0;
   let mostStaging = 0;
   /** A page whose staging takes `ms` and counts `counts`; `fail` makes its staging or commit fail. */
-  const page = (n: number, o: { ms?: number; ids?: string[]; counts?: WriteCounts; conflicted?: boolean; fail?: 'stage' | 'commit'; insertOnly?: boolean[] } = {}) => ({
+  const page = (
+    n: number,
+    o: { ms?: number; ids?: string[]; counts?: WriteCounts; conflicted?: boolean; fail?: 'stage' | 'commit'; insertOnly?: boolean[] } = {},
+  ) => ({
     page: n,
     ids: o.ids ?? [`${n}a`, `${n}b`],
     checkpoint: { ...base, page: n + 1 },
@@ -61,7 +73,10 @@ describe('the page writer', () => {
     await t.writer.add(t.page(2, { ms: 1, counts: { inserted: 0, updated: 1, unchanged: 1 } }));
     await t.writer.add(t.page(3, { ms: 10 }));
     await t.writer.drained();
-    assert.deepEqual(t.events.filter((e) => e.startsWith('commit')), ['commit 1', 'commit 2', 'commit 3']);
+    assert.deepEqual(
+      t.events.filter((e) => e.startsWith('commit')),
+      ['commit 1', 'commit 2', 'commit 3'],
+    );
     assert.deepEqual(
       t.checkpoints.map((c) => [c.page, c.counts]),
       [

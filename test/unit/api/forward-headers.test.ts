@@ -6,7 +6,13 @@ import { describe, it } from 'node:test';
 import { internalHeader } from '../../../api/auth.ts';
 import { forwardHeaders, upstreamUrl, type UpstreamTarget } from '../../../api/forward.ts';
 
-const target: UpstreamTarget = { baseUrl: 'http://upstream.test:4010', clientId: 'operator-id', clientSecret: 'operator-secret', apiVersion: '2021-11-21', headerPrefix: 'Svc' };
+const target: UpstreamTarget = {
+  baseUrl: 'http://upstream.test:4010',
+  clientId: 'operator-id',
+  clientSecret: 'operator-secret',
+  apiVersion: '2021-11-21',
+  headerPrefix: 'Svc',
+};
 
 const incoming = {
   'api-version': '2021-11-21',
@@ -34,7 +40,7 @@ const incoming = {
 };
 
 describe('forwarded request headers', () => {
-  it('sends an account request with the operator\'s client credentials and the account token given', () => {
+  it("sends an account request with the operator's client credentials and the account token given", () => {
     const h = forwardHeaders(incoming, target, { kind: 'account', accountToken: 'stored-token' });
     assert.deepEqual(h, {
       'api-version': '2021-11-21',
@@ -50,11 +56,12 @@ describe('forwarded request headers', () => {
     });
   });
 
-  it('passes every header it does not know, never hop-by-hop ones or what describes the caller\'s connection', () => {
+  it("passes every header it does not know, never hop-by-hop ones or what describes the caller's connection", () => {
     const h = forwardHeaders(incoming, target, { kind: 'account', accountToken: 't' });
     assert.equal(h['return-source-id'], 'true');
     assert.equal(h['x-other'], 'kept');
-    for (const name of ['x-forwarded-for', 'x-forwarded-host', 'forwarded', 'connection', 'x-hop', 'transfer-encoding', 'accept-encoding']) assert.equal(h[name], undefined, name);
+    for (const name of ['x-forwarded-for', 'x-forwarded-host', 'forwarded', 'connection', 'x-hop', 'transfer-encoding', 'accept-encoding'])
+      assert.equal(h[name], undefined, name);
   });
 
   it('sends a link session alone: no client secret, no account token', () => {
@@ -73,13 +80,14 @@ describe('forwarded request headers', () => {
   it('never passes the internal credential, cookies, Authorization or Host upstream', () => {
     for (const auth of [{ kind: 'client' as const }, { kind: 'account' as const, accountToken: 't' }, { kind: 'session' as const, session: 's' }]) {
       const h = forwardHeaders({ ...incoming, [`${internalHeader}-expand`]: 'x' }, target, auth);
-      for (const name of [internalHeader, `${internalHeader}-expand`, 'authorization', 'cookie', 'host']) assert.equal(h[name], undefined, `${auth.kind}: ${name}`);
+      for (const name of [internalHeader, `${internalHeader}-expand`, 'authorization', 'cookie', 'host'])
+        assert.equal(h[name], undefined, `${auth.kind}: ${name}`);
       assert.ok(!Object.values(h).includes('acct.hmac'), `${auth.kind}: the internal credential's value is nowhere`);
       assert.ok(!Object.values(h).includes('mirror-secret'), `${auth.kind}: the caller's client secret is nowhere`);
     }
   });
 
-  it('builds URLs on the upstream\'s origin and base path only', () => {
+  it("builds URLs on the upstream's origin and base path only", () => {
     assert.equal(upstreamUrl('http://upstream.test:4010', '/vendors/a%2Fb?x=1'), 'http://upstream.test:4010/vendors/a%2Fb?x=1');
     assert.equal(upstreamUrl('https://api.example.com/v1/', '/vendors'), 'https://api.example.com/v1/vendors');
     assert.throws(() => upstreamUrl('http://upstream.test:4010', '@evil/x'), /left the upstream/);

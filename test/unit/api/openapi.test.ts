@@ -22,7 +22,19 @@ import { createPrisma } from '../../../mirror/prisma.ts';
 
 type Doc = {
   openapi: string;
-  paths: Record<string, Record<string, { summary: string; tags: string[]; parameters?: { name: string; in: string }[]; responses: Record<string, { content?: Record<string, { schema: unknown }> }>; requestBody?: unknown }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        summary: string;
+        tags: string[];
+        parameters?: { name: string; in: string }[];
+        responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+        requestBody?: unknown;
+      }
+    >
+  >;
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
 };
 
@@ -51,16 +63,23 @@ function drift(app: FastifyInstance, doc: Doc): string[] {
     const s = r.schema;
     if (!s?.summary || !s.tags?.length || !s.access) problems.push(`${at}: no schema describes it`);
     const inUrl = [...r.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!.toLowerCase()).sort();
-    if (String(keysOf(s?.params).map((k) => k.toLowerCase())) !== String(inUrl)) problems.push(`${at}: its params schema names ${keysOf(s?.params).join(', ') || 'nothing'}, its path ${inUrl.join(', ') || 'nothing'}`);
-    for (const [place, part] of [['path', s?.params], ['query', s?.querystring], ['header', s?.headers]] as const) {
+    if (String(keysOf(s?.params).map((k) => k.toLowerCase())) !== String(inUrl))
+      problems.push(`${at}: its params schema names ${keysOf(s?.params).join(', ') || 'nothing'}, its path ${inUrl.join(', ') || 'nothing'}`);
+    for (const [place, part] of [
+      ['path', s?.params],
+      ['query', s?.querystring],
+      ['header', s?.headers],
+    ] as const) {
       const want = keysOf(part).map((k) => k.toLowerCase());
-      if (String(names(op.parameters, place)) !== String(want)) problems.push(`${at}: ${place} parameters ${names(op.parameters, place).join(', ')} in the document, ${want.join(', ')} in the schema`);
+      if (String(names(op.parameters, place)) !== String(want))
+        problems.push(`${at}: ${place} parameters ${names(op.parameters, place).join(', ')} in the document, ${want.join(', ')} in the schema`);
     }
     if ((op.requestBody !== undefined) !== (s?.body !== undefined)) problems.push(`${at}: a body in ${op.requestBody ? 'the document' : 'the schema'} only`);
   }
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const method of Object.keys(ops)) {
-      if (!routes.some((r) => r.method === method.toUpperCase() && openApiPath(r.url) === path)) problems.push(`${method.toUpperCase()} ${path}: an operation without a route`);
+      if (!routes.some((r) => r.method === method.toUpperCase() && openApiPath(r.url) === path))
+        problems.push(`${method.toUpperCase()} ${path}: an operation without a route`);
     }
   }
   return problems;
@@ -82,7 +101,10 @@ describe('OpenAPI document', () => {
       prisma,
       accounts: new AccountStore(prisma, { encryptionKey: key, hashKey: key }),
       logger: createLogger({ level: 'silent' }),
-      upstream: { client: upstream, target: { baseUrl: 'http://127.0.0.1:1', clientId: 'x'.repeat(36), clientSecret: 'y'.repeat(40), apiVersion: '2021-11-21', headerPrefix: 'Svc' } },
+      upstream: {
+        client: upstream,
+        target: { baseUrl: 'http://127.0.0.1:1', clientId: 'x'.repeat(36), clientSecret: 'y'.repeat(40), apiVersion: '2021-11-21', headerPrefix: 'Svc' },
+      },
       sync,
       hashKey: key,
       encryptionKey: key,
@@ -90,7 +112,10 @@ describe('OpenAPI document', () => {
     // How many routes Fastify's own table holds (each method of each node, HEAD aside), counted
     // independently of how the document collects them.
     // The catch-all (`*`) that forwards the rest of the upstream's surface is described in the document's text, not as a path.
-    for (const line of app.printRoutes({ commonPrefix: false }).split('\n').filter((l) => !l.includes('── *'))) {
+    for (const line of app
+      .printRoutes({ commonPrefix: false })
+      .split('\n')
+      .filter((l) => !l.includes('── *'))) {
       for (const m of line.matchAll(/\(([A-Z, ]+)\)/g)) routeCount += m[1]!.split(', ').filter((x) => x !== 'HEAD').length;
     }
     const res = await app.inject({ method: 'GET', url: '/openapi.json' });
@@ -123,7 +148,13 @@ describe('OpenAPI document', () => {
     registerErrorHandling(small);
     useZodSchemas(small);
     registerOpenApi(small);
-    const widget = { summary: 'One widget', tags: ['widgets'], access: 'account', params: z.object({ id: z.string() }), querystring: z.object({ colour: z.enum(['red', 'blue']).optional() }) } as const;
+    const widget = {
+      summary: 'One widget',
+      tags: ['widgets'],
+      access: 'account',
+      params: z.object({ id: z.string() }),
+      querystring: z.object({ colour: z.enum(['red', 'blue']).optional() }),
+    } as const;
     small.get('/widgets/:id', { schema: widget }, async () => ({ ok: true }));
     // Deliberately broken: no schema at all, and a params schema that names another parameter.
     small.get('/gadgets/:id', async () => ({ ok: true }));
@@ -133,7 +164,11 @@ describe('OpenAPI document', () => {
     const widgets = smallDoc.paths['/widgets/{id}']!.get!;
     assert.equal(widgets.summary, 'One widget');
     assert.deepEqual(names(widgets.parameters, 'query'), ['colour'], 'the query parameter comes from the schema, with no second entry anywhere');
-    assert.deepEqual(drift(small, smallDoc), ['GET /gadgets/:id: no schema describes it', 'GET /gadgets/:id: its params schema names nothing, its path id', 'GET /things/:thingId: its params schema names id, its path thingid']);
+    assert.deepEqual(drift(small, smallDoc), [
+      'GET /gadgets/:id: no schema describes it',
+      'GET /gadgets/:id: its params schema names nothing, its path id',
+      'GET /things/:thingId: its params schema names id, its path thingid',
+    ]);
     const bad = await small.inject({ method: 'GET', url: '/widgets/1?colour=green' });
     assert.equal(bad.statusCode, 400);
     const body = bad.json<{ message: string; code: string; details: { path?: string; message: string }[] }>();

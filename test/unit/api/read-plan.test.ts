@@ -41,7 +41,11 @@ describe('read plan: lists', () => {
     const url = `/vendors?filters%5B%5D=${q(f('name', '=', 'b'))}&filters=${q([f('name', '!=', 'a')])}&filters[]=${q(f('status', 'in', ['active', true]))}&order_by[]=${q({ field: 'name' })}&order_by=${q([{ field: 'source_update_time', dir: ' Desc ' }])}`;
     const p = served(req(url, { body, h: { 'content-type': 'application/json; charset=utf-8', 'content-length': String(body.length) } }));
     assert.deepEqual(p.filters, [f('name', '!=', 'a'), f('name', '=', 'b'), f('status', 'IN', ['active', true]), f('email', 'ILIKE', '%@x.com')]);
-    assert.deepEqual(p.orderBy, [{ field: 'source_update_time', dir: 'DESC' }, { field: 'name', dir: 'ASC' }, { field: 'id', dir: 'DESC' }]);
+    assert.deepEqual(p.orderBy, [
+      { field: 'source_update_time', dir: 'DESC' },
+      { field: 'name', dir: 'ASC' },
+      { field: 'id', dir: 'DESC' },
+    ]);
     assert.equal(p.hasFilterForms, true);
   });
 
@@ -57,8 +61,15 @@ describe('read plan: lists', () => {
   });
 
   it('time values are read as instants, zoneless ones as UTC, and passed on as UTC text', () => {
-    const p = served(req(`/vendors?filters=${q([f('source_update_time', '>', '2024-05-01T12:00:00+02:00'), f('source_create_time', 'between', ['2024-01-01', '2024-01-02T00:00:00.123456'])])}`));
-    assert.deepEqual(p.filters, [f('source_update_time', '>', '2024-05-01T10:00:00.000Z'), f('source_create_time', 'BETWEEN', ['2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.123456Z'])]);
+    const p = served(
+      req(
+        `/vendors?filters=${q([f('source_update_time', '>', '2024-05-01T12:00:00+02:00'), f('source_create_time', 'between', ['2024-01-01', '2024-01-02T00:00:00.123456'])])}`,
+      ),
+    );
+    assert.deepEqual(p.filters, [
+      f('source_update_time', '>', '2024-05-01T10:00:00.000Z'),
+      f('source_create_time', 'BETWEEN', ['2024-01-01T00:00:00.000Z', '2024-01-02T00:00:00.123456Z']),
+    ]);
   });
 
   it('source_data.<key> is served; a nested key, an unknown field, expand and unknown parameters are forwarded', () => {
@@ -72,7 +83,18 @@ describe('read plan: lists', () => {
   });
 
   it('headers: evaluated and inert ones are served; Company-Id, Return-Source-Id, another API version are forwarded', () => {
-    served(req('/vendors', { h: { 'project-id': 'p', 'include-source-data': 'true', traceparent: '00-1-2-01', 'x-forwarded-for': '1.2.3.4', 'svc-debug-id': 'd', 'api-version': '2021-11-21' } }));
+    served(
+      req('/vendors', {
+        h: {
+          'project-id': 'p',
+          'include-source-data': 'true',
+          traceparent: '00-1-2-01',
+          'x-forwarded-for': '1.2.3.4',
+          'svc-debug-id': 'd',
+          'api-version': '2021-11-21',
+        },
+      }),
+    );
     assert.equal(forwarded(req('/vendors', { h: { 'company-id': 'c1' } })), 'header Company-Id is not evaluated by the mirror');
     assert.equal(forwarded(req('/vendors', { h: { 'return-source-id': 'true' } })), 'header Return-Source-Id is not evaluated by the mirror');
     assert.match(forwarded(req('/vendors', { h: { 'api-version': '2030-01-01' } })), /Api-Version/);
@@ -101,7 +123,11 @@ describe('read plan: lists', () => {
       [JSON.stringify({ filters: Array.from({ length: 21 }, () => f('name', '=', 'a')) }), /At most 20 filters/],
       [JSON.stringify({ order_by: Array.from({ length: 6 }, () => ({ field: 'name' })) }), /At most 5 order_by keys/],
     ] as const) {
-      assert.throws(() => planList(req('/vendors', { body: Buffer.from(body), h: json }), debugId), (e: unknown) => e instanceof BadRequestError && message.test(e.message), body);
+      assert.throws(
+        () => planList(req('/vendors', { body: Buffer.from(body), h: json }), debugId),
+        (e: unknown) => e instanceof BadRequestError && message.test(e.message),
+        body,
+      );
     }
     assert.throws(() => planList(req('/vendors?filters=nope'), debugId), /filters must be a JSON array/);
     assert.throws(() => planList(req('/vendors?filters[]=%5B%5D'), debugId), BadRequestError);
@@ -113,7 +139,9 @@ describe('read plan: lists', () => {
 describe('read plan: objects and folder pages', () => {
   it('an object read with no parameter and no body is served; anything else is forwarded', () => {
     assert.deepEqual(planGet(req('/vendors/1'), debugId), { serve: undefined });
-    assert.deepEqual(planGet(req('/vendors/1?expand=contacts'), debugId), { forward: 'parameter "expand" (it changes the answer\'s shape) is not evaluated by the mirror' });
+    assert.deepEqual(planGet(req('/vendors/1?expand=contacts'), debugId), {
+      forward: 'parameter "expand" (it changes the answer\'s shape) is not evaluated by the mirror',
+    });
     assert.deepEqual(planGet(req('/vendors/1', { h: { 'company-id': 'c' } }), debugId), { forward: 'header Company-Id is not evaluated by the mirror' });
     assert.ok('forward' in planGet(req('/vendors/1', { body: Buffer.from('{}'), h: { 'content-type': 'application/json' } }), debugId));
   });

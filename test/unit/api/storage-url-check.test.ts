@@ -114,7 +114,11 @@ describe('UPSTREAM_STORAGE_URL', () => {
   });
   it('refuses what is not an http(s) URL without userinfo, query or fragment', () => {
     for (const bad of ['not a url', 'ftp://a.example.com', 'https://u:p@a.example.com', 'https://a.example.com/s?x=1', 'https://a.example.com/#x', ',']) {
-      assert.throws(() => parseConfig({ ...valid, UPSTREAM_STORAGE_URL: bad }), (e: unknown) => e instanceof ConfigError && /UPSTREAM_STORAGE_URL/.test(e.message), bad);
+      assert.throws(
+        () => parseConfig({ ...valid, UPSTREAM_STORAGE_URL: bad }),
+        (e: unknown) => e instanceof ConfigError && /UPSTREAM_STORAGE_URL/.test(e.message),
+        bad,
+      );
     }
   });
 });

@@ -8,7 +8,14 @@ describe('CpuMeter', () => {
   it('counts the CPU a given process spends, kept after it exits, and the machine idle share', async () => {
     // Waits for a line on stdin, then spins until it has spent 400 ms of CPU (not of wall time: on a
     // busy machine 400 ms of wall time can be far less CPU) and exits.
-    const child = spawn(process.execPath, ['-e', "process.stdin.once('data', () => { const t = process.cpuUsage(); for (;;) { const u = process.cpuUsage(t); if (u.user + u.system >= 400000) break; } process.exit(0); })"], { stdio: ['pipe', 'ignore', 'inherit'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        "process.stdin.once('data', () => { const t = process.cpuUsage(); for (;;) { const u = process.cpuUsage(t); if (u.user + u.system >= 400000) break; } process.exit(0); })",
+      ],
+      { stdio: ['pipe', 'ignore', 'inherit'] },
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
     const meter = new CpuMeter([child.pid!]);
     child.stdin.write('go\n');

@@ -26,7 +26,23 @@ async function capture(argv: string[]): Promise<{ code: number; out: string; err
 
 describe('mirror CLI', () => {
   it('has every command of the issue, each with --help', async () => {
-    for (const name of ['setup', 'migrate', 'sandbox', 'worker', 'api', 'demo', 'link', 'accounts', 'sync', 'status', 'resync', 'unlink', 'webhooks', 'doctor', 'test']) {
+    for (const name of [
+      'setup',
+      'migrate',
+      'sandbox',
+      'worker',
+      'api',
+      'demo',
+      'link',
+      'accounts',
+      'sync',
+      'status',
+      'resync',
+      'unlink',
+      'webhooks',
+      'doctor',
+      'test',
+    ]) {
       assert.ok(commands[name], `${name} exists`);
       const r = await capture([name, '--help']);
       assert.equal(r.code, 0, `${name} --help exits 0`);
@@ -71,12 +87,24 @@ describe('mirror CLI', () => {
     assert.equal(pg.code, exitCode.environment);
     assert.match(pg.message, /No PostgreSQL answers at 127\.0\.0\.1:5999: start it/);
     assert.doesNotMatch(pg.message, /secret/);
-    assert.match(postgresProblem(Object.assign(new Error('no db'), { code: '3D000' }), 'postgresql://x@h:5432/mine')!.problem, /Database "mine" does not exist/);
+    assert.match(
+      postgresProblem(Object.assign(new Error('no db'), { code: '3D000' }), 'postgresql://x@h:5432/mine')!.problem,
+      /Database "mine" does not exist/,
+    );
     assert.equal(describeFailure(new Error('boom')).code, exitCode.failed);
   });
 
   it('formats tables, bars and doctor reports', () => {
-    assert.equal(table(['name', '>n'], [['a', 1], ['bbb', 22]]), 'name   n\n----  --\na      1\nbbb   22');
+    assert.equal(
+      table(
+        ['name', '>n'],
+        [
+          ['a', 1],
+          ['bbb', 22],
+        ],
+      ),
+      'name   n\n----  --\na      1\nbbb   22',
+    );
     assert.equal(textBar(5, 10, 0), `[${'#'.repeat(12)}${'.'.repeat(12)}]`);
     assert.equal(textBar(0, null, 0, true), `[${'#'.repeat(24)}]`);
     assert.match(textBar(3, null, 2), /^\[\.\.####\.+\]$/);

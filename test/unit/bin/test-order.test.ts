@@ -10,9 +10,14 @@ import { projectRoot } from '../../../bin/setup-steps.ts';
 import { readSlowFiles, slowestFirst } from '../../../bin/test-runner.ts';
 
 describe('test files slowest first', () => {
-  it('puts the slow list\'s files first in its order, the others after in the order given', () => {
+  it("puts the slow list's files first in its order, the others after in the order given", () => {
     const given = ['test/a.test.ts', 'test/b.test.ts', 'test/c.test.ts', 'test/d.test.ts'];
-    assert.deepEqual(slowestFirst(given, ['test/c.test.ts', 'test/gone.test.ts', 'test/a.test.ts']), ['test/c.test.ts', 'test/a.test.ts', 'test/b.test.ts', 'test/d.test.ts']);
+    assert.deepEqual(slowestFirst(given, ['test/c.test.ts', 'test/gone.test.ts', 'test/a.test.ts']), [
+      'test/c.test.ts',
+      'test/a.test.ts',
+      'test/b.test.ts',
+      'test/d.test.ts',
+    ]);
     assert.deepEqual(slowestFirst(given, []), given);
     assert.deepEqual(slowestFirst(['test/b.test.ts'], ['test/a.test.ts']), ['test/b.test.ts'], 'a run of some files runs only those');
   });
@@ -30,12 +35,19 @@ describe('test files slowest first', () => {
       const log = join(dir, 'started');
       const files = ['c', 'a', 'b'].map((n) => {
         const f = join(dir, `${n}.test.mjs`);
-        writeFileSync(f, `import { appendFileSync } from 'node:fs';\nimport { it } from 'node:test';\nit('${n}', () => appendFileSync(${JSON.stringify(log)}, '${n}'));\n`);
+        writeFileSync(
+          f,
+          `import { appendFileSync } from 'node:fs';\nimport { it } from 'node:test';\nit('${n}', () => appendFileSync(${JSON.stringify(log)}, '${n}'));\n`,
+        );
         return f;
       });
       // Outside this test's own runner, as `npm test` starts it (inside one, node's runner starts no files).
       const { NODE_TEST_CONTEXT: _inside, ...env } = process.env;
-      const r = spawnSync(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), '1', ...files], { cwd: projectRoot, env, encoding: 'utf8' });
+      const r = spawnSync(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), '1', ...files], {
+        cwd: projectRoot,
+        env,
+        encoding: 'utf8',
+      });
       assert.equal(r.status, 0, r.stderr);
       assert.equal(readFileSync(log, 'utf8'), 'cab');
     } finally {

@@ -30,7 +30,10 @@ describe('planFor', () => {
   it('an unknown source system has no first guess and no cap of its own unless configured', () => {
     const plan = planFor({ client: 'c1', account: 'a1', sourceSystem: 'mystery' }, options);
     assert.deepEqual(plan.sourceSystem?.initial, { windowMs: 60_000, lengthGuessed: true });
-    assert.deepEqual(plan.caps.map((c) => c.key), ['concurrency:account:a1']);
+    assert.deepEqual(
+      plan.caps.map((c) => c.key),
+      ['concurrency:account:a1'],
+    );
     const capped = planFor({ client: 'c1', account: 'a1', sourceSystem: 'mystery' }, resolveOptions({ sourceSystemConcurrency: 2 }));
     assert.deepEqual(capped.caps[0], { key: 'concurrency:source:a1:mystery', limit: 2 });
   });

@@ -140,7 +140,8 @@ describe('governor classes: background share, interactive first', () => {
     );
     await settle();
     await clock.runUntil(before + 2_500);
-    const error = (await Promise.race([outcome, Promise.resolve('still waiting')])) as { code?: string; waitMs?: number; windows?: { name: string; total?: number; remaining?: number; resetsAt?: number }[] } | string;
+    const error = (await Promise.race([outcome, Promise.resolve('still waiting')])) as
+      { code?: string; waitMs?: number; windows?: { name: string; total?: number; remaining?: number; resetsAt?: number }[] } | string;
     assert.ok(typeof error === 'object', `expected a refusal, got: ${typeof error === 'string' ? error : 'an object'}`);
     assert.equal(error.code, 'rate_limited');
     assert.ok(error.waitMs! > 2_000);

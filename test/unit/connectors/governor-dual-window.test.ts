@@ -12,7 +12,10 @@ import { ManualClock, testProfiles } from './governor-fakes.ts';
 /** Fixed windows that all count every request; the answer reports the one with the fewest left. */
 class DualWindow {
   private readonly state: { start: number | undefined; count: number }[];
-  constructor(readonly windows: readonly { total: number; windowMs: number }[], private readonly wholeSeconds: boolean) {
+  constructor(
+    readonly windows: readonly { total: number; windowMs: number }[],
+    private readonly wholeSeconds: boolean,
+  ) {
     this.state = windows.map(() => ({ start: undefined, count: 0 }));
   }
 
@@ -36,17 +39,32 @@ class DualWindow {
     return {
       status: refused ? 429 : 200,
       which: reported.i,
-      window: { total: reported.w.total, remaining: Math.max(0, reported.w.total - reported.s.count), resetsAt: this.wholeSeconds ? Math.ceil(reset / 1000) * 1000 : reset },
+      window: {
+        total: reported.w.total,
+        remaining: Math.max(0, reported.w.total - reported.s.count),
+        resetsAt: this.wholeSeconds ? Math.ceil(reset / 1000) * 1000 : reset,
+      },
     };
   }
 }
 
 async function run(o: { share: number; wholeSeconds: boolean; appEveryMs?: number; durationMs?: number }) {
   const clock = new ManualClock(1_700_000_000_000 + 300);
-  const governor = new MemoryRateGovernor({ profiles: testProfiles({ pm: { concurrency: 100 } }), clock, serviceLimit: { total: 100_000, windowMs: 60_000 }, syncShare: o.share });
+  const governor = new MemoryRateGovernor({
+    profiles: testProfiles({ pm: { concurrency: 100 } }),
+    clock,
+    serviceLimit: { total: 100_000, windowMs: 60_000 },
+    syncShare: o.share,
+  });
   const background: GovernorKeys = { client: 'c', account: 'a', sourceSystem: 'pm', priority: 'background' };
   const interactive: GovernorKeys = { ...background, priority: 'interactive' };
-  const upstream = new DualWindow([{ total: 10, windowMs: 1_000 }, { total: 40, windowMs: 10_000 }], o.wholeSeconds);
+  const upstream = new DualWindow(
+    [
+      { total: 10, windowMs: 1_000 },
+      { total: 40, windowMs: 10_000 },
+    ],
+    o.wholeSeconds,
+  );
   const begin = clock.now();
   const end = begin + (o.durationMs ?? 60_000);
   const rejected: number[] = [];
@@ -105,9 +123,16 @@ describe('a source system with two windows, the nearer reported', () => {
         it(`no 429 after the first long window (share ${share}, resets ${wholeSeconds ? 'in whole seconds' : 'exact'}${app})`, async () => {
           const r = await run({ share, wholeSeconds, ...(appEveryMs ? { appEveryMs } : {}) });
           const what = `429s at ${r.rejected.map(Math.round).join(', ')}; reported window switched at ${r.switches.join(' ')}; accepted per 10 s ${r.perLong.join(' ')}`;
-          assert.deepEqual(r.rejected.filter((t) => t >= 10_000), [], what);
+          assert.deepEqual(
+            r.rejected.filter((t) => t >= 10_000),
+            [],
+            what,
+          );
           // The long window is the binding one: used, not starved, by pacing to whichever is reported.
-          assert.ok(r.perLong.slice(1, -1).every((n) => n >= 36 && n <= 40), what);
+          assert.ok(
+            r.perLong.slice(1, -1).every((n) => n >= 36 && n <= 40),
+            what,
+          );
           assert.deepEqual(r.refused, [], `application calls refused at ${r.refused.join(', ')}`);
         });
       }

@@ -25,10 +25,14 @@ export class ManualClock implements Clock {
       const timer: Timer = { at: this.t + Math.max(0, ms), resolve, reject };
       if (signal) {
         if (signal.aborted) return reject(abortReason(signal));
-        signal.addEventListener('abort', () => {
-          this.timers.splice(this.timers.indexOf(timer), 1);
-          reject(abortReason(signal));
-        }, { once: true });
+        signal.addEventListener(
+          'abort',
+          () => {
+            this.timers.splice(this.timers.indexOf(timer), 1);
+            reject(abortReason(signal));
+          },
+          { once: true },
+        );
       }
       this.timers.push(timer);
     });
@@ -62,7 +66,11 @@ export interface Hit {
 export class FixedWindow {
   private start: number | undefined;
   private count = 0;
-  constructor(readonly total: number, readonly windowMs: number, private readonly reportReset = true) {}
+  constructor(
+    readonly total: number,
+    readonly windowMs: number,
+    private readonly reportReset = true,
+  ) {}
 
   hit(now: number): Hit {
     if (this.start === undefined || now >= this.start + this.windowMs) {
@@ -79,7 +87,10 @@ export class FixedWindow {
 /** Counts the requests of the last `windowMs`; reports no reset (it has none). */
 export class SlidingWindow {
   readonly times: number[] = [];
-  constructor(readonly total: number, readonly windowMs: number) {}
+  constructor(
+    readonly total: number,
+    readonly windowMs: number,
+  ) {}
 
   hit(now: number): Hit {
     while (this.times.length > 0 && this.times[0]! <= now - this.windowMs) this.times.shift();
@@ -107,7 +118,16 @@ export function testProfiles(
   const bySlug = new Map(
     Object.entries(list).map(([slug, p]) => [
       slug,
-      sourceSystemProfileSchema.parse({ slug, name: p.name ?? slug, kind: 'unknown', defaultPerPage: 100, maxPerPage: 1000, resources: {}, concurrency: p.concurrency, requestsPerMinute: p.requestsPerMinute }),
+      sourceSystemProfileSchema.parse({
+        slug,
+        name: p.name ?? slug,
+        kind: 'unknown',
+        defaultPerPage: 100,
+        maxPerPage: 1000,
+        resources: {},
+        concurrency: p.concurrency,
+        requestsPerMinute: p.requestsPerMinute,
+      }),
     ]),
   );
   return (slug) => bySlug.get(slug);

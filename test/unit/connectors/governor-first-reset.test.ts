@@ -49,7 +49,12 @@ describe('a window length learned from the answer to the request that began the 
  */
 async function run(offsetMs: number) {
   const clock = new ManualClock(t0 + offsetMs);
-  const governor = new MemoryRateGovernor({ profiles: testProfiles({ crm: { concurrency: 100, requestsPerMinute: 600 } }), clock, serviceLimit: { total: 100_000, windowMs: 60_000 }, syncShare: 0.8 });
+  const governor = new MemoryRateGovernor({
+    profiles: testProfiles({ crm: { concurrency: 100, requestsPerMinute: 600 } }),
+    clock,
+    serviceLimit: { total: 100_000, windowMs: 60_000 },
+    syncShare: 0.8,
+  });
   const background: GovernorKeys = { client: 'c', account: 'a', sourceSystem: 'crm', priority: 'background' };
   const interactive: GovernorKeys = { ...background, priority: 'interactive' };
   const total = 20;
@@ -110,9 +115,15 @@ describe('an application beside a sync, over the first reset of a guessed window
       const r = await run(offsetMs);
       const line = r.windows.map((w) => `${w.sync}+${w.app}${w.rejected ? `/${w.rejected}` : ''}`).join(' ');
       const calls = r.appCalls.map((c) => `${c.at}:${c.waitMs === null ? 'refused' : Math.round(c.waitMs)}`).join(' ');
-      assert.ok(r.appCalls.every((c) => c.waitMs !== null), `refused application calls: ${calls}`);
+      assert.ok(
+        r.appCalls.every((c) => c.waitMs !== null),
+        `refused application calls: ${calls}`,
+      );
       // One spacing of the window: 2000 / (20 x 0.98) = 102 ms.
-      assert.ok(r.appCalls.every((c) => c.waitMs! <= 2_000 / (20 * 0.98)), `application waits: ${calls}`);
+      assert.ok(
+        r.appCalls.every((c) => c.waitMs! <= 2_000 / (20 * 0.98)),
+        `application waits: ${calls}`,
+      );
       for (const w of r.windows.slice(1)) {
         assert.equal(w.rejected, 0, `429s after the first window: ${line}`);
         // The second window too, though the first window's reset is reported up to a second late
@@ -122,7 +133,10 @@ describe('an application beside a sync, over the first reset of a guessed window
       }
       // And the sync is not starved in the windows after the first (the last is cut short).
       const middle = r.windows.slice(1, -1);
-      assert.ok(middle.every((w) => w.sync >= 12), `the sync uses its share: ${line}`);
+      assert.ok(
+        middle.every((w) => w.sync >= 12),
+        `the sync uses its share: ${line}`,
+      );
     });
   }
 });

@@ -90,11 +90,22 @@ describe('MemoryRateGovernor pacing', () => {
     const start = clock.now();
     const governor = new MemoryRateGovernor({ profiles, clock, utilization: 0.98 });
     // The contract's service window reports no reset time.
-    const outcome = await simulate({ governor, clock, keys, upstream: serviceOnly(new FixedWindow(150, 60_000, false)), workers: 10, latencyMs: 120, durationMs: 300_000 });
+    const outcome = await simulate({
+      governor,
+      clock,
+      keys,
+      upstream: serviceOnly(new FixedWindow(150, 60_000, false)),
+      workers: 10,
+      latencyMs: 120,
+      durationMs: 300_000,
+    });
     assert.deepEqual(outcome.rejected, []);
     const gaps = outcome.sent.slice(1).map((t, i) => t - outcome.sent[i]!);
     const spacing = 60_000 / (150 * 0.98);
-    assert.ok(gaps.every((g) => Math.abs(g - spacing) < 1e-3), `uneven gaps: ${[...new Set(gaps.map((g) => g.toFixed(1)))].join(', ')}`);
+    assert.ok(
+      gaps.every((g) => Math.abs(g - spacing) < 1e-3),
+      `uneven gaps: ${[...new Set(gaps.map((g) => g.toFixed(1)))].join(', ')}`,
+    );
     for (const n of perWindow(outcome.sent, start, 60_000, 5)) assert.ok(n >= 0.95 * 150 && n <= 150, `per window: ${n}`);
     assert.ok(maxInAnyWindow(outcome.sent, 60_000) <= 150);
   });
@@ -116,9 +127,22 @@ describe('MemoryRateGovernor pacing', () => {
           return { status: hit.status, report: { service: hit.window, sourceSystems: {} } };
         },
       };
-      const outcome = await simulate({ governor, clock, keys, upstream, workers: 6, latencyMs: 0, latencyOf: (n) => (n % 3 === 0 ? 600 : 50), durationMs: 40_000, reportSentAt });
+      const outcome = await simulate({
+        governor,
+        clock,
+        keys,
+        upstream,
+        workers: 6,
+        latencyMs: 0,
+        latencyOf: (n) => (n % 3 === 0 ? 600 : 50),
+        durationMs: 40_000,
+        reportSentAt,
+      });
       // Steady state: past the first two windows, and not the last (cut short by the end).
-      const counts = [...accepted.entries()].sort((a, b) => a[0] - b[0]).map(([, n]) => n).slice(2, -1);
+      const counts = [...accepted.entries()]
+        .sort((a, b) => a[0] - b[0])
+        .map(([, n]) => n)
+        .slice(2, -1);
       return { rejected: outcome.rejected, counts, mean: counts.reduce((a, b) => a + b, 0) / counts.length };
     };
     const precise = await run(true);
@@ -133,10 +157,21 @@ describe('MemoryRateGovernor pacing', () => {
     const clock = new ManualClock();
     const start = clock.now();
     const governor = new MemoryRateGovernor({ profiles, clock, serviceLimit: { total: 20, windowMs: 1_000 } });
-    const outcome = await simulate({ governor, clock, keys, upstream: serviceOnly(new SlidingWindow(20, 1_000)), workers: 4, latencyMs: 30, durationMs: 20_000 });
+    const outcome = await simulate({
+      governor,
+      clock,
+      keys,
+      upstream: serviceOnly(new SlidingWindow(20, 1_000)),
+      workers: 4,
+      latencyMs: 30,
+      durationMs: 20_000,
+    });
     assert.deepEqual(outcome.rejected, []);
     const counts = perWindow(outcome.sent, start, 1_000, 20);
-    assert.ok(counts.every((n) => n >= 19 && n <= 20), counts.join(' '));
+    assert.ok(
+      counts.every((n) => n >= 19 && n <= 20),
+      counts.join(' '),
+    );
     assert.ok(maxInAnyWindow(outcome.sent, 1_000) <= 20);
   });
 
@@ -145,10 +180,21 @@ describe('MemoryRateGovernor pacing', () => {
     const start = clock.now();
     const governor = new MemoryRateGovernor({ profiles, clock });
     // Guess 150/min; the upstream allows 60 and reports it (with its reset time).
-    const outcome = await simulate({ governor, clock, keys, upstream: serviceOnly(new FixedWindow(60, 60_000)), workers: 10, latencyMs: 100, durationMs: 240_000 });
+    const outcome = await simulate({
+      governor,
+      clock,
+      keys,
+      upstream: serviceOnly(new FixedWindow(60, 60_000)),
+      workers: 10,
+      latencyMs: 100,
+      durationMs: 240_000,
+    });
     assert.deepEqual(outcome.rejected, []);
     const counts = perWindow(outcome.sent, start, 60_000, 4).slice(1);
-    assert.ok(counts.every((n) => n >= 57 && n <= 60), counts.join(' '));
+    assert.ok(
+      counts.every((n) => n >= 57 && n <= 60),
+      counts.join(' '),
+    );
   });
 
   it('with a source-system window too, a request waits for the later of the two', async () => {
@@ -168,7 +214,10 @@ describe('MemoryRateGovernor pacing', () => {
     const outcome = await simulate({ governor, clock, keys: k, upstream, workers: 10, latencyMs: 100, durationMs: 300_000 });
     assert.deepEqual(outcome.rejected, []);
     const counts = perWindow(outcome.sent, start, 60_000, 5);
-    assert.ok(counts.every((n) => n >= 57 && n <= 60), counts.join(' '));
+    assert.ok(
+      counts.every((n) => n >= 57 && n <= 60),
+      counts.join(' '),
+    );
     // Both schedules advanced by the same slots.
     const [svc, src] = governor.budgets(k);
     assert.equal(svc!.spec.kind, 'service');
@@ -195,9 +244,16 @@ describe('MemoryRateGovernor pacing', () => {
     };
     const k = { ...keys, sourceSystem: 'buildpro' };
     const outcome = await simulate({ governor, clock, keys: k, upstream, workers: 10, latencyMs: 100, durationMs: 600_000 });
-    assert.deepEqual(outcome.rejected.filter((t) => t >= start + 60_000), [], `429s at ${outcome.rejected.map((t) => t - start).join(', ')}`);
+    assert.deepEqual(
+      outcome.rejected.filter((t) => t >= start + 60_000),
+      [],
+      `429s at ${outcome.rejected.map((t) => t - start).join(', ')}`,
+    );
     const counts = perWindow(outcome.sent, start, 60_000, 10).slice(1);
-    assert.ok(counts.every((n) => n >= 36 && n <= 40), `ours per window (40 left by the other client): ${counts.join(' ')}`);
+    assert.ok(
+      counts.every((n) => n >= 36 && n <= 40),
+      `ours per window (40 left by the other client): ${counts.join(' ')}`,
+    );
     // Spread, not burst: no two of ours closer than the full-window spacing.
     const gaps = outcome.sent.slice(1).map((t, i) => t - outcome.sent[i]!);
     assert.ok(Math.min(...gaps) >= 60_000 / (60 * 0.98) - 1e-6);
@@ -260,7 +316,15 @@ describe('MemoryRateGovernor concurrency caps', () => {
     const clock = new ManualClock();
     const governor = new MemoryRateGovernor({ profiles, clock });
     const unlimited: Upstream = { serve: () => ({ status: 200, report: { sourceSystems: {} } }) };
-    const outcome = await simulate({ governor, clock, keys: { ...keys, sourceSystem: 'sqlerp' }, upstream: unlimited, workers: 6, latencyMs: 2_000, durationMs: 20_000 });
+    const outcome = await simulate({
+      governor,
+      clock,
+      keys: { ...keys, sourceSystem: 'sqlerp' },
+      upstream: unlimited,
+      workers: 6,
+      latencyMs: 2_000,
+      durationMs: 20_000,
+    });
     assert.equal(outcome.maxConcurrent, 1);
     assert.ok(outcome.sent.length >= 9, String(outcome.sent.length));
   });
@@ -269,11 +333,35 @@ describe('MemoryRateGovernor concurrency caps', () => {
     const unlimited: Upstream = { serve: () => ({ status: 200, report: { sourceSystems: {} } }) };
     const clock = new ManualClock();
     const noPacing = { profiles, clock, serviceLimit: { total: 1_000_000 } };
-    const account = await simulate({ governor: new MemoryRateGovernor(noPacing), clock, keys: { ...keys, sourceSystem: 'unknown-erp' }, upstream: unlimited, workers: 30, latencyMs: 500, durationMs: 10_000 });
+    const account = await simulate({
+      governor: new MemoryRateGovernor(noPacing),
+      clock,
+      keys: { ...keys, sourceSystem: 'unknown-erp' },
+      upstream: unlimited,
+      workers: 30,
+      latencyMs: 500,
+      durationMs: 10_000,
+    });
     assert.equal(account.maxConcurrent, 10);
-    const docvault = await simulate({ governor: new MemoryRateGovernor(noPacing), clock, keys: { ...keys, sourceSystem: 'docvault' }, upstream: unlimited, workers: 30, latencyMs: 5_000, durationMs: 30_000 });
+    const docvault = await simulate({
+      governor: new MemoryRateGovernor(noPacing),
+      clock,
+      keys: { ...keys, sourceSystem: 'docvault' },
+      upstream: unlimited,
+      workers: 30,
+      latencyMs: 5_000,
+      durationMs: 30_000,
+    });
     assert.equal(docvault.maxConcurrent, 4);
-    const perProcess = await simulate({ governor: new MemoryRateGovernor({ ...noPacing, accountConcurrency: 3 }), clock, keys, upstream: unlimited, workers: 30, latencyMs: 500, durationMs: 10_000 });
+    const perProcess = await simulate({
+      governor: new MemoryRateGovernor({ ...noPacing, accountConcurrency: 3 }),
+      clock,
+      keys,
+      upstream: unlimited,
+      workers: 30,
+      latencyMs: 500,
+      durationMs: 10_000,
+    });
     assert.equal(perProcess.maxConcurrent, 3);
   });
 

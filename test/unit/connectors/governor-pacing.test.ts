@@ -68,7 +68,10 @@ describe('paceFor', () => {
     assert.ok(Math.abs(pace.spacingMs - (2_000 + resetSlack(2_000, opts)) / 19) < 1e-3, String(pace.spacingMs));
     // Past the reset, or once spent, the guess holds until the headers teach the length.
     assert.deepEqual(paceFor({ facts: first, now: t0 + 2_500 }, opts), { spacingMs: 60_000 / (20 * 0.98) });
-    assert.deepEqual(paceFor({ facts: { ...first, remaining: 0 }, now: t0 }, opts), { spacingMs: 60_000 / (20 * 0.98), blockedUntil: t0 + 2_000 + resetSlack(2_000, opts) });
+    assert.deepEqual(paceFor({ facts: { ...first, remaining: 0 }, now: t0 }, opts), {
+      spacingMs: 60_000 / (20 * 0.98),
+      blockedUntil: t0 + 2_000 + resetSlack(2_000, opts),
+    });
     // A learned length paces as before.
     const { lengthGuessed: _g, ...learned } = first;
     assert.deepEqual(paceFor({ facts: learned, now: t0 }, opts), { spacingMs: 60_000 / (20 * 0.98) });
@@ -88,12 +91,14 @@ describe('paceFor', () => {
   });
   it('ignores a reset in the past, and spreads nothing past one the schedule already reaches', () => {
     assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 - 1 }, now: t0 }, exact), { spacingMs: 400 });
-    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 5, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact), { spacingMs: 400 });
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 5, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact), {
+      spacingMs: 400,
+    });
     // Spent, it still blocks until the reset (no slot before it, an early one included).
-    assert.deepEqual(
-      paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact),
-      { spacingMs: 400, blockedUntil: t0 + 1000 },
-    );
+    assert.deepEqual(paceFor({ facts: { windowMs: 60_000, total: 150, remaining: 0, resetsAt: t0 + 1000 }, now: t0, nextAt: t0 + 1000 }, exact), {
+      spacingMs: 400,
+      blockedUntil: t0 + 1000,
+    });
   });
   it('in steady state at the full-window pace, the adaptive pace never slows it down', () => {
     // Fixed window of 150 from t0, paced at 0.98: after k requests the upstream reports 150 - k and
@@ -212,7 +217,10 @@ describe('reserveSlot', () => {
     const source = { nextAt: t0 + 1000, spacingMs: 1000 };
     const r = reserveSlot([service, source], t0);
     assert.equal(r.at, t0 + 1000);
-    assert.deepEqual(r.schedules.map((s) => s.nextAt), [t0 + 1400, t0 + 2000]);
+    assert.deepEqual(
+      r.schedules.map((s) => s.nextAt),
+      [t0 + 1400, t0 + 2000],
+    );
   });
   it('nothing before a block, then the even pace resumes from it', () => {
     const r = reserveSlot([{ nextAt: t0, spacingMs: 400, blockedUntil: t0 + 30_000 }], t0 + 5);

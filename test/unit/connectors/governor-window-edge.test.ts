@@ -47,7 +47,12 @@ async function run(o: Scenario & { offsetMs: number; seed: number }) {
   const manual = new ManualClock(t0 + o.offsetMs);
   const late = random(o.seed);
   const clock: Clock = { now: () => manual.now(), sleep: (ms, signal) => manual.sleep(ms + late() * o.lateMs, signal) };
-  const governor = new MemoryRateGovernor({ profiles: testProfiles({ crm: { concurrency: 100, requestsPerMinute: o.requestsPerMinute } }), clock, serviceLimit: { total: 100_000, windowMs: 60_000 }, syncShare: o.share });
+  const governor = new MemoryRateGovernor({
+    profiles: testProfiles({ crm: { concurrency: 100, requestsPerMinute: o.requestsPerMinute } }),
+    clock,
+    serviceLimit: { total: 100_000, windowMs: 60_000 },
+    syncShare: o.share,
+  });
   const background: GovernorKeys = { client: 'c', account: 'a', sourceSystem: 'crm', priority: 'background' };
   const interactive: GovernorKeys = { ...background, priority: 'interactive' };
   let start: number | undefined;
@@ -137,7 +142,16 @@ describe("a lane slot at a window's edge", () => {
   // Timers that wake late (a loaded machine) and whole-second resets: the cases below each put 6 sync
   // requests in a window of 5 (or 17 of 16) before this change (of 300 runs of each scenario, seeds
   // 1 to 30 at ten offsets, 3 and 41 did; none since).
-  const processes: Scenario = { total: 10, windowMs: 5_000, share: 0.5, latencyMs: 60, lateMs: 250, appEveryMs: 5_000, durationMs: 60_000, requestsPerMinute: 60 };
+  const processes: Scenario = {
+    total: 10,
+    windowMs: 5_000,
+    share: 0.5,
+    latencyMs: 60,
+    lateMs: 250,
+    appEveryMs: 5_000,
+    durationMs: 60_000,
+    requestsPerMinute: 60,
+  };
   const short: Scenario = { total: 20, windowMs: 2_000, share: 0.8, latencyMs: 150, lateMs: 30, appEveryMs: 1_000, durationMs: 20_000, requestsPerMinute: 600 };
   const cases: [string, Scenario, number, number][] = [
     ['10 per 5 s, share 0.5', processes, 900, 20],

@@ -50,7 +50,10 @@ describe('list page bodies read through the client', () => {
       const answer = await startListPage(client, { accountToken: 't', path: `/${variant}`, page: 1, perPage: 300, digest: {} });
       const page = answer.page;
       assert.ok(page && 'bytes' in page.records, 'the page was scanned, not parsed');
-      assert.deepEqual(page.ids, records.map((r) => r.id));
+      assert.deepEqual(
+        page.ids,
+        records.map((r) => r.id),
+      );
       assert.deepEqual(page.records.ids, page.ids);
       assert.equal(page.hasMore, true);
       assert.ok(page.records.bytes.equals(json), 'the JSON is the bytes sent, without a byte order mark');
@@ -63,7 +66,10 @@ describe('list page bodies read through the client', () => {
       const page = answer.page;
       assert.ok(page && 'items' in page.records, 'the page was parsed');
       assert.deepEqual(page.records.items, records);
-      assert.deepEqual(page.ids, records.map((r) => r.id));
+      assert.deepEqual(
+        page.ids,
+        records.map((r) => r.id),
+      );
       assert.equal(page.hasMore, true);
     });
   }

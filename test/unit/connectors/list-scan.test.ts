@@ -21,7 +21,8 @@ function parsed(text: string): { ids: string[]; hasMore: boolean | null | undefi
 
 describe('scanListBody', () => {
   it('reads ids and meta as JSON.parse and the schema do, from bodies of every accepted shape', () => {
-    const record = (id: string, extra = '') => `{"id":"${id}","source_id":"s-${id}","source_create_time":null,"source_update_time":"2024-01-02T03:04:05Z"${extra}}`;
+    const record = (id: string, extra = '') =>
+      `{"id":"${id}","source_id":"s-${id}","source_create_time":null,"source_update_time":"2024-01-02T03:04:05Z"${extra}}`;
     const bodies = [
       `{"data":[${record('a')},${record('b')}],"meta":{"current_page":2,"has_more_results":true}}`,
       ` \n{ "meta" : { "has_more_results" : false } , "data" : [ ${record('x')} ] }\n`,
@@ -122,7 +123,10 @@ describe('scanListBody', () => {
     const text = JSON.stringify({ data: items, meta: { current_page: 4, has_more_results: true } });
     const got = scan(text);
     assert.ok(got);
-    assert.deepEqual(got.ids, items.map((i) => i.id));
+    assert.deepEqual(
+      got.ids,
+      items.map((i) => i.id),
+    );
     assert.equal(got.meta?.has_more_results, true);
   });
 });

@@ -28,7 +28,10 @@ describe('readRateLimits', () => {
   });
   it('waits for the latest future reset, else a window', () => {
     const now = 1_000_000;
-    assert.equal(resetAtOf({ sourceSystems: { a: { total: 1, remaining: 0, resetsAt: now + 5000 }, b: { total: 1, remaining: 0, resetsAt: now + 9000 } } }, now), now + 9000);
+    assert.equal(
+      resetAtOf({ sourceSystems: { a: { total: 1, remaining: 0, resetsAt: now + 5000 }, b: { total: 1, remaining: 0, resetsAt: now + 9000 } } }, now),
+      now + 9000,
+    );
     assert.equal(resetAtOf({ sourceSystems: {} }, now, 60_000), now + 60_000);
   });
 });

@@ -11,7 +11,13 @@ import { after, before, describe, it } from 'node:test';
 import { UpstreamClient } from '../../../connectors/upstream-client.ts';
 
 const cap = 1024 * 1024;
-const page = (n: number) => Buffer.from(JSON.stringify({ data: Array.from({ length: n }, (_, i) => ({ id: `c-${i}`, name: 'x'.repeat(100) })), meta: { current_page: 1, has_more_results: false } }));
+const page = (n: number) =>
+  Buffer.from(
+    JSON.stringify({
+      data: Array.from({ length: n }, (_, i) => ({ id: `c-${i}`, name: 'x'.repeat(100) })),
+      meta: { current_page: 1, has_more_results: false },
+    }),
+  );
 const blanks = Buffer.alloc(64 * 1024, 0x20);
 
 /** The gzip of `bytes` blanks, made a chunk at a time (the test never holds them inflated). */
@@ -144,7 +150,10 @@ describe('upstream body limits', () => {
   it('still hands a cancellation back as it was', { timeout: 10_000 }, async () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 200);
-    await assert.rejects(client.request({ method: 'GET', path: '/trickle', signal: controller.signal }), (error: unknown) => (error as Error).name === 'AbortError');
+    await assert.rejects(
+      client.request({ method: 'GET', path: '/trickle', signal: controller.signal }),
+      (error: unknown) => (error as Error).name === 'AbortError',
+    );
   });
 });
 

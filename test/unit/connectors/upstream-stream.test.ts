@@ -59,7 +59,12 @@ describe('upstream client: stream mode', () => {
       void bodyOf(req).then((body) => {
         seen.push({ path, headers: req.headers, body });
         if (path.startsWith('/api/passthrough')) {
-          res.writeHead(429, { 'content-type': 'application/json', 'svc-ratelimit-total': '10', 'svc-ratelimit-remaining': '0', 'svc-ratelimit-resetsattimestamp': String(Math.ceil(Date.now() / 1000) + 5) });
+          res.writeHead(429, {
+            'content-type': 'application/json',
+            'svc-ratelimit-total': '10',
+            'svc-ratelimit-remaining': '0',
+            'svc-ratelimit-resetsattimestamp': String(Math.ceil(Date.now() / 1000) + 5),
+          });
           res.end(JSON.stringify({ message: 'rate limited' }));
         } else if (path.startsWith('/api/big')) {
           res.writeHead(200, { 'content-type': 'application/octet-stream' });
@@ -92,7 +97,13 @@ describe('upstream client: stream mode', () => {
   });
 
   it('sends through the governor as an interactive call, with the given headers only, and reports the answer', async () => {
-    const res = await client.stream({ method: 'POST', path: '/things?x=1', headers: { 'content-type': 'text/plain', session: 's-1' }, body: Readable.from(['a', 'b']), budget: { account: 'acc-1', sourceSystem: 'sys' } });
+    const res = await client.stream({
+      method: 'POST',
+      path: '/things?x=1',
+      headers: { 'content-type': 'text/plain', session: 's-1' },
+      body: Readable.from(['a', 'b']),
+      budget: { account: 'acc-1', sourceSystem: 'sys' },
+    });
     assert.equal(res.status, 201);
     assert.deepEqual(governor.acquired, [{ client: 'client-1', account: 'acc-1', sourceSystem: 'sys', priority: 'interactive' }]);
     assert.equal(governor.reported.length, 1);

@@ -140,7 +140,12 @@ describe('createCallbackGuard().checkUrl', () => {
   }
 
   it('accepts names that resolve to public addresses only, and public literals', async () => {
-    for (const url of ['https://public.example.test/hook', 'http://v6.example.test:8443/x?y=1', 'https://93.184.216.34/hook', 'https://[2606:4700:4700::1111]/hook']) {
+    for (const url of [
+      'https://public.example.test/hook',
+      'http://v6.example.test:8443/x?y=1',
+      'https://93.184.216.34/hook',
+      'https://[2606:4700:4700::1111]/hook',
+    ]) {
       const verdict = await guard.checkUrl(url);
       assert.ok(verdict.ok, `${url}: ${verdict.ok ? '' : verdict.reason}`);
     }
@@ -154,7 +159,15 @@ describe('createCallbackGuard().checkUrl', () => {
 
   it("accepts what the operator's allow-list names: hosts, addresses, ranges", async () => {
     const allowed = createCallbackGuard({ resolve: dns, allow: ['127.0.0.1', 'internal.example.test', '192.168.0.0/16', 'fd00::/8'] });
-    for (const url of ['http://127.0.0.1:9000/hook', 'http://127.1:9000/hook', 'http://[::ffff:127.0.0.1]/hook', 'http://internal.example.test/hook', 'http://mixed.example.test/hook', 'http://192.168.7.7/hook', 'http://[fd00::5]/hook']) {
+    for (const url of [
+      'http://127.0.0.1:9000/hook',
+      'http://127.1:9000/hook',
+      'http://[::ffff:127.0.0.1]/hook',
+      'http://internal.example.test/hook',
+      'http://mixed.example.test/hook',
+      'http://192.168.7.7/hook',
+      'http://[fd00::5]/hook',
+    ]) {
       const verdict = await allowed.checkUrl(url);
       assert.ok(verdict.ok, `${url}: ${verdict.ok ? '' : verdict.reason}`);
     }
@@ -165,7 +178,11 @@ describe('createCallbackGuard().checkUrl', () => {
 });
 
 describe('createCallbackGuard().lookup (the address a delivery connects to)', () => {
-  const dns = fakeDns({ 'rebound.example.test': ['127.0.0.1'], 'public.example.test': ['93.184.216.34', '2606:4700:4700::1111'], 'internal.example.test': ['10.0.0.7'] });
+  const dns = fakeDns({
+    'rebound.example.test': ['127.0.0.1'],
+    'public.example.test': ['93.184.216.34', '2606:4700:4700::1111'],
+    'internal.example.test': ['10.0.0.7'],
+  });
   const lookup = (guard: ReturnType<typeof createCallbackGuard>, host: string, all: boolean) =>
     new Promise<{ error: NodeJS.ErrnoException | null; address: string | LookupAddress[]; family?: number }>((resolve) =>
       guard.lookup(host, { all }, (error, address, family) => resolve({ error, address, family })),
@@ -178,7 +195,10 @@ describe('createCallbackGuard().lookup (the address a delivery connects to)', ()
     assert.equal(one.address, '93.184.216.34');
     assert.equal(one.family, 4);
     const all = await lookup(guard, 'public.example.test', true);
-    assert.deepEqual(all.address, [{ address: '93.184.216.34', family: 4 }, { address: '2606:4700:4700::1111', family: 6 }]);
+    assert.deepEqual(all.address, [
+      { address: '93.184.216.34', family: 4 },
+      { address: '2606:4700:4700::1111', family: 6 },
+    ]);
   });
 
   it('refuses a name that resolves to a blocked address now, whatever it resolved to before', async () => {

@@ -16,7 +16,7 @@ describe('MIRROR_RESOURCES', () => {
     }
   });
 
-  it('contract selects the contract\'s resources and nothing of the rest of the catalog', () => {
+  it("contract selects the contract's resources and nothing of the rest of the catalog", () => {
     const { selection, problems } = parseResourceSelection('contract');
     assert.deepEqual(problems, []);
     assert.deepEqual([...selection!].sort(), [...contractResourceNames].sort());
@@ -32,7 +32,14 @@ describe('MIRROR_RESOURCES', () => {
   it('refuses a name outside the catalog, and * beside names, saying what to set', () => {
     assert.match(parseResourceSelection('rfis,rfi').problems.join(), /"rfi" is not a resource of the catalog/);
     assert.match(parseResourceSelection('*,rfis').problems.join(), /list nothing beside it/);
-    const env = { UPSTREAM_CLIENT_ID: 'x'.repeat(36), UPSTREAM_CLIENT_SECRET: 'x'.repeat(40), MIRROR_CLIENT_ID: 'x'.repeat(36), MIRROR_CLIENT_SECRET: 'x'.repeat(40), MIRROR_ENCRYPTION_KEY: Buffer.alloc(32).toString('base64'), MIRROR_SIGNING_KEY: Buffer.alloc(32).toString('base64') };
+    const env = {
+      UPSTREAM_CLIENT_ID: 'x'.repeat(36),
+      UPSTREAM_CLIENT_SECRET: 'x'.repeat(40),
+      MIRROR_CLIENT_ID: 'x'.repeat(36),
+      MIRROR_CLIENT_SECRET: 'x'.repeat(40),
+      MIRROR_ENCRYPTION_KEY: Buffer.alloc(32).toString('base64'),
+      MIRROR_SIGNING_KEY: Buffer.alloc(32).toString('base64'),
+    };
     assert.throws(() => parseConfig({ ...env, MIRROR_RESOURCES: 'custmers' }), /MIRROR_RESOURCES[\s\S]*"custmers" is not a resource/);
     assert.deepEqual([...parseConfig({ ...env, MIRROR_RESOURCES: 'customers' }).MIRROR_RESOURCES!].sort(), ['customers', 'projects']);
   });

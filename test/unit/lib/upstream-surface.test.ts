@@ -9,7 +9,10 @@ import { maxSegmentLength, realServiceCollections, upstreamPath, upstreamSurface
 
 const account: UpstreamCredential = { kind: 'account' };
 const client: UpstreamCredential = { kind: 'client' };
-const picker: UpstreamCredential = { kind: 'session', scopes: ['link:read', 'projects:read', 'documents:read', 'drawings:read', 'specification-sections:read'] };
+const picker: UpstreamCredential = {
+  kind: 'session',
+  scopes: ['link:read', 'projects:read', 'documents:read', 'drawings:read', 'specification-sections:read'],
+};
 
 const reference = '/work/shared/reference/real-service-collections.json';
 
@@ -152,7 +155,7 @@ const allowed: [string, string, string][] = [
   ['GET', '/ping', '/ping'],
 ];
 
-describe('the forwarder\'s path rule', () => {
+describe("the forwarder's path rule", () => {
   it('refuses every hostile target with the status that says why, for an account token', () => {
     for (const [method, target, status] of hostile) {
       const r = upstreamPath({ method, rawUrl: target, credential: account });
@@ -160,7 +163,10 @@ describe('the forwarder\'s path rule', () => {
       if (r.ok) continue;
       assert.equal(r.status, status, `${method} ${JSON.stringify(target.slice(0, 80))}: ${r.status} ${r.reason}`);
       assert.ok(r.reason.length > 20, `a reason that says what to fix: ${r.reason}`);
-      assert.ok([...r.reason].every((c) => c.charCodeAt(0) >= 0x20), 'the reason echoes no control character');
+      assert.ok(
+        [...r.reason].every((c) => c.charCodeAt(0) >= 0x20),
+        'the reason echoes no control character',
+      );
       assert.ok(r.reason.length < 400, 'the reason does not echo an overlong input');
     }
   });
@@ -178,7 +184,11 @@ describe('the forwarder\'s path rule', () => {
       const r = upstreamPath({ method, rawUrl: target, credential: account });
       assert.deepEqual(r, { ok: true, path: expected }, `${method} ${target.slice(0, 80)}`);
       // Stable: the rebuilt path passes the rule unchanged.
-      assert.deepEqual(upstreamPath({ method, rawUrl: expected, credential: account }), { ok: true, path: expected }, `${method} ${expected.slice(0, 80)} again`);
+      assert.deepEqual(
+        upstreamPath({ method, rawUrl: expected, credential: account }),
+        { ok: true, path: expected },
+        `${method} ${expected.slice(0, 80)} again`,
+      );
     }
   });
 
@@ -249,14 +259,26 @@ describe('the forwarder\'s path rule', () => {
   });
 
   it('keeps the admin APIs off the surface and every forwarding route of the mirror on it', () => {
-    assert.ok(upstreamSurface.every((t) => !/^\/_?admin(\/|$)/.test(t)), 'no /admin/* or /_admin/* template');
+    assert.ok(
+      upstreamSurface.every((t) => !/^\/_?admin(\/|$)/.test(t)),
+      'no /admin/* or /_admin/* template',
+    );
     const routes = [
       ...resources.flatMap((d) => {
         if (d.scope === 'child') {
           const parent = resourceDef(d.parent!)!;
-          return [['GET', `${parent.path}/x/${d.path}`], ['GET', `${parent.path}/x/${d.path}/y`]];
+          return [
+            ['GET', `${parent.path}/x/${d.path}`],
+            ['GET', `${parent.path}/x/${d.path}/y`],
+          ];
         }
-        return [['GET', d.path], ['GET', `${d.path}/x`], ['POST', d.path], ['PUT', `${d.path}/x`], ['PATCH', `${d.path}/x`]];
+        return [
+          ['GET', d.path],
+          ['GET', `${d.path}/x`],
+          ['POST', d.path],
+          ['PUT', `${d.path}/x`],
+          ['PATCH', `${d.path}/x`],
+        ];
       }),
       ['GET', '/root-folder'],
       ['POST', '/link/sessions'],
@@ -271,10 +293,11 @@ describe('the forwarder\'s path rule', () => {
       ['POST', '/passthrough-multipart'],
       ['POST', '/passthrough-upload'],
     ];
-    for (const [method, path] of routes) assert.equal(upstreamPath({ method: method!, rawUrl: path!, credential: account }).ok, true, `${method} ${path} is forwarded`);
+    for (const [method, path] of routes)
+      assert.equal(upstreamPath({ method: method!, rawUrl: path!, credential: account }).ok, true, `${method} ${path} is forwarded`);
   });
 
-  it('holds the real service\'s collection paths exactly as its reference file lists them', (t) => {
+  it("holds the real service's collection paths exactly as its reference file lists them", (t) => {
     if (!existsSync(reference)) {
       t.skip(`${reference} is not on this machine`);
       return;

@@ -49,37 +49,73 @@ const cases: Record<string, Case[]> = {
     { file: 'sandbox/webhooks/probe.ts', code: "import { listPage } from '../../connectors/operations.ts';\nexport const x = listPage;", crosses: true },
     { file: 'sandbox/webhooks/probe.ts', code: "import type { Pool } from '../../mirror/pool.ts';\nexport type X = Pool;", crosses: true },
     { file: 'sandbox/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
-    { file: 'sandbox/webhooks/probe.ts', code: "import { MirrorError } from '../../lib/errors.ts';\nimport { Rng } from '../data/random.ts';\nexport const x = [MirrorError, Rng];", crosses: false },
+    {
+      file: 'sandbox/webhooks/probe.ts',
+      code: "import { MirrorError } from '../../lib/errors.ts';\nimport { Rng } from '../data/random.ts';\nexport const x = [MirrorError, Rng];",
+      crosses: false,
+    },
   ],
   'mirror/ knows nothing above it': [
     { file: 'mirror/probe.ts', code: "import { listPage } from '../connectors/operations.ts';\nexport const x = listPage;", crosses: true },
-    { file: 'mirror/probe.ts', code: "import type { UpstreamObservation } from '../connectors/upstream-client.ts';\nexport type X = UpstreamObservation;", crosses: true },
+    {
+      file: 'mirror/probe.ts',
+      code: "import type { UpstreamObservation } from '../connectors/upstream-client.ts';\nexport type X = UpstreamObservation;",
+      crosses: true,
+    },
     { file: 'mirror/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
     { file: 'mirror/probe.ts', code: "import { createSyncActivities } from '../activities/sync.ts';\nexport const x = createSyncActivities;", crosses: true },
     { file: 'mirror/probe.ts', code: "import { rootMessage } from '../workflows/shared.ts';\nexport const x = rootMessage;", crosses: true },
     { file: 'mirror/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
-    { file: 'mirror/probe.ts', code: `import pg from 'pg';\nimport { PrismaPg } from '@prisma/adapter-pg';\nexport const q = \`${sql}\`;\nexport const x = [pg, PrismaPg];`, crosses: false },
+    {
+      file: 'mirror/probe.ts',
+      code: `import pg from 'pg';\nimport { PrismaPg } from '@prisma/adapter-pg';\nexport const q = \`${sql}\`;\nexport const x = [pg, PrismaPg];`,
+      crosses: false,
+    },
   ],
   'connectors/ takes mirror/ as types only, and knows nothing above it': [
     { file: 'connectors/probe.ts', code: "import { createPool } from '../mirror/pool.ts';\nexport const x = createPool;", crosses: true },
-    { file: 'connectors/governor/probe.ts', code: "import { PostgresRateBudgets } from '../../mirror/rate-budgets.ts';\nexport const x = PostgresRateBudgets;", crosses: true },
+    {
+      file: 'connectors/governor/probe.ts',
+      code: "import { PostgresRateBudgets } from '../../mirror/rate-budgets.ts';\nexport const x = PostgresRateBudgets;",
+      crosses: true,
+    },
     { file: 'connectors/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
-    { file: 'connectors/probe.ts', code: "import { createSyncActivities } from '../activities/sync.ts';\nexport const x = createSyncActivities;", crosses: true },
+    {
+      file: 'connectors/probe.ts',
+      code: "import { createSyncActivities } from '../activities/sync.ts';\nexport const x = createSyncActivities;",
+      crosses: true,
+    },
     { file: 'connectors/probe.ts', code: "import { rootMessage } from '../workflows/shared.ts';\nexport const x = rootMessage;", crosses: true },
     { file: 'connectors/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
     { file: 'connectors/probe.ts', code: "import pg from 'pg';\nexport const x = pg;", crosses: true },
     { file: 'connectors/probe.ts', code: `export const q = '${sql}';`, crosses: true },
-    { file: 'connectors/probe.ts', code: "import type { Pool } from '../mirror/pool.ts';\nimport { request } from 'undici';\nexport type X = Pool;\nexport const x = request;", crosses: false },
+    {
+      file: 'connectors/probe.ts',
+      code: "import type { Pool } from '../mirror/pool.ts';\nimport { request } from 'undici';\nexport type X = Pool;\nexport const x = request;",
+      crosses: false,
+    },
   ],
   'activities/ reach neither api/ nor bin/': [
     { file: 'activities/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
     { file: 'activities/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
-    { file: 'activities/probe.ts', code: "import { listPage } from '../connectors/operations.ts';\nimport { liveRecordIds } from '../mirror/known-ids.ts';\nexport const x = [listPage, liveRecordIds];", crosses: false },
+    {
+      file: 'activities/probe.ts',
+      code: "import { listPage } from '../connectors/operations.ts';\nimport { liveRecordIds } from '../mirror/known-ids.ts';\nexport const x = [listPage, liveRecordIds];",
+      crosses: false,
+    },
   ],
   'api/ reaches neither activities/ nor bin/': [
-    { file: 'api/routes/probe.ts', code: "import { createSyncActivities } from '../../activities/sync.ts';\nexport const x = createSyncActivities;", crosses: true },
+    {
+      file: 'api/routes/probe.ts',
+      code: "import { createSyncActivities } from '../../activities/sync.ts';\nexport const x = createSyncActivities;",
+      crosses: true,
+    },
     { file: 'api/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
-    { file: 'api/routes/probe.ts', code: "import { listRecords } from '../../mirror/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [listRecords, header];", crosses: false },
+    {
+      file: 'api/routes/probe.ts',
+      code: "import { listRecords } from '../../mirror/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [listRecords, header];",
+      crosses: false,
+    },
   ],
   'SQL, Prisma and pg in mirror/ only': [
     { file: 'api/probe.ts', code: `export const q = '${sql}';`, crosses: true },
@@ -89,19 +125,47 @@ const cases: Record<string, Case[]> = {
     { file: 'bin/commands/probe.ts', code: "export const q = 'DELETE FROM records WHERE account_id = $1';", crosses: true },
     { file: 'lib/probe.ts', code: 'export const q = `WITH cur AS (SELECT 1) SELECT * FROM cur`;', crosses: true },
     { file: 'workflows/probe.ts', code: `export const q = '${sql}';`, crosses: true },
-    { file: 'api/probe.ts', code: 'export async function f(pool: { query(s: string): Promise<unknown> }) {\n  return pool.query(String(1));\n}', crosses: true },
-    { file: 'api/probe.ts', code: 'export async function f(deps: { pool: { query(s: string): Promise<unknown> } }) {\n  return deps.pool.query(String(1));\n}', crosses: true },
-    { file: 'api/probe.ts', code: 'export async function f(deps: { prisma: { subscription: { findMany(): Promise<unknown> } } }) {\n  return deps.prisma.subscription.findMany();\n}', crosses: true },
-    { file: 'bin/commands/probe.ts', code: 'export async function f(prisma: { apiClient: { findMany(): Promise<unknown> } }) {\n  return prisma.apiClient.findMany();\n}', crosses: true },
+    {
+      file: 'api/probe.ts',
+      code: 'export async function f(pool: { query(s: string): Promise<unknown> }) {\n  return pool.query(String(1));\n}',
+      crosses: true,
+    },
+    {
+      file: 'api/probe.ts',
+      code: 'export async function f(deps: { pool: { query(s: string): Promise<unknown> } }) {\n  return deps.pool.query(String(1));\n}',
+      crosses: true,
+    },
+    {
+      file: 'api/probe.ts',
+      code: 'export async function f(deps: { prisma: { subscription: { findMany(): Promise<unknown> } } }) {\n  return deps.prisma.subscription.findMany();\n}',
+      crosses: true,
+    },
+    {
+      file: 'bin/commands/probe.ts',
+      code: 'export async function f(prisma: { apiClient: { findMany(): Promise<unknown> } }) {\n  return prisma.apiClient.findMany();\n}',
+      crosses: true,
+    },
     { file: 'activities/probe.ts', code: "import pg from 'pg';\nexport const x = pg;", crosses: true },
     { file: 'api/probe.ts', code: "import { PrismaPg } from '@prisma/adapter-pg';\nexport const x = PrismaPg;", crosses: true },
     { file: 'api/probe.ts', code: "import { createPrisma } from '../mirror/prisma.ts';\nexport const x = createPrisma;", crosses: true },
     { file: 'activities/probe.ts', code: "import { PrismaClient } from '../prisma/generated/client.ts';\nexport const x = PrismaClient;", crosses: true },
     { file: 'bin/commands/probe.ts', code: "import pg from 'pg';\nexport const x = pg;", crosses: true },
     // What stays allowed: types of mirror/ everywhere, bin/ wiring the client, words that are not SQL.
-    { file: 'api/probe.ts', code: "import type { PrismaClient } from '../mirror/prisma.ts';\nimport { findSubscription } from '../mirror/subscriptions.ts';\nexport const f = (prisma: PrismaClient) => findSubscription(prisma, 'x');", crosses: false },
-    { file: 'bin/probe.ts', code: "import { createPrisma } from '../mirror/prisma.ts';\nexport async function f() {\n  const prisma = createPrisma('postgres://x');\n  await prisma.$disconnect();\n}", crosses: false },
-    { file: 'api/probe.ts', code: "export const events = ['CREATE', 'UPDATE', 'DELETE'];\nexport const route = 'DELETE /webhooks/:id';\nexport const prose = 'Select a project first.';", crosses: false },
+    {
+      file: 'api/probe.ts',
+      code: "import type { PrismaClient } from '../mirror/prisma.ts';\nimport { findSubscription } from '../mirror/subscriptions.ts';\nexport const f = (prisma: PrismaClient) => findSubscription(prisma, 'x');",
+      crosses: false,
+    },
+    {
+      file: 'bin/probe.ts',
+      code: "import { createPrisma } from '../mirror/prisma.ts';\nexport async function f() {\n  const prisma = createPrisma('postgres://x');\n  await prisma.$disconnect();\n}",
+      crosses: false,
+    },
+    {
+      file: 'api/probe.ts',
+      code: "export const events = ['CREATE', 'UPDATE', 'DELETE'];\nexport const route = 'DELETE /webhooks/:id';\nexport const prose = 'Select a project first.';",
+      crosses: false,
+    },
     { file: 'test/probe.test.ts', code: `import pg from 'pg';\nexport const q = '${sql}';\nexport const x = pg;`, crosses: false },
     { file: 'bench/probe.ts', code: `export const q = '${sql}';`, crosses: false },
   ],
@@ -137,7 +201,13 @@ const sourceFolders = ['lib', 'sandbox', 'mirror', 'connectors', 'activities', '
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? (e.name === 'generated' ? [] : sourceFiles(join(dir, e.name))) : e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [join(dir, e.name)] : [],
+    e.isDirectory()
+      ? e.name === 'generated'
+        ? []
+        : sourceFiles(join(dir, e.name))
+      : e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')
+        ? [join(dir, e.name)]
+        : [],
   );
 }
 
@@ -188,7 +258,15 @@ describe('import circles', () => {
       ['c.ts', ['a.ts']],
     ]);
     assert.deepEqual(findCircle(graph), ['a.ts', 'b.ts', 'c.ts', 'a.ts']);
-    assert.equal(findCircle(new Map([['a.ts', ['b.ts']], ['b.ts', []]])), undefined);
+    assert.equal(
+      findCircle(
+        new Map([
+          ['a.ts', ['b.ts']],
+          ['b.ts', []],
+        ]),
+      ),
+      undefined,
+    );
   });
 
   it('sandbox/ has none (type imports included)', () => {

@@ -17,8 +17,12 @@ describe('catalog migration', () => {
 
   it('every resource of the catalog has a partition and a typed view in the migrations', () => {
     const all = partitionedBefore('99999999999999');
-    assert.deepEqual(resources.map((r) => r.name).filter((r) => !all.has(r)), []);
+    assert.deepEqual(
+      resources.map((r) => r.name).filter((r) => !all.has(r)),
+      [],
+    );
     const sql = readFileSync(`${dir}${name}/migration.sql`, 'utf8');
-    for (const r of resources.filter((d) => !partitionedBefore(name).has(d.name))) assert.match(sql, new RegExp(`CREATE VIEW "mirror_${r.name.replace(/-/g, '_')}"`));
+    for (const r of resources.filter((d) => !partitionedBefore(name).has(d.name)))
+      assert.match(sql, new RegExp(`CREATE VIEW "mirror_${r.name.replace(/-/g, '_')}"`));
   });
 });

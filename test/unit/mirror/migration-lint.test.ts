@@ -13,12 +13,16 @@ import { readMigrations, runsOutsideTransaction, splitStatements } from '../../.
 export const lintFrom = '20261126020000_stream_polling';
 
 export const rules = {
-  'index-not-concurrent': 'CREATE INDEX on records or a partition of it without CONCURRENTLY blocks every write to it while it builds (use CONCURRENTLY per partition, or ON ONLY records then ATTACH)',
+  'index-not-concurrent':
+    'CREATE INDEX on records or a partition of it without CONCURRENTLY blocks every write to it while it builds (use CONCURRENTLY per partition, or ON ONLY records then ATTACH)',
   'index-concurrently-in-transaction': 'CREATE INDEX CONCURRENTLY cannot run in a transaction: put `-- migrate: no-transaction` on the first line',
-  'add-column-not-null': 'ADD COLUMN ... NOT NULL needs a non-volatile DEFAULT (without one it fails on a filled table; a volatile one rewrites it): add it nullable, backfill in batches, then a validated CHECK',
+  'add-column-not-null':
+    'ADD COLUMN ... NOT NULL needs a non-volatile DEFAULT (without one it fails on a filled table; a volatile one rewrites it): add it nullable, backfill in batches, then a validated CHECK',
   'alter-column-type': 'ALTER COLUMN ... TYPE rewrites the table under an exclusive lock: add a new column, backfill, switch readers, drop the old one later',
-  'set-not-null': 'SET NOT NULL scans the table under an exclusive lock unless a validated CHECK (col IS NOT NULL) exists: add it NOT VALID, VALIDATE CONSTRAINT, then SET NOT NULL',
-  'add-constraint-validated': 'ADD CONSTRAINT on records scans it under a lock that blocks writes: add it NOT VALID, then VALIDATE CONSTRAINT (which lets writes go on)',
+  'set-not-null':
+    'SET NOT NULL scans the table under an exclusive lock unless a validated CHECK (col IS NOT NULL) exists: add it NOT VALID, VALIDATE CONSTRAINT, then SET NOT NULL',
+  'add-constraint-validated':
+    'ADD CONSTRAINT on records scans it under a lock that blocks writes: add it NOT VALID, then VALIDATE CONSTRAINT (which lets writes go on)',
 } as const;
 
 export type Rule = keyof typeof rules;
@@ -38,7 +42,10 @@ function isRecords(table: string): boolean {
 }
 
 function name(quotedOrNot: string): string {
-  return quotedOrNot.replace(/"/g, '').replace(/^public\./, '').toLowerCase();
+  return quotedOrNot
+    .replace(/"/g, '')
+    .replace(/^public\./, '')
+    .toLowerCase();
 }
 
 function allowed(statement: string, rule: Rule): boolean {
@@ -52,7 +59,12 @@ export function lintMigration(migration: string, sql: string, before = ''): Viol
   // Code without comments and string literals' contents, one statement at a time.
   const statements = splitStatements(sql).map((text) => ({
     text,
-    code: text.replace(/--[^\n]*/g, ' ').replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/'(?:[^']|'')*'/g, "''").replace(/\s+/g, ' ').trim(),
+    code: text
+      .replace(/--[^\n]*/g, ' ')
+      .replace(/\/\*[\s\S]*?\*\//g, ' ')
+      .replace(/'(?:[^']|'')*'/g, "''")
+      .replace(/\s+/g, ' ')
+      .trim(),
   }));
   let seen = before.replace(/--[^\n]*/g, ' ').replace(/\s+/g, ' ');
   for (const { text, code } of statements) {
@@ -95,11 +107,19 @@ export function lintMigration(migration: string, sql: string, before = ''): Viol
           const column = name(setNotNull[1]!);
           // A CHECK (column IS NOT NULL) added earlier (this migration's earlier statements or an older
           // migration), and validated: either added without NOT VALID, or VALIDATE CONSTRAINT'd since.
-          const check = new RegExp(`CONSTRAINT\\s+"?(\\w+)"?\\s+CHECK\\s*\\(\\s*\\(?\\s*"?${column}"?\\s+IS\\s+NOT\\s+NULL\\s*\\)?\\s*\\)(\\s+NOT\\s+VALID)?`, 'ig');
+          const check = new RegExp(
+            `CONSTRAINT\\s+"?(\\w+)"?\\s+CHECK\\s*\\(\\s*\\(?\\s*"?${column}"?\\s+IS\\s+NOT\\s+NULL\\s*\\)?\\s*\\)(\\s+NOT\\s+VALID)?`,
+            'ig',
+          );
           const validated = [...seen.matchAll(check)].some((m) => !m[2] || new RegExp(`VALIDATE\\s+CONSTRAINT\\s+"?${m[1]}"?`, 'i').test(seen));
           if (!validated) flag('set-not-null');
         }
-        if (isRecords(table) && /^ADD\s+(?:CONSTRAINT\s+"?\w+"?\s+)?(?:CHECK|FOREIGN\s+KEY|UNIQUE|PRIMARY\s+KEY|EXCLUDE)\b/i.test(action) && !/\bNOT\s+VALID\b/i.test(action) && !/\bUSING\s+INDEX\b/i.test(action)) {
+        if (
+          isRecords(table) &&
+          /^ADD\s+(?:CONSTRAINT\s+"?\w+"?\s+)?(?:CHECK|FOREIGN\s+KEY|UNIQUE|PRIMARY\s+KEY|EXCLUDE)\b/i.test(action) &&
+          !/\bNOT\s+VALID\b/i.test(action) &&
+          !/\bUSING\s+INDEX\b/i.test(action)
+        ) {
           flag('add-constraint-validated');
         }
       }
@@ -112,7 +132,10 @@ export function lintMigration(migration: string, sql: string, before = ''): Viol
 describe('online-migration lint', () => {
   it(`passes every migration after ${lintFrom}`, async () => {
     const migrations = await readMigrations();
-    assert.ok(migrations.some((m) => m.name === lintFrom), `${lintFrom} is one of the migrations`);
+    assert.ok(
+      migrations.some((m) => m.name === lintFrom),
+      `${lintFrom} is one of the migrations`,
+    );
     const violations: Violation[] = [];
     let before = '';
     for (const m of migrations) {
@@ -134,14 +157,18 @@ describe('online-migration lint', () => {
     assert.deepEqual(rulesOf('CREATE INDEX "streams_x_idx" ON "streams"("x");'), []);
     assert.deepEqual(rulesOf('CREATE INDEX CONCURRENTLY "records_projects_x" ON "records_projects"("x");'), ['index-concurrently-in-transaction']);
     assert.deepEqual(
-      rulesOf('-- migrate: no-transaction\nCREATE INDEX IF NOT EXISTS "records_x_idx" ON ONLY "records"("x");\nCREATE INDEX CONCURRENTLY IF NOT EXISTS "records_projects_x" ON "records_projects"("x");\nALTER INDEX "records_x_idx" ATTACH PARTITION "records_projects_x";'),
+      rulesOf(
+        '-- migrate: no-transaction\nCREATE INDEX IF NOT EXISTS "records_x_idx" ON ONLY "records"("x");\nCREATE INDEX CONCURRENTLY IF NOT EXISTS "records_projects_x" ON "records_projects"("x");\nALTER INDEX "records_x_idx" ATTACH PARTITION "records_projects_x";',
+      ),
       [],
     );
   });
 
   it('flags NOT NULL columns without a default, volatile defaults, type changes', () => {
     assert.deepEqual(rulesOf('ALTER TABLE "records" ADD COLUMN "position" INTEGER NOT NULL;'), ['add-column-not-null']);
-    assert.deepEqual(rulesOf('ALTER TABLE "streams" ADD COLUMN "a" INTEGER NOT NULL DEFAULT 0, ADD COLUMN "b" UUID DEFAULT gen_random_uuid();'), ['add-column-not-null']);
+    assert.deepEqual(rulesOf('ALTER TABLE "streams" ADD COLUMN "a" INTEGER NOT NULL DEFAULT 0, ADD COLUMN "b" UUID DEFAULT gen_random_uuid();'), [
+      'add-column-not-null',
+    ]);
     assert.deepEqual(rulesOf('ALTER TABLE "records" ADD COLUMN "n" BIGSERIAL;'), ['add-column-not-null']);
     assert.deepEqual(rulesOf('ALTER TABLE "records" ADD COLUMN "position" INTEGER, ADD COLUMN "seen" TIMESTAMPTZ(6) NOT NULL DEFAULT CURRENT_TIMESTAMP;'), []);
     assert.deepEqual(rulesOf('ALTER TABLE "records" ALTER COLUMN "ordinal" TYPE NUMERIC;'), ['alter-column-type']);
@@ -151,9 +178,17 @@ describe('online-migration lint', () => {
 
   it('flags SET NOT NULL unless a validated CHECK (col IS NOT NULL) came first, here or in an earlier migration', () => {
     assert.deepEqual(rulesOf('ALTER TABLE "records" ALTER COLUMN "position" SET NOT NULL;'), ['set-not-null']);
-    assert.deepEqual(rulesOf('ALTER TABLE "records" ADD CONSTRAINT "records_position_nn" CHECK ("position" IS NOT NULL) NOT VALID;\nALTER TABLE "records" ALTER COLUMN "position" SET NOT NULL;'), ['set-not-null']);
     assert.deepEqual(
-      rulesOf('ALTER TABLE "records" VALIDATE CONSTRAINT "records_position_nn";\nALTER TABLE "records" ALTER COLUMN "position" SET NOT NULL;', 'ALTER TABLE "records" ADD CONSTRAINT "records_position_nn" CHECK ("position" IS NOT NULL) NOT VALID;'),
+      rulesOf(
+        'ALTER TABLE "records" ADD CONSTRAINT "records_position_nn" CHECK ("position" IS NOT NULL) NOT VALID;\nALTER TABLE "records" ALTER COLUMN "position" SET NOT NULL;',
+      ),
+      ['set-not-null'],
+    );
+    assert.deepEqual(
+      rulesOf(
+        'ALTER TABLE "records" VALIDATE CONSTRAINT "records_position_nn";\nALTER TABLE "records" ALTER COLUMN "position" SET NOT NULL;',
+        'ALTER TABLE "records" ADD CONSTRAINT "records_position_nn" CHECK ("position" IS NOT NULL) NOT VALID;',
+      ),
       [],
     );
   });
@@ -165,8 +200,15 @@ describe('online-migration lint', () => {
   });
 
   it('lets a statement through with an allow comment that gives a reason', () => {
-    assert.deepEqual(rulesOf('-- online-migration: allow index-not-concurrent because records_wbs is created empty just above\nCREATE INDEX "records_wbs_x" ON "records_wbs"("x");'), []);
+    assert.deepEqual(
+      rulesOf(
+        '-- online-migration: allow index-not-concurrent because records_wbs is created empty just above\nCREATE INDEX "records_wbs_x" ON "records_wbs"("x");',
+      ),
+      [],
+    );
     assert.deepEqual(rulesOf('-- online-migration: allow index-not-concurrent\nCREATE INDEX "records_wbs_x" ON "records_wbs"("x");'), ['index-not-concurrent']);
-    assert.deepEqual(rulesOf('-- online-migration: allow set-not-null because x\nCREATE INDEX "records_wbs_x" ON "records_wbs"("x");'), ['index-not-concurrent']);
+    assert.deepEqual(rulesOf('-- online-migration: allow set-not-null because x\nCREATE INDEX "records_wbs_x" ON "records_wbs"("x");'), [
+      'index-not-concurrent',
+    ]);
   });
 });

@@ -5,7 +5,17 @@
 // decision runs (mirror/polling.ts): `pollClass`, `withinBudget`, `pollingAfter`.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deferredReason, pollClass, pollingAfter, pollsPerPass, scopeHash, withinBudget, type PollClass, type PollState, type PollingPolicy } from '../../../mirror/polling.ts';
+import {
+  deferredReason,
+  pollClass,
+  pollingAfter,
+  pollsPerPass,
+  scopeHash,
+  withinBudget,
+  type PollClass,
+  type PollState,
+  type PollingPolicy,
+} from '../../../mirror/polling.ts';
 
 const minute = 60_000;
 const policy: PollingPolicy = { incrementalMs: 15 * minute, fullMs: 24 * 60 * minute, pollsPerPass: 13 };
@@ -21,7 +31,16 @@ interface List extends PollState {
 function firstListed(n: number): List[] {
   return Array.from({ length: n }, (_, i) => {
     const plan = pollingAfter({ kind: 'project', covered: false, changed: true, first: true, unchangedBefore: 0, polledAt: new Date(t0) }, policy);
-    return { resource: 'budget-line-items', scope: `project=p${i}`, lastPolledAt: new Date(t0), nextDueAt: plan.nextDueAt, unchangedPolls: plan.unchangedPolls, reason: plan.reason, touchedAt: null, polls: 1 };
+    return {
+      resource: 'budget-line-items',
+      scope: `project=p${i}`,
+      lastPolledAt: new Date(t0),
+      nextDueAt: plan.nextDueAt,
+      unchangedPolls: plan.unchangedPolls,
+      reason: plan.reason,
+      touchedAt: null,
+      polls: 1,
+    };
   });
 }
 
@@ -40,9 +59,23 @@ function pass(lists: List[], now: number, k: number, changes: ReadonlySet<string
     staleness.push(now - l.lastPolledAt.getTime());
     const changed = changes.has(l.scope) || (by.get('event') ?? []).includes(l);
     const plan = pollingAfter({ kind: 'project', covered: false, changed, unchangedBefore: l.unchangedPolls, polledAt: new Date(now) }, policy);
-    Object.assign(l, { lastPolledAt: new Date(now), nextDueAt: plan.nextDueAt, unchangedPolls: plan.unchangedPolls, reason: plan.reason, touchedAt: null, polls: l.polls + 1 });
+    Object.assign(l, {
+      lastPolledAt: new Date(now),
+      nextDueAt: plan.nextDueAt,
+      unchangedPolls: plan.unchangedPolls,
+      reason: plan.reason,
+      touchedAt: null,
+      polls: l.polls + 1,
+    });
   }
-  return { listed: listed.length, granted: granted.map((l) => l.scope), deferred: deferred.length, forced: (by.get('forced') ?? []).length, exempt: listed.length - granted.length, staleness };
+  return {
+    listed: listed.length,
+    granted: granted.map((l) => l.scope),
+    deferred: deferred.length,
+    forced: (by.get('forced') ?? []).length,
+    exempt: listed.length - granted.length,
+    staleness,
+  };
 }
 
 test('the budget defaults to the resources served and is overridden by SYNC_POLLS_PER_PASS', () => {
@@ -69,12 +102,26 @@ test("a stream's first load is not a change: it is due after one period, within 
 test('the most overdue first; ties in a stable order that differs between accounts', () => {
   const due = (scope: string, at: number) => ({ resource: 'r', scope, nextDueAt: new Date(at) });
   const { granted, deferred } = withinBudget([due('project=a', t0 + 2), due('project=b', t0), due('project=c', t0 + 1)], 2);
-  assert.deepEqual(granted.map((g) => g.scope), ['project=b', 'project=c']);
-  assert.deepEqual(deferred.map((g) => g.scope), ['project=a']);
+  assert.deepEqual(
+    granted.map((g) => g.scope),
+    ['project=b', 'project=c'],
+  );
+  assert.deepEqual(
+    deferred.map((g) => g.scope),
+    ['project=a'],
+  );
   const tied = Array.from({ length: 50 }, (_, i) => due(`project=${i}`, t0));
   const first = withinBudget(tied, 10).granted.map((g) => g.scope);
-  assert.deepEqual(withinBudget([...tied].reverse(), 10).granted.map((g) => g.scope), first, 'the same order whatever order they come in');
-  assert.notDeepEqual(first, tied.slice(0, 10).map((g) => g.scope), 'not the lists in their order of creation');
+  assert.deepEqual(
+    withinBudget([...tied].reverse(), 10).granted.map((g) => g.scope),
+    first,
+    'the same order whatever order they come in',
+  );
+  assert.notDeepEqual(
+    first,
+    tied.slice(0, 10).map((g) => g.scope),
+    'not the lists in their order of creation',
+  );
   assert.notEqual(scopeHash('r', 'project=1'), scopeHash('r', 'project=2'));
   assert.equal(withinBudget(tied, -3).granted.length, 0);
 });
@@ -87,7 +134,7 @@ test('500 lists that back off in step, 13 a pass: never staler than the full-pas
   // Three days of passes every 15 minutes (no full pass: the bound must hold by itself), a few lists
   // changing now and then (each such list is listed the pass after, outside the budget).
   let seed = 7;
-  const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
   for (let i = 1; i <= 3 * 96; i++) {
     const now = t0 + i * policy.incrementalMs;
     const changes = new Set(lists.filter(() => random() < 0.002).map((l) => l.scope));
@@ -95,11 +142,15 @@ test('500 lists that back off in step, 13 a pass: never staler than the full-pas
     perPass.push({ at: i * 15, listed: r.listed, forced: r.forced, exempt: r.exempt });
     assert.ok(r.listed - r.exempt <= k, `pass at +${i * 15} min: ${r.listed - r.exempt} lists by their clock, budget ${k}`);
     for (const s of r.staleness) assert.ok(s <= bound, `pass at +${i * 15} min listed a list ${s / minute} min after its last poll`);
-    for (const l of lists) assert.ok(now - l.lastPolledAt.getTime() < bound, `pass at +${i * 15} min: ${l.scope} last polled ${(now - l.lastPolledAt.getTime()) / minute} min ago`);
+    for (const l of lists)
+      assert.ok(now - l.lastPolledAt.getTime() < bound, `pass at +${i * 15} min: ${l.scope} last polled ${(now - l.lastPolledAt.getTime()) / minute} min ago`);
   }
   // The idle passes of the first two hours (bench [9]'s "later passes"): the budget, no more.
   const firstTwoHours = perPass.slice(0, 8).map((p) => p.listed);
-  assert.ok(firstTwoHours.every((n) => n <= k + 3), JSON.stringify(firstTwoHours));
+  assert.ok(
+    firstTwoHours.every((n) => n <= k + 3),
+    JSON.stringify(firstTwoHours),
+  );
   // Every list was polled on its own clock more than once a day on average: the budget is spent.
   const polls = lists.reduce((a, l) => a + l.polls, 0);
   assert.ok(polls >= 500 * 3, `${polls} polls of 500 lists in three days`);

@@ -17,7 +17,11 @@ test('the interval doubles with each unchanged poll and stops at the full-pass p
 });
 
 test('each poll says when the stream is due next and why', () => {
-  assert.deepEqual(pollingAfter(outcome({ changed: true, unchangedBefore: 5 }), policy), { unchangedPolls: 0, nextDueAt: new Date(at.getTime() + 15 * 60_000), reason: 'changed last poll: every 15 min' });
+  assert.deepEqual(pollingAfter(outcome({ changed: true, unchangedBefore: 5 }), policy), {
+    unchangedPolls: 0,
+    nextDueAt: new Date(at.getTime() + 15 * 60_000),
+    reason: 'changed last poll: every 15 min',
+  });
   const third = pollingAfter(outcome({ unchangedBefore: 2 }), policy);
   assert.equal(third.reason, 'unchanged 3 polls: every 2 h');
   assert.equal(minutesAfter(third.nextDueAt), 120);
@@ -30,6 +34,15 @@ test('each poll says when the stream is due next and why', () => {
 });
 
 test('kinds of streams, and intervals in words', () => {
-  assert.deepEqual(['', 'project=*', 'project=12', 'project=12/files=3', 'ap-invoices=9'].map(pollKind), ['account', 'across', 'project', 'children', 'children']);
-  assert.deepEqual([15, 30, 60, 90, 120, 1440, 4320].map((m) => formatEvery(m * 60_000)), ['15 min', '30 min', '1 h', '1.5 h', '2 h', '24 h', '3 d']);
+  assert.deepEqual(['', 'project=*', 'project=12', 'project=12/files=3', 'ap-invoices=9'].map(pollKind), [
+    'account',
+    'across',
+    'project',
+    'children',
+    'children',
+  ]);
+  assert.deepEqual(
+    [15, 30, 60, 90, 120, 1440, 4320].map((m) => formatEvery(m * 60_000)),
+    ['15 min', '30 min', '1 h', '1.5 h', '2 h', '24 h', '3 d'],
+  );
 });

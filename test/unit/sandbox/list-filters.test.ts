@@ -23,7 +23,19 @@ describe('filter values', () => {
 
   test('null, objects and arrays pass only !=', () => {
     for (const x of [null, undefined, { a: 1 }, [1]]) {
-      for (const [op, v] of [['=', 'a'], ['>', 'a'], ['<=', 'a'], ['IN', ['a']], ['NOT IN', ['a']], ['BETWEEN', ['a', 'b']], ['NOT BETWEEN', ['a', 'b']], ['LIKE', '%'], ['NOT LIKE', 'a'], ['ILIKE', '%'], ['NOT ILIKE', 'a']] as const) {
+      for (const [op, v] of [
+        ['=', 'a'],
+        ['>', 'a'],
+        ['<=', 'a'],
+        ['IN', ['a']],
+        ['NOT IN', ['a']],
+        ['BETWEEN', ['a', 'b']],
+        ['NOT BETWEEN', ['a', 'b']],
+        ['LIKE', '%'],
+        ['NOT LIKE', 'a'],
+        ['ILIKE', '%'],
+        ['NOT ILIKE', 'a'],
+      ] as const) {
         assert.equal(filter(op, v).test(x), false, `${op} ${JSON.stringify(x)}`);
       }
       assert.equal(filter('!=', 'a').test(x), true);
@@ -73,7 +85,13 @@ describe('text order is by code point (UTF-8 bytes)', () => {
     const desc = compileOrderKey({ field: 'amount', dir: ' desc ' }, 'order_by[0]', resolve);
     assert.equal(desc.desc, true);
     const values: unknown[] = [null, 'b', 2, true, { a: 1 }, 10, 'a'];
-    const sorted = [...values].sort((a, b) => compareSortKeys([desc], sortKeyOf([desc], () => a), sortKeyOf([desc], () => b)));
+    const sorted = [...values].sort((a, b) =>
+      compareSortKeys(
+        [desc],
+        sortKeyOf([desc], () => a),
+        sortKeyOf([desc], () => b),
+      ),
+    );
     assert.deepEqual(sorted, [10, 2, true, 'b', 'a', null, { a: 1 }]);
   });
 });
@@ -86,7 +104,8 @@ describe('time values', () => {
     assert.equal(isoInstant('2024-03-01T10:00:00-0530'), Date.UTC(2024, 2, 1, 15, 30));
     assert.equal(isoInstant('2024-03-01T10:00:00.123456Z'), Date.UTC(2024, 2, 1, 10) + 123.456);
     assert.equal(isoInstant('2024-03-01T10:00:00.1234567Z'), Date.UTC(2024, 2, 1, 10) + 123.457, 'rounded to the microsecond');
-    for (const bad of ['yesterday', '2024-02-30', '2024-13-01', '2024-03-01T25:00:00Z', 'March 1, 2024', 1709251200, '']) assert.equal(isoInstant(bad), null, String(bad));
+    for (const bad of ['yesterday', '2024-02-30', '2024-13-01', '2024-03-01T25:00:00Z', 'March 1, 2024', 1709251200, ''])
+      assert.equal(isoInstant(bad), null, String(bad));
   });
 
   test('a time filter takes instants, not texts or numbers', () => {

@@ -10,7 +10,16 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Worker } from '@temporalio/worker';
-import type { AccountPlan, ChildrenPlan, ChildrenPlanInput, ParentScopesInput, SweepInput, SweepResult, SyncSliceInput, SyncSliceResult } from '../../../activities/sync.ts';
+import type {
+  AccountPlan,
+  ChildrenPlan,
+  ChildrenPlanInput,
+  ParentScopesInput,
+  SweepInput,
+  SweepResult,
+  SyncSliceInput,
+  SyncSliceResult,
+} from '../../../activities/sync.ts';
 import { allProjectsScope } from '../../../lib/resources.ts';
 import type { AccountSyncInput, AccountSyncResult } from '../../../workflows/account-sync.ts';
 import { startWorkflowTestEnv, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
@@ -68,7 +77,9 @@ function fakeActivities(f: Fakes, calls: Calls) {
     async sweepScopes(input: SweepInput): Promise<SweepResult> {
       calls.log.push(`sweepScopes ${input.items[0]!.resource} x${input.items.length}`);
       calls.sweeps.push(input);
-      const failed = f.failSweepItem?.has(input.items[0]!.resource) ? [{ resource: input.items[0]!.resource, scope: input.items[0]!.scope, error: 'upstream said 500' }] : [];
+      const failed = f.failSweepItem?.has(input.items[0]!.resource)
+        ? [{ resource: input.items[0]!.resource, scope: input.items[0]!.scope, error: 'upstream said 500' }]
+        : [];
       return { ...zero, records: input.items.length, streams: input.items.length, notDue: 0, failed };
     },
     async syncChildren(): Promise<never> {
@@ -119,13 +130,20 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
     current = { f, calls };
     if (!worker) {
       const activities = Object.fromEntries(
-        Object.keys(fakeActivities(f, calls)).map((name) => [name, (...args: unknown[]) => (fakeActivities(current!.f, current!.calls) as unknown as Record<string, (...a: unknown[]) => unknown>)[name]!(...args)]),
+        Object.keys(fakeActivities(f, calls)).map((name) => [
+          name,
+          (...args: unknown[]) => (fakeActivities(current!.f, current!.calls) as unknown as Record<string, (...a: unknown[]) => unknown>)[name]!(...args),
+        ]),
       );
       worker = await t.worker(taskQueue, activities);
       running = worker.run();
     }
     const accountId = randomUUID();
-    const result = (await t.env.client.workflow.execute('accountSyncWorkflow', { taskQueue, workflowId: `account-unit-${accountId}`, args: [{ accountId, ...input }] })) as AccountSyncResult;
+    const result = (await t.env.client.workflow.execute('accountSyncWorkflow', {
+      taskQueue,
+      workflowId: `account-unit-${accountId}`,
+      args: [{ accountId, ...input }],
+    })) as AccountSyncResult;
     return { result, calls };
   }
 
@@ -135,18 +153,28 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
     assert.equal(firstList, 'syncSlice projects ', 'the projects list is the first list of the pass');
     assert.ok(calls.log.indexOf('listParentIds projects') > calls.log.indexOf('syncSlice projects '), 'project ids are read after the projects list');
     // Across projects: one stream each for the resources the plan allows, none per project for them.
-    const across = calls.slices.filter((s) => s.scope === allProjectsScope).map((s) => s.resource).sort();
+    const across = calls.slices
+      .filter((s) => s.scope === allProjectsScope)
+      .map((s) => s.resource)
+      .sort();
     assert.deepEqual(across, ['cost-codes', 'drawings']);
     assert.ok(calls.slices.filter((s) => s.scope === allProjectsScope).every((s) => s.projectId === '*'));
     // Per project: only the resource that cannot be listed across projects, swept.
-    assert.deepEqual(calls.sweeps.map((s) => s.items[0]!.resource), ['budget-line-items']);
-    assert.deepEqual(calls.sweeps[0]!.items.map((i) => i.scope), ['project=p1', 'project=p2', 'project=p3']);
+    assert.deepEqual(
+      calls.sweeps.map((s) => s.items[0]!.resource),
+      ['budget-line-items'],
+    );
+    assert.deepEqual(
+      calls.sweeps[0]!.items.map((i) => i.scope),
+      ['project=p1', 'project=p2', 'project=p3'],
+    );
     assert.equal(result.failed.length, 0);
     assert.equal(calls.retired, 1, 'a full pass whose projects list completed retires removed projects');
   });
 
   it('falls back to per-project sweeps for a list across projects the upstream refused, in the same pass', async () => {
-    const refusal = () => ApplicationFailure.create({ type: 'cross_project_refused', message: 'the source system does not list drawings across projects', nonRetryable: true });
+    const refusal = () =>
+      ApplicationFailure.create({ type: 'cross_project_refused', message: 'the source system does not list drawings across projects', nonRetryable: true });
     const { result, calls } = await pass({ plan: construction, projectIds: projects(2), failSlice: new Map([[`drawings|${allProjectsScope}`, refusal]]) });
     const swept = calls.sweeps.map((s) => `${s.items[0]!.resource}:${s.items.map((i) => i.scope).join(',')}`).sort();
     assert.deepEqual(swept, ['budget-line-items:project=p1,project=p2', 'drawings:project=p1,project=p2']);
@@ -155,38 +183,67 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
 
   it('sweeps at most 100 streams of one resource at a time', async () => {
     const { calls } = await pass({ plan: construction, projectIds: projects(250) });
-    assert.deepEqual(calls.sweeps.map((s) => s.items.length).sort((a, b) => a - b), [50, 100, 100]);
+    assert.deepEqual(
+      calls.sweeps.map((s) => s.items.length).sort((a, b) => a - b),
+      [50, 100, 100],
+    );
     assert.ok(calls.sweeps.every((s) => new Set(s.items.map((i) => i.resource)).size === 1));
     const scopes = calls.sweeps.flatMap((s) => s.items.map((i) => i.scope));
     assert.equal(new Set(scopes).size, 250, 'every project swept once');
   });
 
   it('asks for children only under changed parents on an incremental pass, under every parent on a full one', async () => {
-    const childParents = (input: ChildrenPlanInput): ChildrenPlan => ({ inline: Object.fromEntries(input.parentScopes.map((s) => [s, input.changedOnly ? ['d1'] : ['d1', 'd2']])), big: [] });
+    const childParents = (input: ChildrenPlanInput): ChildrenPlan => ({
+      inline: Object.fromEntries(input.parentScopes.map((s) => [s, input.changedOnly ? ['d1'] : ['d1', 'd2']])),
+      big: [],
+    });
     const full = await pass({ plan: construction, projectIds: projects(2), childParents }, { mode: 'full' });
-    assert.deepEqual(full.calls.childrenPlans.map((c) => c.changedOnly), [false]);
+    assert.deepEqual(
+      full.calls.childrenPlans.map((c) => c.changedOnly),
+      [false],
+    );
     assert.equal(full.calls.sweeps.filter((s) => s.items[0]!.resource === 'drawing-versions').flatMap((s) => s.items).length, 4);
     const incremental = await pass({ plan: construction, projectIds: projects(2), childParents }, { mode: 'incremental' });
-    assert.deepEqual(incremental.calls.childrenPlans.map((c) => c.changedOnly), [true]);
+    assert.deepEqual(
+      incremental.calls.childrenPlans.map((c) => c.changedOnly),
+      [true],
+    );
     const versions = incremental.calls.sweeps.filter((s) => s.items[0]!.resource === 'drawing-versions').flatMap((s) => s.items);
     assert.deepEqual(versions.map((i) => i.path).sort(), ['/drawings/d1/versions', '/drawings/d1/versions']);
-    assert.ok(incremental.calls.sweeps.every((s) => s.adaptive === true), 'a scheduled incremental pass sweeps adaptively');
+    assert.ok(
+      incremental.calls.sweeps.every((s) => s.adaptive === true),
+      'a scheduled incremental pass sweeps adaptively',
+    );
     assert.equal(incremental.calls.retired, 0, 'only full passes retire removed projects');
   });
 
   it('reports a failed stream and goes on; never retires projects after the projects list failed', async () => {
     const broken = () => ApplicationFailure.create({ type: 'upstream_error', message: 'projects: the upstream answered 500', nonRetryable: true });
-    const { result, calls } = await pass({ plan: construction, projectIds: projects(2), failSlice: new Map([['projects|', broken]]), failSweepItem: new Set(['budget-line-items']) });
+    const { result, calls } = await pass({
+      plan: construction,
+      projectIds: projects(2),
+      failSlice: new Map([['projects|', broken]]),
+      failSweepItem: new Set(['budget-line-items']),
+    });
     const failed = result.failed.map((f) => `${f.resource}|${f.scope}`).sort();
     assert.deepEqual(failed, ['budget-line-items|project=p1', 'projects|']);
     assert.match(result.failed.find((f) => f.resource === 'projects')!.error ?? '', /500/);
-    assert.ok(calls.slices.some((s) => s.resource === 'vendors'), 'the other lists still ran');
+    assert.ok(
+      calls.slices.some((s) => s.resource === 'vendors'),
+      'the other lists still ran',
+    );
     assert.equal(calls.retired, 0, 'no project is retired after a failed projects list');
   });
 
   it('a targeted resync lists what it names (and projects), and registers webhooks when asked', async () => {
-    const { calls } = await pass({ plan: construction, projectIds: projects(3) }, { mode: 'full', resource: 'budget-line-items', scope: 'project=p2', registerWebhooks: true });
-    assert.deepEqual(calls.sweeps.flatMap((s) => s.items.map((i) => `${i.resource}|${i.scope}`)), ['budget-line-items|project=p2']);
+    const { calls } = await pass(
+      { plan: construction, projectIds: projects(3) },
+      { mode: 'full', resource: 'budget-line-items', scope: 'project=p2', registerWebhooks: true },
+    );
+    assert.deepEqual(
+      calls.sweeps.flatMap((s) => s.items.map((i) => `${i.resource}|${i.scope}`)),
+      ['budget-line-items|project=p2'],
+    );
     assert.ok(!calls.slices.some((s) => s.resource === 'vendors' || s.scope === allProjectsScope), 'nothing else is listed');
     assert.equal(calls.retired, 0, 'a targeted pass retires nothing');
     assert.equal(calls.registered, 1);
@@ -222,12 +279,23 @@ describe('the stream and children workflows, with their activities faked', { tim
           slices.push(input);
           n++;
           // The second slice ends on a page still produced upstream: the workflow sleeps, then asks again.
-          return { ...zero, pages: 2, records: 10, inserted: 10, done: n === 4, generation: 1, ...(n === 2 ? { waitAsync: { id: 'r1', expiresAt: null } } : {}) };
+          return {
+            ...zero,
+            pages: 2,
+            records: 10,
+            inserted: 10,
+            done: n === 4,
+            generation: 1,
+            ...(n === 2 ? { waitAsync: { id: 'r1', expiresAt: null } } : {}),
+          };
         },
       },
     );
     assert.equal(slices.length, 4);
-    assert.ok(slices.every((s) => s.asyncPages === true), 'the workflow waits for async pages itself (durable timers)');
+    assert.ok(
+      slices.every((s) => s.asyncPages === true),
+      'the workflow waits for async pages itself (durable timers)',
+    );
     assert.deepEqual({ pages: result.pages, records: result.records, inserted: result.inserted }, { pages: 8, records: 40, inserted: 40 });
   });
 
@@ -249,9 +317,15 @@ describe('the stream and children workflows, with their activities faked', { tim
       },
     );
     // Batches run side by side (children-batches-side-by-side): their order of arrival is not fixed.
-    assert.deepEqual(batches.map((b) => b.length).sort((a, b) => a - b), [10, 25, 25]);
+    assert.deepEqual(
+      batches.map((b) => b.length).sort((a, b) => a - b),
+      [10, 25, 25],
+    );
     assert.deepEqual([...batches.flat()].sort(), [...parents].sort(), 'every parent once');
-    assert.ok(batches.every((b) => b.every((id, i) => i === 0 || parents.indexOf(id) === parents.indexOf(b[i - 1]!) + 1)), 'each batch a run of consecutive parents');
+    assert.ok(
+      batches.every((b) => b.every((id, i) => i === 0 || parents.indexOf(id) === parents.indexOf(b[i - 1]!) + 1)),
+      'each batch a run of consecutive parents',
+    );
     assert.equal(result.streams, 60);
     assert.equal(result.records, 180);
     assert.deepEqual(result.failed, [{ scope: 'ap-invoices=inv30', error: 'upstream said 500' }]);

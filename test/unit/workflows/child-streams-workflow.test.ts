@@ -51,9 +51,23 @@ describe('the children workflow of a big parent scope, with its activities faked
     };
     const taskQueue = `children-unit-${randomUUID()}`;
     const worker = await t.worker(taskQueue, activities);
-    const input: ChildStreamsInput = { accountId: randomUUID(), resource: 'ap-invoice-line-items', parentResource: 'ap-invoices', parentScope: '', passKey: randomUUID(), mode: 'full' };
+    const input: ChildStreamsInput = {
+      accountId: randomUUID(),
+      resource: 'ap-invoice-line-items',
+      parentResource: 'ap-invoices',
+      parentScope: '',
+      passKey: randomUUID(),
+      mode: 'full',
+    };
     const outcome = await worker
-      .runUntil(t.env.client.workflow.execute('childStreamsWorkflow', { taskQueue, workflowId: `children-unit-${randomUUID()}`, args: [input], retry: { maximumAttempts: 1 } }) as Promise<ChildStreamsResult>)
+      .runUntil(
+        t.env.client.workflow.execute('childStreamsWorkflow', {
+          taskQueue,
+          workflowId: `children-unit-${randomUUID()}`,
+          args: [input],
+          retry: { maximumAttempts: 1 },
+        }) as Promise<ChildStreamsResult>,
+      )
       .then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),

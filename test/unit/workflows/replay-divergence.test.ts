@@ -25,7 +25,12 @@ test('a reordered workflow fails the replay, naming the file, the workflow and t
     assert.equal(failure.workflowType, 'subscriptionDeliveryWorkflow');
     // The history's first command is the delivery activity; the reordered code starts a timer instead.
     assert.equal(failure.eventId, '5');
-    assert.match(failure.message, new RegExp(`^The history ${file.replace(/[.]/g, '\\.')} of subscriptionDeliveryWorkflow no longer replays: the current code diverges at event 5 ACTIVITY_TASK_SCHEDULED \\(deliverChanges\\)\\.`));
+    assert.match(
+      failure.message,
+      new RegExp(
+        `^The history ${file.replace(/[.]/g, '\\.')} of subscriptionDeliveryWorkflow no longer replays: the current code diverges at event 5 ACTIVITY_TASK_SCHEDULED \\(deliverChanges\\)\\.`,
+      ),
+    );
     assert.match(failure.message, /patched\(\)/);
   } finally {
     rmSync(dir, { recursive: true, force: true });

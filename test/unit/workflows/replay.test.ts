@@ -20,5 +20,9 @@ test('every recorded history replays under the current workflows', { timeout: 30
     assert.ok(types.has(workflow), `a recorded history of ${workflow}`);
   }
   const failures = await replayFiles(await workflowBundlePath(), files);
-  assert.deepEqual(failures.map((f) => f.message), [], `${failures.length} of ${files.length} histories diverge`);
+  assert.deepEqual(
+    failures.map((f) => f.message),
+    [],
+    `${failures.length} of ${files.length} histories diverge`,
+  );
 });
