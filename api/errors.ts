@@ -77,13 +77,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return reply.status(fe.statusCode).send({ message: fe.message, code: fe.code?.toLowerCase() ?? 'invalid_request', details: [] } satisfies ErrorBody);
     }
     request.log.error({ err: error }, 'request failed');
-    return reply
-      .status(500)
-      .send({
-        message: 'The mirror could not complete the request. See its logs with this debug id.',
-        code: 'internal_error',
-        details: [],
-      } satisfies ErrorBody);
+    return reply.status(500).send({
+      message: 'The mirror could not complete the request. See its logs with this debug id.',
+      code: 'internal_error',
+      details: [],
+    } satisfies ErrorBody);
   });
   app.setNotFoundHandler(notFound);
 }
@@ -107,11 +105,9 @@ function invalidInput(error: FastifyError): ErrorBody {
 
 /** The 404 of a route the mirror does not have (and does not forward: off the upstream's surface). */
 export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply
-    .status(404)
-    .send({
-      message: `Route ${request.method} ${request.url.split('?')[0]!.slice(0, 200)} not found`,
-      code: 'route_not_found',
-      details: [],
-    } satisfies ErrorBody);
+  return reply.status(404).send({
+    message: `Route ${request.method} ${request.url.split('?')[0]!.slice(0, 200)} not found`,
+    code: 'route_not_found',
+    details: [],
+  } satisfies ErrorBody);
 }

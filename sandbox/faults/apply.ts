@@ -37,12 +37,10 @@ export async function applyExchangeFaults(ctx: SandboxContext, fired: Fault[], r
       case 'status': {
         const status = f.status ?? 503;
         if (f.retry_after !== undefined) void reply.header('Retry-After', String(f.retry_after));
-        void reply
-          .code(status)
-          .send({
-            message:
-              status === 503 ? 'Service temporarily unavailable' : status === 502 ? 'Bad gateway: the source system did not answer' : 'Internal server error',
-          });
+        void reply.code(status).send({
+          message:
+            status === 503 ? 'Service temporarily unavailable' : status === 502 ? 'Bad gateway: the source system did not answer' : 'Internal server error',
+        });
         return false;
       }
       case 'rate-limit': {
