@@ -22,7 +22,7 @@ import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/s
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { LogCollector, MirrorProcess, waitFor } from '../helpers/processes.ts';
 import { temporalForTests } from '../helpers/temporal.ts';
-import { chaosScale, reportDir } from './report.ts';
+import { reportDir } from './report.ts';
 
 export interface LinkedTestAccount {
   accountId: string;
@@ -178,8 +178,6 @@ export class ChaosMirror {
       API_PORT: String(this.apiPort),
       // Debug: the most log lines for the secrets scan to read.
       LOG_LEVEL: 'debug',
-      // Inside `npm test` the contract's resources (as the integration harness); the real catalog at full scale.
-      MIRROR_RESOURCES: chaosScale === 'full' ? '*' : 'contract',
       ...o.env,
     };
     const config = parseConfig(this.env);
