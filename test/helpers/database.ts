@@ -1,7 +1,8 @@
 // A fresh, migrated database per test file, dropped afterwards: tests stay parallel-safe.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/database.ts';
 import { migrate } from '../../mirror/migrate.ts';
+import type { Pool } from '../../mirror/pool.ts';
 
 export const testServerUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 
@@ -16,4 +17,15 @@ export async function createTestDatabase(prefix = 'mirror_test', options: { migr
   await ensureDatabase(url);
   if (options.migrate !== false) await migrate(url);
   return { url, drop: () => dropDatabase(url) };
+}
+
+/** A linked FieldOps account row with no token (store tests that need only its id); returns the id. */
+export async function insertBareAccount(pool: Pool): Promise<string> {
+  const accountId = randomUUID();
+  await pool.query(
+    `INSERT INTO linked_accounts (id, reference_id, source_system, source_system_name, token_ciphertext, token_hash, updated_at)
+     VALUES ($1, 'ref', 'fieldops', 'FieldOps', '\\x00', $2, now())`,
+    [accountId, randomBytes(32).toString('hex')],
+  );
+  return accountId;
 }

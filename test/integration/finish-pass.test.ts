@@ -2,12 +2,11 @@
 // the pass began (a record an event wrote meanwhile is the upstream's too), and nothing at all after
 // a pass that began on an empty stream (a first sync), which skips the look.
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/pool.ts';
 import { applyObjects, finishPass, writePage } from '../../mirror/records-store.ts';
 import { beginOrResumePass, StalePassError, type StreamKey } from '../../mirror/streams.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 
 describe('finishing a full pass', () => {
   let db: TestDatabase;
@@ -17,13 +16,7 @@ describe('finishing a full pass', () => {
   before(async () => {
     db = await createTestDatabase('mirror_finish');
     pool = createPool(db.url);
-    const accountId = randomUUID();
-    await pool.query(
-      `INSERT INTO linked_accounts (id, reference_id, source_system, source_system_name, token_ciphertext, token_hash, updated_at)
-       VALUES ($1, 'ref', 'fieldops', 'FieldOps', '\\x00', $2, now())`,
-      [accountId, randomBytes(32).toString('hex')],
-    );
-    key = { accountId, resource: 'customers', scope: '' };
+    key = { accountId: await insertBareAccount(pool), resource: 'customers', scope: '' };
   });
   after(async () => {
     await pool?.end();

@@ -2,12 +2,11 @@
 // written in a transaction left open, seen by no one until the page commits with its checkpoint, in
 // the order its caller commits pages; abandoned, nothing of it remains. Real Postgres throughout.
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/pool.ts';
 import { applyObjects, knownPages, stageKeptPage, stagePage } from '../../mirror/records-store.ts';
 import { beginOrResumePass, StalePassError, type Checkpoint, type StreamKey } from '../../mirror/streams.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 
 describe('pages staged, then committed with their checkpoint', () => {
   let db: TestDatabase;
@@ -17,13 +16,7 @@ describe('pages staged, then committed with their checkpoint', () => {
   before(async () => {
     db = await createTestDatabase('mirror_staged');
     pool = createPool(db.url);
-    const accountId = randomUUID();
-    await pool.query(
-      `INSERT INTO linked_accounts (id, reference_id, source_system, source_system_name, token_ciphertext, token_hash, updated_at)
-       VALUES ($1, 'ref', 'fieldops', 'FieldOps', '\\x00', $2, now())`,
-      [accountId, randomBytes(32).toString('hex')],
-    );
-    key = { accountId, resource: 'customers', scope: '' };
+    key = { accountId: await insertBareAccount(pool), resource: 'customers', scope: '' };
   });
   after(async () => {
     await pool?.end();
