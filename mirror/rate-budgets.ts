@@ -56,26 +56,32 @@ ON CONFLICT (key) DO NOTHING`;
 
 // Times travel as "milliseconds from now" and are placed on the database's clock, which every
 // process shares; blocks only ever extend.
+// The tightest bound on the current window's reset any process knows (see resetBound): a later time
+// less than a second (or a window) after the stored one is the same reset, rounded.
+const reportedReset = `CASE
+         WHEN b.resets_at IS NOT NULL AND u.resets_in_ms IS NOT NULL
+          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' > b.resets_at
+          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' < b.resets_at + least(1000, b.window_ms) * interval '1 millisecond'
+         THEN b.resets_at
+         ELSE clock_timestamp() + u.resets_in_ms * interval '1 millisecond' END`;
+
 const reportSql = `
 UPDATE rate_budgets b
    SET total = coalesce(u.total, b.total),
        -- A window learned shorter by any process is every process's (see learnWindowMs).
        window_ms = least(b.window_ms, u.window_ms),
        remaining = u.remaining,
-       -- The tightest bound on the current window's reset any process knows (see resetBound): a
-       -- later time less than a second (or a window) after the stored one is the same reset, rounded.
-       resets_at = CASE
-         WHEN b.resets_at IS NOT NULL AND u.resets_in_ms IS NOT NULL
-          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' > b.resets_at
-          AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond' < b.resets_at + least(1000, b.window_ms) * interval '1 millisecond'
-         THEN b.resets_at
-         ELSE clock_timestamp() + u.resets_in_ms * interval '1 millisecond' END,
+       resets_at = ${reportedReset},
+       -- A lane's anchor (LaneAnchor in connectors/governor/pacing.ts), by the tighter of the bounds.
+       next_at = CASE WHEN u.anchor_span_ms IS NULL THEN b.next_at
+                      ELSE greatest(b.next_at, least(clock_timestamp() + u.anchor_in_ms * interval '1 millisecond',
+                                                     ${reportedReset} - u.anchor_span_ms * interval '1 millisecond')) END,
        spacing_ms = u.spacing_ms,
        blocked_until = CASE WHEN u.blocked_in_ms IS NULL THEN b.blocked_until
                             ELSE greatest(b.blocked_until, clock_timestamp() + u.blocked_in_ms * interval '1 millisecond') END,
        updated_at = clock_timestamp()
-  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[])
-       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms)
+  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[])
+       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms, anchor_in_ms, anchor_span_ms)
  WHERE b.key = u.key`;
 
 const ensureLeasesSql = `
@@ -164,6 +170,8 @@ export class PostgresRateBudgets {
       spacingMs: number;
       blockedInMs: number | null;
       windowMs: number;
+      anchorInMs: number | null;
+      anchorSpanMs: number | null;
     }[],
   ): Promise<void> {
     await this.pool.query(reportSql, [
@@ -174,6 +182,8 @@ export class PostgresRateBudgets {
       reports.map((r) => r.spacingMs),
       reports.map((r) => r.blockedInMs),
       reports.map((r) => r.windowMs),
+      reports.map((r) => r.anchorInMs),
+      reports.map((r) => r.anchorSpanMs),
     ]);
   }
 

@@ -33,6 +33,12 @@ export interface BudgetReport {
   spacingMs: number;
   blockedInMs: number | null;
   windowMs: number;
+  /**
+   * A background lane's anchor (LaneAnchor in pacing.ts): its next slot no earlier than this (from
+   * now), nor than the tightest reset bound of the row less `anchorSpanMs`. Null: none.
+   */
+  anchorInMs: number | null;
+  anchorSpanMs: number | null;
 }
 
 export interface LeaseTry {

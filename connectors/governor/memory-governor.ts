@@ -39,6 +39,10 @@ export class MemoryRateGovernor extends RateGovernor {
     const s = this.scheduleOf(view.spec);
     s.spacingMs = pace.spacingMs;
     if (pace.blockedUntil !== undefined) s.blockedUntil = Math.max(s.blockedUntil ?? 0, pace.blockedUntil);
+    if (pace.anchor !== undefined) {
+      s.nextAt = Math.max(s.nextAt, pace.anchor.notBefore);
+      view.nextAt = s.nextAt;
+    }
   }
 
   /** A lane's schedule with its budget's reset interval, as last reported (see Schedule.edge). */

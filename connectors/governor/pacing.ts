@@ -44,6 +44,20 @@ export interface WindowFacts {
 export interface Pace {
   spacingMs: number;
   blockedUntil?: number;
+  /** A background lane's schedule is moved on to this slot at least (see {@link laneAnchor}). */
+  anchor?: LaneAnchor;
+}
+
+/**
+ * Where a background lane's next slot may come at the earliest once one of its requests is answered
+ * from a window: it is at least the lane's second request of that window, so it comes no earlier than
+ * `spanMs` (the slots the window holds after its first, at the lane's spacing) before the window's
+ * end. `notBefore` is that slot by this process's bound on the end; a store shared by processes takes
+ * the tightest bound any of them knows, less `spanMs`.
+ */
+export interface LaneAnchor {
+  notBefore: number;
+  spanMs: number;
 }
 
 /** The even spacing of a full window: `windowMs / (total × utilization)`; 0 when the total is unknown. */
@@ -122,6 +136,27 @@ export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing
   if (from >= resetsAt) return { spacingMs: base };
   // `left` slots from `from` on, the last of them a spacing before the reset (plus slack).
   return { spacingMs: Math.max(baseSpacing({ total: facts.total, windowMs: span }, options), (resetsAt + slack - from) / left) };
+}
+
+/**
+ * The anchor of a background lane after one of its requests was answered from the window `facts`
+ * report: its next slot no earlier than `ceil(window / spacing) - 1` spacings before the window's
+ * latest end. The lane's slots are spaced from its schedule, not from when they reached the upstream,
+ * and the slot that began a window may have reached it late (the store's answer, the event loop and
+ * the network between them: 200 ms of that put 6 of 5 in a window in 36 of 60 simulated runs,
+ * governor-window-edge.test.ts), after a reset that the schedule took it to precede; from its answer
+ * on, the lane's slots of that window are counted from where the window really is. Only with the
+ * window's end known to the ms (a whole-second header alone may be a second late, and a lane held a
+ * second for nothing in each window starved the application's share of a system's other, longer
+ * window in governor-dual-window.test.ts); not while the window's length is a guess, nor for a reset
+ * further than a window away (another of the system's limits, an hourly one, is reported).
+ */
+export function laneAnchor(facts: WindowFacts, spacingMs: number, now: number): LaneAnchor | undefined {
+  // A reset known to the ms: a bound from an answer's time, or a header that is not whole seconds.
+  const end = facts.resetBound ?? (facts.resetsAt !== undefined && resetResolution(facts.resetsAt) === 1 ? facts.resetsAt : undefined);
+  if (end === undefined || facts.lengthGuessed || !(spacingMs > 0) || end <= now || end - now > facts.windowMs) return undefined;
+  const spanMs = (slotsPerWindow(facts.windowMs, spacingMs) - 1) * spacingMs;
+  return { notBefore: end - spanMs, spanMs };
 }
 
 /** After a 429: nothing until the window resets (a whole window from now when the reset is unknown). */

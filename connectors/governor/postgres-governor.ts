@@ -146,6 +146,7 @@ export class PostgresRateGovernor extends RateGovernor {
     const unchanged =
       last !== undefined &&
       pace.blockedUntil === undefined &&
+      pace.anchor === undefined &&
       last.total === view.facts.total &&
       last.resetsAt === resetsAt &&
       Math.abs(pace.spacingMs - last.spacingMs) <= 0.01 * last.spacingMs &&
@@ -153,7 +154,14 @@ export class PostgresRateGovernor extends RateGovernor {
     if (unchanged) return;
     const prior = this.pending.get(key);
     const blockedUntil = Math.max(prior?.pace.blockedUntil ?? 0, pace.blockedUntil ?? 0);
-    this.pending.set(key, { facts: view.facts, pace: { spacingMs: pace.spacingMs, ...(blockedUntil > 0 ? { blockedUntil } : {}) } });
+    // The later of two anchors not yet written (the later window's).
+    const anchors = [prior?.pace.anchor, pace.anchor].filter((a) => a !== undefined);
+    const anchor = anchors.length > 0 ? anchors.reduce((a, b) => (b.notBefore > a.notBefore ? b : a)) : undefined;
+    if (anchor) view.nextAt = Math.max(view.nextAt ?? anchor.notBefore, anchor.notBefore);
+    this.pending.set(key, {
+      facts: view.facts,
+      pace: { spacingMs: pace.spacingMs, ...(blockedUntil > 0 ? { blockedUntil } : {}), ...(anchor ? { anchor } : {}) },
+    });
     this.written.set(key, { spacingMs: pace.spacingMs, total: view.facts.total, resetsAt, at: now });
     if (blockedUntil > 0) this.blockPending = true;
     if (!this.running) {
@@ -179,6 +187,8 @@ export class PostgresRateGovernor extends RateGovernor {
               resetsInMs: relative(w.facts.resetBound ?? w.facts.resetsAt),
               spacingMs: w.pace.spacingMs,
               blockedInMs: relative(w.pace.blockedUntil),
+              anchorInMs: relative(w.pace.anchor?.notBefore),
+              anchorSpanMs: w.pace.anchor?.spanMs ?? null,
               windowMs: Math.round(w.facts.windowMs),
             })),
           );

@@ -20,7 +20,7 @@ import {
   type RateGovernorOptions,
   type ResolvedOptions,
 } from './budgets.ts';
-import { blockAfterRejection, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { blockAfterRejection, laneAnchor, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
 import { Semaphore } from './semaphore.ts';
 
 export const systemClock: Clock = {
@@ -162,6 +162,12 @@ export abstract class RateGovernor implements Governor {
         const nextIn = reservation.nextInMs.get(v.spec.key);
         if (nextIn !== undefined) v.nextAt = now + nextIn;
       }
+      // Where the lanes' schedules were left (a lane's anchor behind them changes nothing).
+      for (const v of laneViews) {
+        const lane = this.view(laneOf(v.spec, share));
+        const nextIn = reservation.nextInMs.get(lane.spec.key);
+        if (nextIn !== undefined) lane.nextAt = now + nextIn;
+      }
       if (reservation.waitMs > 0) await this.clock.sleep(reservation.waitMs, signal);
       usage.waitedForRateMs += this.clock.now() - capsDone;
       usage.granted++;
@@ -224,7 +230,12 @@ export abstract class RateGovernor implements Governor {
         // would let the sync take the next window's slots a few ms apart.
         const lane = this.view(laneOf(view.spec, share));
         lane.facts = view.facts;
-        this.applyPace(lane, { ...pace, spacingMs: laneSpacing(view.facts, Math.max(now, pace.blockedUntil ?? now), share, this.options.pacing) }, now);
+        const spacingMs = laneSpacing(view.facts, Math.max(now, pace.blockedUntil ?? now), share, this.options.pacing);
+        // A background request answered from this window: the lane's next slot is at least its second there.
+        const found = window && keys.priority !== 'interactive' ? laneAnchor(view.facts, spacingMs, now) : undefined;
+        const anchor = found && (lane.nextAt === undefined || found.notBefore > lane.nextAt) ? found : undefined;
+        const { anchor: _none, ...lanePace } = pace;
+        this.applyPace(lane, { ...lanePace, spacingMs, ...(anchor ? { anchor } : {}) }, now);
       }
     }
   }

@@ -160,19 +160,27 @@ describe('one budget for the sync and the application', { timeout: 300_000 }, ()
     rec.stop();
     assert.deepEqual(result.failed, []);
 
-    const windows = new Map<number, { sync: number; app: number; rejected: number }>();
+    const windows = new Map<number, { sync: number; app: number; rejected: number; times: string[] }>();
     for (const s of rec.seen) {
       if (s.resetsAt === undefined) continue;
-      const w = windows.get(s.resetsAt) ?? { sync: 0, app: 0, rejected: 0 };
+      const w = windows.get(s.resetsAt) ?? { sync: 0, app: 0, rejected: 0, times: [] };
       if (s.status === 429) w.rejected++;
       else if (forwardedPath(s.path)) w.app++;
       else w.sync++;
+      w.times.push(`${s.t}${forwardedPath(s.path) ? 'a' : s.status === 429 ? 'x' : 's'}`);
       windows.set(s.resetsAt, w);
     }
     const ordered = [...windows.entries()].sort((a, b) => a[0] - b[0]).map(([, w]) => w);
     // Not the first and last windows, which the pass shares with the time before and after it.
     const steady = ordered.slice(1, -1);
-    const summary = ordered.map((w) => `${w.sync}+${w.app}${w.rejected ? `(${w.rejected}x429)` : ''}`).join(' ');
+    // Each window's requests in ms from its first (s sync, a application, x refused), to tell where an extra one came from.
+    const timeline = ordered
+      .map((w) => {
+        const first = parseInt(w.times[0]!, 10);
+        return w.times.map((t) => `${parseInt(t, 10) - first}${t.slice(-1)}`).join(',');
+      })
+      .join(' | ');
+    const summary = `${ordered.map((w) => `${w.sync}+${w.app}${w.rejected ? `(${w.rejected}x429)` : ''}`).join(' ')} [${timeline}]`;
     console.log(`per window (sync+application): ${summary}; application calls: ${app.map((a) => `${a.status}/${a.ms}ms`).join(' ')}`);
     assert.ok(steady.length >= 3, `the sync spans several windows: ${summary}`);
     for (const w of steady) {

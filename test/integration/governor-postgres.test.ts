@@ -217,6 +217,26 @@ describe('PostgresRateGovernor shared by two processes', () => {
     assert.equal(byKey(await background()).get(main)!.reserved, false);
   });
 
+  it("moves a lane's schedule to its anchor, by the tightest reset bound any process wrote", async () => {
+    const store = new PostgresRateBudgets(pools[0]!);
+    const lane = 'source:account-6:crmcloud|background';
+    await store.ensureBudgets([{ key: lane, total: 10, windowMs: 5_000, spacingMs: 1_020 }]);
+    const report = (r: { resetsInMs: number; anchorInMs: number | null; anchorSpanMs: number | null }) =>
+      store.report([{ key: lane, total: 10, remaining: 5, spacingMs: 1_020, blockedInMs: null, windowMs: 5_000, ...r }]);
+    const nextIn = async () => (await store.reserve([lane], -1e9, { banking: [lane] }))[0]!.nextInMs;
+    // A process knows the window ends in 4,600 ms (its first answer came back 400 ms after the window began).
+    await report({ resetsInMs: 4_600, anchorInMs: null, anchorSpanMs: null });
+    assert.ok((await nextIn()) <= 0, 'no slot reserved yet');
+    // Another only has the whole-second header, 5,000 ms away: its anchor (5,000 - 4 x 1,020) yields to
+    // the tighter bound in the row, 4,600 - 4,080.
+    await report({ resetsInMs: 5_000, anchorInMs: 5_000 - 4_080, anchorSpanMs: 4_080 });
+    const next = await nextIn();
+    assert.ok(next > 480 && next <= 520, `the lane's next slot in ${next.toFixed(0)} ms`);
+    // An anchor behind the schedule changes nothing.
+    await report({ resetsInMs: 4_500, anchorInMs: 100, anchorSpanMs: 4_400 });
+    assert.ok((await nextIn()) > 400, 'the schedule did not move back');
+  });
+
   it('holds a serial source system (concurrency 1) to one request at a time across processes', async () => {
     const keys = { client: 'client-a', account: 'account-4', sourceSystem: 'sqlerp' };
     const run = await drive({
