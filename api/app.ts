@@ -15,6 +15,7 @@ import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/async-requests.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
 import { registerAggregateRoutes } from './routes/aggregates.ts';
+import { textIndexed, type IndexedField } from '../lib/indexed-fields.ts';
 import { registerForwardedRoutes } from './routes/forwarded.ts';
 import { registerWriteRoutes } from './routes/writes.ts';
 import { registerStorageRoutes } from './routes/storage.ts';
@@ -56,6 +57,8 @@ export interface ApiDeps {
   callbacks?: CallbackPolicy;
   /** Headers, body and keep-alive timeouts (API_*_TIMEOUT_MS); unset, their documented defaults. */
   timeouts?: ApiTimeouts;
+  /** The fields with an expression index (MIRROR_INDEXED_FIELDS): their filters compare the indexed expression. */
+  indexedFields?: readonly IndexedField[];
 }
 
 const healthzSchema = {
@@ -171,8 +174,10 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   app.get('/healthz', { schema: healthzSchema }, async () => ({ ok: true, ...buildInfo() }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
+  const indexed = textIndexed(deps.indexedFields ?? []);
   registerResourceRoutes(app, {
     pool: deps.pool,
+    indexed,
     auth,
     headerPrefix: prefix,
     upstream: forwardTarget,
@@ -180,7 +185,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     projects,
     ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}),
   });
-  registerAggregateRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, projects });
+  registerAggregateRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, projects, indexed });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey)
     registerSubscriptionRoutes(app, {

@@ -34,6 +34,8 @@ export interface ResourceRouteDeps {
   storageKey?: Buffer;
   /** Base of those links (PUBLIC_BASE_URL, else the listen address; storage-proxy.ts linkBase). */
   linkBase?: () => string;
+  /** A resource's fields with a text expression index (MIRROR_INDEXED_FIELDS; lib/indexed-fields.ts textIndexed). */
+  indexed?: (resource: string) => ReadonlySet<string>;
 }
 
 /** The largest GET body a list read takes (filters and order keys: a few kilobytes at most). */
@@ -280,6 +282,7 @@ export class ResourceReads {
       modifiedAfter: q.modifiedAfter,
       filters: q.filters,
       orderBy: q.orderBy,
+      ...(this.deps.indexed ? { indexed: this.deps.indexed(def.name) } : {}),
     });
     const shape = this.shaper(r, def.name);
     return {

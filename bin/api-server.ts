@@ -28,6 +28,7 @@ export async function startApi(
     },
     sync,
     hashKey: services.keys.signingKey,
+    indexedFields: config.MIRROR_INDEXED_FIELDS,
     encryptionKey: services.keys.encryptionKey,
     operator: {
       token: config.OPERATOR_TOKEN,

@@ -100,6 +100,7 @@ function lazyExecutor(services: Services, apiBaseUrl: string): () => Promise<Req
       // This app never listens: its answers carry links to the API's address.
       publicBaseUrl: apiBaseUrl,
       storageUrls: services.config.UPSTREAM_STORAGE_URL,
+      indexedFields: services.config.MIRROR_INDEXED_FIELDS,
     });
     const instance = await app;
     return async (req) => {

@@ -57,3 +57,11 @@ export function parseIndexedFields(value: string): { fields: IndexedField[]; pro
   }
   return { fields, problems };
 }
+
+/** Per resource, the fields with a text expression index (a number's index serves numeric comparisons, whose form is one). */
+export function textIndexed(fields: readonly IndexedField[]): (resource: string) => ReadonlySet<string> {
+  const by = new Map<string, Set<string>>();
+  for (const f of fields) if (f.kind === 'text') by.set(f.resource, (by.get(f.resource) ?? new Set()).add(f.field));
+  const none: ReadonlySet<string> = new Set();
+  return (resource) => by.get(resource) ?? none;
+}

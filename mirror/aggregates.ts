@@ -31,6 +31,8 @@ export interface AggregateQuery {
   groupBy?: string;
   /** Most groups answered (in the groups' order); one more is read to tell whether there are more. */
   limit: number;
+  /** Fields with a text expression index on the resource (record-filters.ts filtersSql). */
+  indexed?: ReadonlySet<string>;
 }
 
 export interface AggregateGroup {
@@ -73,7 +75,7 @@ export function aggregateSql(q: AggregateQuery): { sql: string; params: unknown[
   if (!q.includeDeleted) where.push('deleted_at IS NULL');
   if (q.modifiedAfter) where.push(`mirrored_at > ${p(q.modifiedAfter)}`);
   if (q.filters.length > 0) {
-    const f = filtersSql(q.filters, params.length + 1);
+    const f = filtersSql(q.filters, params.length + 1, q.indexed);
     params.push(...f.params);
     if (f.sql) where.push(f.sql);
   }

@@ -25,7 +25,7 @@ const literal = (v: unknown) => `'${String(v).replace(/'/g, "''")}'`;
 export function fieldExpression(f: Pick<IndexedField, 'field' | 'kind'>): string {
   const isTime = f.field === 'source_create_time' || f.field === 'source_update_time';
   const sample = f.kind === 'number' ? 0 : isTime ? '2000-01-01T00:00:00Z' : '';
-  const { sql, params } = filtersSql([{ field: f.field, operator: '=', value: sample }], 1);
+  const { sql, params } = filtersSql([{ field: f.field, operator: '=', value: sample }], 1, new Set([f.field]));
   const cast = isTime ? '::timestamptz' : f.kind === 'number' ? '::numeric' : '::text';
   const tail = ` = $${params.length}${cast}`;
   if (!sql.endsWith(tail)) throw new Error(`record-filters.ts compiles ${f.field} = <value> in a form field-indexes.ts does not know: ${sql}`);

@@ -47,8 +47,37 @@ const textOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) IN ('string', 'numb
 /** A JSON number as a number; anything else NULL. */
 const numberOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) = 'number' THEN (${x} #>> '{}')::numeric END)`;
 
-/** SQL for the filters, with placeholders from $offset on. */
-export function filtersSql(filters: readonly RecordFilter[], offset: number): { sql: string; params: unknown[] } {
+/** A field's JSON value and its text (`->>`: a scalar's text, an object's or array's JSON text), one key parameter for both. */
+function fieldRef(field: string, p: Param): { json: string; text: string } {
+  const source = field.startsWith(sourceDataPrefix);
+  const parent = source ? rawSource : 'data';
+  const key = p(source ? field.slice(sourceDataPrefix.length) : field);
+  return { json: `(${parent}->${key}::text)`, text: `(${parent}->>${key}::text)` };
+}
+
+/**
+ * A text comparison `pred` of a field's text (textOf), evaluated on `->>` first: one lookup per row,
+ * and the value's type asked only when the text compares true. textOf is the `->>` text for a
+ * string, number or boolean and NULL otherwise, so `pred(textOf(x))` is `pred(t)` for a scalar and
+ * `pred(NULL)` for anything else; `nullTrue` says whether `pred(NULL)` holds (IS DISTINCT FROM, an
+ * empty NOT IN). Measured on 200k wrapped source objects (a page of 100 of 404 scanned): the textOf
+ * form evaluated the wrapper and the key twice a row, 1.95 us a row against 0.87 for the raw SQL
+ * `source_data->'data'->>key`; this form about the raw SQL's. A CASE, not an AND: Postgres may
+ * reorder ANDed quals, and their product misestimates a page's matches (it chose a full sort of the
+ * list over the ordered index, 176 ms for a page).
+ */
+function textPredicate(ref: { json: string; text: string }, pred: (t: string) => string, nullTrue: boolean): string {
+  const scalar = `jsonb_typeof(${ref.json}) IN ('string', 'number', 'boolean')`;
+  const compared = pred(`${ref.text} COLLATE "C"`);
+  return nullTrue ? `(CASE WHEN ${compared} THEN true ELSE NOT coalesce(${scalar}, false) END)` : `(CASE WHEN ${compared} THEN ${scalar} ELSE false END)`;
+}
+
+/**
+ * SQL for the filters, with placeholders from $offset on. A text comparison of a field in `indexed`
+ * (it has an expression index, MIRROR_INDEXED_FIELDS) compares the indexed expression itself
+ * (mirror/field-indexes.ts), which the planner matches; others the cheaper form of textPredicate.
+ */
+export function filtersSql(filters: readonly RecordFilter[], offset: number, indexed?: ReadonlySet<string>): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
   const p: Param = (v) => {
     params.push(v);
@@ -57,6 +86,30 @@ export function filtersSql(filters: readonly RecordFilter[], offset: number): { 
   const parts = filters.map((f) => {
     const values = [f.value].flat();
     const time = timeColumns[f.field];
+    const asText = (v: unknown) => (typeof v === 'boolean' ? String(v) : v);
+    if (!indexed?.has(f.field) && (f.operator.endsWith('LIKE') || (!time && !values.every((v) => typeof v === 'number')))) {
+      const ref = fieldRef(f.field, p);
+      const v = (value: unknown) => `${p(asText(value))}::text`;
+      const list = () => `${p(values.map(asText))}::text[]`;
+      switch (f.operator) {
+        case 'LIKE':
+        case 'NOT LIKE':
+        case 'ILIKE':
+        case 'NOT ILIKE':
+          return textPredicate(ref, (t) => `${t} ${f.operator} ${p(String(values[0]))}::text`, false);
+        case 'IN':
+          return textPredicate(ref, (t) => `${t} = ANY(${list()})`, false);
+        case 'NOT IN':
+          return textPredicate(ref, (t) => `${t} <> ALL(${list()})`, values.length === 0);
+        case 'BETWEEN':
+        case 'NOT BETWEEN':
+          return textPredicate(ref, (t) => `${t} ${f.operator} ${v(values[0])} AND ${v(values[1])}`, false);
+        case '!=':
+          return textPredicate(ref, (t) => `${t} IS DISTINCT FROM ${v(values[0])}`, true);
+        default:
+          return textPredicate(ref, (t) => `${t} ${f.operator} ${v(values[0])}`, false);
+      }
+    }
     if (f.operator.endsWith('LIKE')) {
       // A pattern matches the field's text (a time field's as the record carries it), binary
       // (COLLATE "C": ILIKE folds ASCII letters only), `\` escaping the next character.

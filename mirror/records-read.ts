@@ -18,6 +18,8 @@ export interface ListQuery {
   filters?: readonly RecordFilter[];
   /** Keys the list is ordered by before its own order (record-filters.ts orderSql); fields already checked. */
   orderBy?: readonly RecordOrder[];
+  /** Fields with a text expression index on the resource (record-filters.ts filtersSql). */
+  indexed?: ReadonlySet<string>;
 }
 
 export interface ListResult {
@@ -245,7 +247,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     where.push(`mirrored_at > $${params.length}`);
   }
   if (q.filters && q.filters.length > 0) {
-    const f = filtersSql(q.filters, params.length + 1);
+    const f = filtersSql(q.filters, params.length + 1, q.indexed);
     params.push(...f.params);
     if (f.sql) where.push(f.sql);
   }

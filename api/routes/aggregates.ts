@@ -24,6 +24,8 @@ export interface AggregateRouteDeps {
   auth: Authenticator;
   headerPrefix: string;
   projects?: ProjectIds;
+  /** A resource's fields with a text expression index (MIRROR_INDEXED_FIELDS; lib/indexed-fields.ts textIndexed). */
+  indexed?: (resource: string) => ReadonlySet<string>;
 }
 
 /** Most aggregated fields in one request, all functions together: each is one more expression per record. */
@@ -305,6 +307,7 @@ export function registerAggregateRoutes(app: FastifyInstance, deps: AggregateRou
         measures,
         ...(o.group_by !== undefined ? { groupBy: o.group_by } : {}),
         limit: o.limit,
+        ...(deps.indexed ? { indexed: deps.indexed(def.name) } : {}),
       });
       if (result.retrievedAt) void reply.header(`${headerPrefix}-Data-Retrieved-At`, result.retrievedAt.toISOString());
       else void reply.header(`${headerPrefix}-Warnings`, `nothing of ${def.name} is mirrored for this account yet: the aggregates cover no record`);

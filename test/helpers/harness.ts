@@ -91,6 +91,7 @@ export async function startHarness(
     hashKey: services.keys.signingKey,
     encryptionKey: services.keys.encryptionKey,
     callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
+    indexedFields: config.MIRROR_INDEXED_FIELDS,
   });
   const apiUrl = (await app.listen({ port: 0, host: '127.0.0.1' })).replace('localhost', '127.0.0.1');
   const worker = await startWorker(services, { publicBaseUrl: apiUrl });
