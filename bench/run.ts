@@ -12,7 +12,7 @@ import pg from 'pg';
 import { startDevServer, type DevServer } from '../bin/temporal-cli.ts';
 import { freePort } from '../bin/test-runner.ts';
 import { MirrorEnv, serverUrl, type BenchShared, type Linked, type WorkerSet } from './lib/mirror-env.ts';
-import { stopAllChildren } from './lib/processes.ts';
+import { formatRequestCpu, stopAllChildren } from './lib/processes.ts';
 import { errorRow, fmt, formatTable, info, judged, machineInfo, writeReport, type Report, type Row } from './lib/report.ts';
 import { configSchema } from '../lib/config.ts';
 import { bigListSizes, bigListSystem, ingestCeiling, pageServing, scalePoint, timedFullSync, type CeilingResult, type SyncRun } from './scenarios/ingest.ts';
@@ -416,7 +416,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               );
             }
             notes.push(
-              `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s.`,
+              `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx; ${formatRequestCpu(r.baseline.cpu)}). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s.`,
             );
           }
         });
@@ -457,7 +457,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               }),
             );
             notes.push(
-              `[11] ${label} (${r.query}; ${r.rows} rows, equal on both sides): mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors); raw SQL ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms. Best of ${o.rounds} x ${o.readSeconds} s.`,
+              `[11] ${label} (${r.query}; ${r.rows} rows, equal on both sides): mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); raw SQL ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${formatRequestCpu(r.baseline.cpu)}). Best of ${o.rounds} x ${o.readSeconds} s.`,
             );
           }
         });

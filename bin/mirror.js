@@ -32,16 +32,17 @@ if (mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
   run(process.execPath, [`${root}node_modules/prisma/build/index.js`, 'generate'], { ...env, PRISMA_HIDE_UPDATE_MESSAGE: '1' });
 }
 
-// A worker needs settings that only a process's start can give (bin/worker-relaunch.js): started
-// without them, it starts again with them, in a process of its own that this one waits for.
-if (process.argv[2] === 'worker') {
+// A worker or an API process needs settings that only a process's start can give
+// (bin/worker-relaunch.js): started without them, it starts again with them, in a process of its own
+// that this one waits for.
+if (process.argv[2] === 'worker' || process.argv[2] === 'api') {
   if (process.env.MIRROR_WORKER_RELAUNCHED === '1' && process.channel) {
     // Started by the process below: if that one dies (kill -9), so does this one, at once.
     process.channel.unref();
     process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
   } else {
     const { missingSettings } = await import('./worker-relaunch.js');
-    const missing = missingSettings();
+    const missing = missingSettings(process.execArgv, process.env, process.argv[2]);
     if (missing.nodeArgs.length > 0 || Object.keys(missing.env).length > 0) await relaunch(missing);
   }
 }
@@ -59,7 +60,7 @@ async function relaunch(missing) {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   const [code, signal] = await new Promise((resolve) => {
     child.once('error', (error) => {
-      console.error(`mirror: could not start the worker process: ${error.message}`);
+      console.error(`mirror: could not start the ${process.argv[2]} process: ${error.message}`);
       resolve([1, null]);
     });
     child.once('exit', (c, s) => resolve([c, s]));

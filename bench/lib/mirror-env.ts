@@ -19,7 +19,7 @@ import { createLogger } from '../../lib/logger.ts';
 import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/database.ts';
 import { migrate } from '../../mirror/migrate.ts';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
-import { workerProcessSettings } from '../../bin/worker-relaunch.js';
+import { apiProcessSettings, workerProcessSettings } from '../../bin/worker-relaunch.js';
 import { logTail, spawnNode, type Child } from './processes.ts';
 
 /** The Postgres server the benchmark makes its databases on. */
@@ -143,7 +143,7 @@ export class MirrorEnv {
     const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
     // A worker starts with its settings from the outset (as a container would start it), so the
     // process measured is the worker itself rather than a launcher waiting for it.
-    const worker = args[0] === 'worker' ? workerProcessSettings() : { nodeArgs: [], env: {} };
+    const worker = args[0] === 'worker' ? workerProcessSettings() : args[0] === 'api' ? apiProcessSettings() : { nodeArgs: [], env: {} };
     return spawnNode(
       name,
       [...nodeArgs, ...worker.nodeArgs, 'bin/mirror.js', ...args],

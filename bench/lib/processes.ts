@@ -216,3 +216,54 @@ export class CpuMeter {
     };
   }
 }
+
+/** A process and every process below it (a launcher's child does the work): from /proc's parent ids. */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  try {
+    for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        children.set(ppid, [...(children.get(ppid) ?? []), Number(p)]);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  } catch {
+    return [pid];
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    out.push(p);
+    for (const c of children.get(p) ?? []) walk(c);
+  };
+  walk(pid);
+  return out;
+}
+
+/** CPU a request cost on each side of a load (microseconds): the server's processes, Postgres, the load generator (this process). */
+export interface RequestCpu {
+  server: number;
+  postgres: number;
+  client: number;
+}
+
+/** Runs `work` (a load of `requests()` requests) with a meter on the server `pid`'s process tree and Postgres. */
+export async function withRequestCpu<T>(pid: number | undefined, work: () => Promise<T>, requests: (r: T) => number): Promise<{ result: T; cpu?: RequestCpu }> {
+  const meter = pid === undefined ? undefined : new CpuMeter(processTree(pid));
+  const result = await work();
+  meter?.sample();
+  const use = meter?.use();
+  const n = requests(result);
+  if (!use || n <= 0) return { result };
+  const us = (s: number) => (s / n) * 1e6;
+  return { result, cpu: { server: us(use.workers), postgres: us(use.postgres), client: us(use.bench) } };
+}
+
+/** `server + postgres + client` µs a request, for the notes. */
+export function formatRequestCpu(cpu: RequestCpu | undefined): string {
+  if (!cpu) return 'CPU not measured';
+  const r = (x: number) => Math.round(x).toLocaleString('en-US');
+  return `CPU a request ${r(cpu.server)} server + ${r(cpu.postgres)} Postgres + ${r(cpu.client)} load generator µs`;
+}

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { logTail, spawnNode, type Child } from '../lib/processes.ts';
+import { logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface Load {
   rps: number;
@@ -15,6 +15,8 @@ export interface Load {
   p99: number;
   non2xx: number;
   errors: number;
+  /** What a request cost in CPU, per side (bench/lib/processes.ts withRequestCpu). */
+  cpu?: RequestCpu;
 }
 
 export interface FilterAggregateComparison {
@@ -27,9 +29,13 @@ export interface FilterAggregateComparison {
   baseline: Load;
 }
 
-async function load(url: string, path: string, headers: Record<string, string>, seconds: number, connections: number): Promise<Load> {
-  const r = await autocannon({ url: `${url}${path}`, connections, duration: seconds, headers });
-  return { rps: r['2xx'] / r.duration, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
+async function load(url: string, path: string, headers: Record<string, string>, seconds: number, connections: number, pid?: number): Promise<Load> {
+  const { result: r, cpu } = await withRequestCpu(
+    pid,
+    () => autocannon({ url: `${url}${path}`, connections, duration: seconds, headers }),
+    (x) => x.requests.total,
+  );
+  return { rps: r['2xx'] / r.duration, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, ...(cpu ? { cpu } : {}) };
 }
 
 async function startBaseline(env: MirrorEnv, account: Linked, wrapped: boolean): Promise<{ url: string; child: Child }> {
@@ -131,8 +137,8 @@ export async function filtersAggregates(
         for (const who of round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const)) {
           const r =
             who === 'mirror'
-              ? await load(env.api.url, c.mirror, headers, options.seconds, connections)
-              : await load(baseline.url, c.baseline, {}, options.seconds, connections);
+              ? await load(env.api.url, c.mirror, headers, options.seconds, connections, env.api.child.process.pid)
+              : await load(baseline.url, c.baseline, {}, options.seconds, connections, baseline.child.process.pid);
           if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
           if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
         }

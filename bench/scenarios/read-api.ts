@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { logTail, spawnNode, type Child } from '../lib/processes.ts';
+import { logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface LoadResult {
   rps: number;
@@ -16,6 +16,8 @@ export interface LoadResult {
   requests: number;
   non2xx: number;
   errors: number;
+  /** What a request cost in CPU, per side (bench/lib/processes.ts withRequestCpu). */
+  cpu?: RequestCpu;
 }
 
 export interface ReadComparison {
@@ -24,15 +26,28 @@ export interface ReadComparison {
   baseline: LoadResult;
 }
 
-async function load(url: string, headers: Record<string, string>, nextPath: () => string, seconds: number, connections: number): Promise<LoadResult> {
-  const result = await autocannon({
-    url,
-    connections,
-    duration: seconds,
-    headers,
-    requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
-  });
+async function load(
+  url: string,
+  headers: Record<string, string>,
+  nextPath: () => string,
+  seconds: number,
+  connections: number,
+  pid?: number,
+): Promise<LoadResult> {
+  const { result, cpu } = await withRequestCpu(
+    pid,
+    () =>
+      autocannon({
+        url,
+        connections,
+        duration: seconds,
+        headers,
+        requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
+      }),
+    (r) => r.requests.total,
+  );
   return {
+    ...(cpu ? { cpu } : {}),
     rps: result['2xx'] / result.duration,
     p50: result.latency.p50,
     p99: result.latency.p99,
@@ -46,7 +61,8 @@ async function startBaseline(env: MirrorEnv, account: Linked): Promise<{ url: st
   const port = await freePort();
   const child = spawnNode(
     'baseline',
-    ['--import', 'tsx', 'bench/baseline-server.ts'],
+    // BENCH_NODE_ARGS (profiling) goes to the baseline as to the mirror's processes: their profiles compare.
+    [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'bench/baseline-server.ts'],
     { ...process.env, BASELINE_PORT: String(port), DATABASE_URL: env.databaseUrl, BASELINE_ACCOUNT_ID: account.accountId, BASELINE_RESOURCE: 'customers' },
     join(env.shared.logDir, 'baseline.log'),
   );
@@ -107,8 +123,8 @@ export async function readApi(
         for (const who of order) {
           const r =
             who === 'mirror'
-              ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections)
-              : await load(baseline.url, {}, next, options.seconds, options.connections);
+              ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections, env.api.child.process.pid)
+              : await load(baseline.url, {}, next, options.seconds, options.connections, baseline.child.process.pid);
           if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
           if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
         }
