@@ -16,8 +16,12 @@
 // computation took the row lock (and the computation's later snapshot sees it) or bumps after it.
 import type { PoolClient } from './pool.ts';
 
-/** Ids per chunk row: a page of 100 is a slice of at most two ~15 kB arrays. */
-export const positionChunk = 500;
+/**
+ * Positions per chunk row: a page of up to 100 is a slice of one or two rows, each ~4.5 kB of ids and
+ * ordinals stored inline (500 ids to a row were ~20 kB out of line: a random page read ~40 kB of TOAST).
+ * A set computed with another size (`chunk_size`) is not read, and is computed again.
+ */
+export const positionChunk = 100;
 
 /** A stream's position set: account, resource, scope. */
 export interface PositionKey {
@@ -64,7 +68,7 @@ export async function computePositions(client: Pick<PoolClient, 'query'>, key: P
   const { rows: locked } = await client.query(
     `INSERT INTO record_position_sets AS s (account_id, resource, scope) VALUES ($1, $2, $3)
      ON CONFLICT (account_id, resource, scope) DO UPDATE SET version = s.version + 1
-      WHERE s.valid_version IS DISTINCT FROM s.version
+      WHERE s.valid_version IS DISTINCT FROM s.version OR s.chunk_size IS DISTINCT FROM ${positionChunk}
      RETURNING 1`,
     params,
   );
@@ -75,21 +79,22 @@ export async function computePositions(client: Pick<PoolClient, 'query'>, key: P
   await client.query(`SET LOCAL work_mem = '64MB'`);
   const { rows } = await client.query<{ live: number }>(
     `WITH live AS MATERIALIZED (
-       SELECT id, (row_number() OVER (ORDER BY ordinal, id) - 1)::int AS pos
+       SELECT id, ordinal, (row_number() OVER (ORDER BY ordinal, id) - 1)::int AS pos
          FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL
      ), chunks AS MATERIALIZED (
-       SELECT pos / ${positionChunk} AS chunk, array_agg(id ORDER BY pos) AS ids FROM live GROUP BY 1
+       SELECT pos / ${positionChunk} AS chunk, array_agg(id ORDER BY pos) AS ids, array_agg(ordinal ORDER BY pos) AS ordinals FROM live GROUP BY 1
      ), written AS (  -- (data-modifying CTEs run to completion whether read or not)
-       INSERT INTO record_position_chunks AS c (account_id, resource, scope, chunk, ids)
-       SELECT $1, $2, $3, chunk, ids FROM chunks
-       ON CONFLICT (account_id, resource, scope, chunk) DO UPDATE SET ids = EXCLUDED.ids WHERE c.ids IS DISTINCT FROM EXCLUDED.ids
+       INSERT INTO record_position_chunks AS c (account_id, resource, scope, chunk, ids, ordinals)
+       SELECT $1, $2, $3, chunk, ids, ordinals FROM chunks
+       ON CONFLICT (account_id, resource, scope, chunk) DO UPDATE SET ids = EXCLUDED.ids, ordinals = EXCLUDED.ordinals
+        WHERE c.ids IS DISTINCT FROM EXCLUDED.ids OR c.ordinals IS DISTINCT FROM EXCLUDED.ordinals
        RETURNING 1
      ), dropped AS (
        DELETE FROM record_position_chunks WHERE account_id = $1 AND resource = $2 AND scope = $3 AND chunk >= (SELECT count(*) FROM chunks)
        RETURNING 1
      )
      UPDATE record_position_sets
-        SET valid_version = version, live = (SELECT count(*) FROM live), computed_at = now()
+        SET valid_version = version, live = (SELECT count(*) FROM live), computed_at = now(), chunk_size = ${positionChunk}
       WHERE account_id = $1 AND resource = $2 AND scope = $3
      RETURNING live`,
     params,
