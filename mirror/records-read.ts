@@ -1,5 +1,6 @@
 // Reads of mirrored records for the API, in the contract's shape. Rows come out of Postgres as JSON
 // text and are spliced into the response without a parse/serialise round trip.
+import { createHash } from 'node:crypto';
 import type { Pool } from './pool.ts';
 import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './record-filters.ts';
 import { positionChunk } from './record-positions.ts';
@@ -134,8 +135,8 @@ const positionedStatements = new Map<string, { name: string; text: string }>();
  * One statement, so the positions and the records are of one snapshot; it answers no row at all when
  * the positions are not valid in it (or of another chunk size), else a first row with `live` (the
  * stream's live records) and `expected` (the ids the positions name for the page), then the page's
- * records in order (`j` null past the end, `n` their place) each with `ok`, whether it is the record
- * its position names. Named: planned once per connection.
+ * records in order (`j` null past the end), each with its place `n` when it is the record its position
+ * names (else null). Named: planned once per connection.
  *
  * A page of at most one chunk's positions (`span` 2: up to 100 records, what applications ask) joins
  * its two chunk rows and slices their arrays once (a MATERIALIZED CTE: inlined, the slices were made
@@ -172,7 +173,11 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
         SELECT live FROM record_position_sets
          WHERE account_id = $1 AND resource = $2 AND scope = $3 AND valid_version = version AND chunk_size = ${c}
       ), p AS MATERIALIZED (${positions})
-      SELECT s.live, coalesce(cardinality(p.ids), 0) AS expected, x.j, x.n, x.id = p.ids[x.n] AS ok
+      -- The counts once (on the first row), and a row's number only when it is the record its position
+      -- names: every column parsed is the API's time (live and expected on every row were 4% of it).
+      SELECT CASE WHEN x.n IS NULL OR x.n = 1 THEN s.live END AS live,
+             CASE WHEN x.n IS NULL OR x.n = 1 THEN coalesce(cardinality(p.ids), 0) END AS expected,
+             x.j, CASE WHEN x.id = p.ids[x.n] THEN x.n::int END AS n
         FROM s CROSS JOIN p
         -- Bounded on both sides, so whatever plan is taken, it reads the page's range and no further.
         LEFT JOIN LATERAL (
@@ -187,6 +192,26 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
     positionedStatements.set(name, (statement = { name, text }));
   }
   return statement;
+}
+
+/**
+ * Lists read by OFFSET (filters, orders, several scopes, deleted records, later pages without valid
+ * positions) are named statements too, by their text: values and field names are parameters, so one
+ * text serves every filter of a shape, and a connection plans it once instead of on every request.
+ * Planning the filter's expression was most of what a filtered page cost Postgres beyond the raw SQL's
+ * (bench [11]). At most `maxListStatements` shapes are named (each connection keeps the plans it made);
+ * others go unnamed, planned each time.
+ */
+const listStatements = new Map<string, string>();
+const maxListStatements = 64;
+
+function listStatement(text: string): { text: string; name?: string } {
+  let name = listStatements.get(text);
+  if (name === undefined && listStatements.size < maxListStatements) {
+    name = `mirror.list.${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+    listStatements.set(text, name);
+  }
+  return name === undefined ? { text } : { text, name };
 }
 
 const firstPageStatements = new Map<string, { name: string; text: string }>();
@@ -217,7 +242,7 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   // Positions are int4; an offset past them is past any list the mirror holds (the OFFSET query answers it).
   if (offset + q.perPage >= 2 ** 31) return undefined;
   const span = q.perPage <= positionChunk ? 'two' : 'many';
-  const { rows } = await pool.query<{ live: number; expected: number; j: string | null; n: string | null; ok: boolean | null }>(
+  const { rows } = await pool.query<{ live: number | null; expected: number | null; j: string | null; n: number | null }>(
     positionedStatement(q.includeSourceData, table, span),
     [q.accountId, q.resource, scope, offset, offset + q.perPage],
   );
@@ -225,11 +250,13 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   const page: string[] = [];
   for (const r of rows) {
     if (r.j === null) continue;
-    // In the range scan's order, numbered by it (the statement does not sort them again).
-    if (r.ok !== true || Number(r.n) !== page.length + 1) return undefined;
+    // Each the record its position names (else no number), in the range scan's order (the statement
+    // does not sort them again).
+    if (r.n !== page.length + 1) return undefined;
     page.push(r.j);
   }
   const { live, expected } = rows[0]!;
+  if (live === null || expected === null) return undefined;
   if (page.length !== expected || page.length !== Math.max(0, Math.min(q.perPage + 1, live - offset))) return undefined;
   const hasMore = page.length > q.perPage;
   return { rows: hasMore ? page.slice(0, q.perPage) : page, hasMore };
@@ -325,7 +352,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     }
   }
   listReadPaths.offset++;
-  const [res, retrievedAt] = await Promise.all([pool.query<{ j: string; scope: string }>(sql, params), freshness]);
+  const [res, retrievedAt] = await Promise.all([pool.query<{ j: string; scope: string }>({ ...listStatement(sql), values: params }), freshness]);
   const hasMore = res.rows.length > q.perPage;
   const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
   return { rows: page.map((r) => r.j), rowScopes: page.map((r) => r.scope), hasMore, retrievedAt };
