@@ -242,20 +242,22 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   // Positions are int4; an offset past them is past any list the mirror holds (the OFFSET query answers it).
   if (offset + q.perPage >= 2 ** 31) return undefined;
   const span = q.perPage <= positionChunk ? 'two' : 'many';
-  const { rows } = await pool.query<{ live: number | null; expected: number | null; j: string | null; n: number | null }>(
-    positionedStatement(q.includeSourceData, table, span),
-    [q.accountId, q.resource, scope, offset, offset + q.perPage],
-  );
+  // Rows as arrays (live, expected, j, n): no object made a row (as the first page reads).
+  const { rows } = await pool.query<[number | null, number | null, string | null, number | null]>({
+    ...positionedStatement(q.includeSourceData, table, span),
+    values: [q.accountId, q.resource, scope, offset, offset + q.perPage],
+    rowMode: 'array',
+  });
   if (rows.length === 0) return undefined;
   const page: string[] = [];
-  for (const r of rows) {
-    if (r.j === null) continue;
+  for (const [, , j, n] of rows) {
+    if (j === null) continue;
     // Each the record its position names (else no number), in the range scan's order (the statement
     // does not sort them again).
-    if (r.n !== page.length + 1) return undefined;
-    page.push(r.j);
+    if (n !== page.length + 1) return undefined;
+    page.push(j);
   }
-  const { live, expected } = rows[0]!;
+  const [live, expected] = rows[0]!;
   if (live === null || expected === null) return undefined;
   if (page.length !== expected || page.length !== Math.max(0, Math.min(q.perPage + 1, live - offset))) return undefined;
   const hasMore = page.length > q.perPage;
@@ -335,12 +337,16 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   const plain = q.scopes !== 'all' && q.scopes.length === 1 && !q.includeDeleted && !q.modifiedAfter && !q.filters?.length && !q.orderBy?.length;
   if (plain && q.page === 1) {
     const [res, at] = await Promise.all([
-      pool.query<{ j: string }>(firstPageStatement(q.includeSourceData, table), [q.accountId, q.resource, q.scopes[0], q.perPage + 1]),
+      pool.query<[string]>({
+        ...firstPageStatement(q.includeSourceData, table),
+        values: [q.accountId, q.resource, q.scopes[0], q.perPage + 1],
+        rowMode: 'array',
+      }),
       freshness,
     ]);
     listReadPaths.first++;
     const hasMore = res.rows.length > q.perPage;
-    const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r.j);
+    const rows = (hasMore ? res.rows.slice(0, q.perPage) : res.rows).map((r) => r[0]);
     return { rows, rowScopes: rows.map(() => q.scopes[0] as string), hasMore, retrievedAt: at };
   }
   if (plain) {
