@@ -86,54 +86,40 @@ export function filtersSql(filters: readonly RecordFilter[], offset: number, ind
   const parts = filters.map((f) => {
     const values = [f.value].flat();
     const time = timeColumns[f.field];
-    const asText = (v: unknown) => (typeof v === 'boolean' ? String(v) : v);
-    if (!indexed?.has(f.field) && (f.operator.endsWith('LIKE') || (!time && !values.every((v) => typeof v === 'number')))) {
-      const ref = fieldRef(f.field, p);
-      const v = (value: unknown) => `${p(asText(value))}::text`;
-      const list = () => `${p(values.map(asText))}::text[]`;
+    const like = f.operator.endsWith('LIKE');
+    const numeric = !like && !time && values.every((v) => typeof v === 'number');
+    const cast = like ? '::text' : time ? '::timestamptz' : numeric ? '::numeric' : '::text';
+    const asParam = (value: unknown) => (typeof value === 'boolean' ? String(value) : value);
+    const v = (value: unknown) => `${p(asParam(value))}${cast}`;
+    // The operator applied to the field's expression `x`, whichever form `x` takes.
+    const compare = (x: string): string => {
       switch (f.operator) {
         case 'LIKE':
         case 'NOT LIKE':
         case 'ILIKE':
         case 'NOT ILIKE':
-          return textPredicate(ref, (t) => `${t} ${f.operator} ${p(String(values[0]))}::text`, false);
+          // A pattern matches the field's text (a time field's as the record carries it), binary
+          // (COLLATE "C": ILIKE folds ASCII letters only), `\` escaping the next character.
+          return `${x} ${f.operator} ${p(String(values[0]))}::text`;
         case 'IN':
-          return textPredicate(ref, (t) => `${t} = ANY(${list()})`, false);
+          return `${x} = ANY(${p(values.map(asParam))}${cast}[])`;
         case 'NOT IN':
-          return textPredicate(ref, (t) => `${t} <> ALL(${list()})`, values.length === 0);
+          return `${x} <> ALL(${p(values.map(asParam))}${cast}[])`;
         case 'BETWEEN':
         case 'NOT BETWEEN':
-          return textPredicate(ref, (t) => `${t} ${f.operator} ${v(values[0])} AND ${v(values[1])}`, false);
+          return `${x} ${f.operator} ${v(values[0])} AND ${v(values[1])}`;
         case '!=':
-          return textPredicate(ref, (t) => `${t} IS DISTINCT FROM ${v(values[0])}`, true);
+          // A record without the value differs from it (IS DISTINCT FROM), as the upstream answers.
+          return `${x} IS DISTINCT FROM ${v(values[0])}`;
         default:
-          return textPredicate(ref, (t) => `${t} ${f.operator} ${v(values[0])}`, false);
+          return `${x} ${f.operator} ${v(values[0])}`;
       }
-    }
-    if (f.operator.endsWith('LIKE')) {
-      // A pattern matches the field's text (a time field's as the record carries it), binary
-      // (COLLATE "C": ILIKE folds ASCII letters only), `\` escaping the next character.
-      const x = textOf(jsonOf(f.field, p));
-      return `${x} COLLATE "C" ${f.operator} ${p(String(values[0]))}::text`;
-    }
-    const numeric = !time && values.every((v) => typeof v === 'number');
-    const cast = time ? '::timestamptz' : numeric ? '::numeric' : '::text';
-    const x = time ? time : numeric ? numberOf(jsonOf(f.field, p)) : `${textOf(jsonOf(f.field, p))} COLLATE "C"`;
-    const v = (value: unknown) => `${p(typeof value === 'boolean' ? String(value) : value)}${cast}`;
-    switch (f.operator) {
-      case 'IN':
-        return `${x} = ANY(${p(values.map((value) => (typeof value === 'boolean' ? String(value) : value)))}${cast}[])`;
-      case 'NOT IN':
-        return `${x} <> ALL(${p(values.map((value) => (typeof value === 'boolean' ? String(value) : value)))}${cast}[])`;
-      case 'BETWEEN':
-      case 'NOT BETWEEN':
-        return `${x} ${f.operator} ${v(values[0])} AND ${v(values[1])}`;
-      case '!=':
-        // A record without the value differs from it (IS DISTINCT FROM), as the upstream answers.
-        return `${x} IS DISTINCT FROM ${v(values[0])}`;
-      default:
-        return `${x} ${f.operator} ${v(values[0])}`;
-    }
+    };
+    // A text comparison of a field without an index: the cheaper form (IS DISTINCT FROM and an empty
+    // NOT IN hold for a value that is no scalar).
+    if (!indexed?.has(f.field) && (like || (!time && !numeric)))
+      return textPredicate(fieldRef(f.field, p), compare, f.operator === '!=' || (f.operator === 'NOT IN' && values.length === 0));
+    return compare(time && !like ? time : numeric ? numberOf(jsonOf(f.field, p)) : `${textOf(jsonOf(f.field, p))} COLLATE "C"`);
   });
   return { sql: parts.join(' AND '), params };
 }
