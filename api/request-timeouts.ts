@@ -72,7 +72,17 @@ export function registerBodyTimeouts(app: FastifyInstance, t: ApiTimeouts, debug
     const socket = raw.socket;
     // An injected request (inject(): tests, the worker's async requests) has no connection to protect.
     if (raw.complete || !expectsBody(raw) || !(socket instanceof Socket)) return done();
-    const onIdle = () => abandon(request, reply, `The request body stopped arriving for ${t.bodyIdleMs} ms; send it without pauses.`);
+    const onIdle = () => {
+      // A pause the API made is not the caller's: a handler that has not begun to read the body yet
+      // (a pass-through upload waiting for its turn in the account's budget) or has paused it (the
+      // upstream reads slower than the caller sends) leaves the bytes in the socket's buffers, and
+      // the socket idle. The timer starts again; it cuts only a body the API is waiting for.
+      if (raw.readableFlowing === null || raw.isPaused() || raw.readableLength >= raw.readableHighWaterMark) {
+        socket.setTimeout(t.bodyIdleMs);
+        return;
+      }
+      abandon(request, reply, `The request body stopped arriving for ${t.bodyIdleMs} ms; send it without pauses.`);
+    };
     // Node emits the socket's idle timeout on the request while its body is incomplete (and then
     // leaves the socket to the listener).
     raw.on('timeout', onIdle);

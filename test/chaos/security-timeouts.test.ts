@@ -47,6 +47,8 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
         API_BODY_IDLE_TIMEOUT_MS: String(bodyIdleMs),
         API_REQUEST_TIMEOUT_MS: String(requestMs),
         API_KEEPALIVE_TIMEOUT_MS: String(keepAliveMs),
+        // An upload may be held by the budget for longer than the idle timeout (a scenario below).
+        MIRROR_INTERACTIVE_MAX_WAIT_MS: '10000',
       },
     });
     a = await m.link('buildpro');
@@ -146,6 +148,13 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
           assertCut(o, bodyIdleMs, `POST ${path}`);
           outcomes.push(`${path.split('/').slice(0, 3).join('/')}: ${o.answer.slice(0, 12) || 'closed'} after ${o.closedAfterMs} ms`);
         }
+        // A streamed pass-through upload that stops after its first 64 KiB, while the API reads it.
+        const upload =
+          `POST /passthrough-upload HTTP/1.1\r\nHost: ${host}\r\n${credentials()}Content-Type: application/octet-stream\r\n` +
+          `Passthrough-Method: PUT\r\nPassthrough-Path: /rest/v1.0/files/1\r\nContent-Length: ${1024 * 1024}\r\n\r\n`;
+        const stalled = await watch(slack * bodyIdleMs, (s) => s.write(Buffer.concat([Buffer.from(upload), randomBytes(64 * 1024)])));
+        assertCut(stalled, bodyIdleMs, 'POST /passthrough-upload');
+        outcomes.push(`/passthrough-upload after 64 KiB: ${stalled.answer.slice(0, 12) || 'closed'} after ${stalled.closedAfterMs} ms`);
         assert.equal((await m.apiFetch('/healthz')).status, 200);
         return { tries: outcomes.length, outcome: `cut within the ${bodyIdleMs} ms idle timeout: ${outcomes.join('; ')}` };
       },
@@ -210,6 +219,64 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
           tries: 2,
           outcome: `dripped body cut after ${drip.closedAfterMs} ms (request timeout ${requestMs} ms); a 1 MiB upload moving for ${tookMs} ms answered 200 with every byte`,
         };
+      },
+      file,
+    );
+  });
+
+  it('a pass-through upload waiting for its turn in the budget longer than the idle timeout is not cut', async () => {
+    await scenario(
+      group,
+      'upload held by the budget: the account out of requests for 3 s',
+      async () => {
+        // The upstream answers one request 429 with nothing left for 3 s: the mirror holds the next
+        // one until then. The upload below is sent at once; its bytes wait in the socket's buffers
+        // while the API waits for the budget, which is the API's pause, not the caller's.
+        await m.fault({ match: { path: '/passthrough', method: 'POST' }, kind: 'rate-limit', retry_after: 3, times: 1 });
+        const refused = await m.apiFetch('/passthrough', {
+          method: 'POST',
+          headers: { 'account-token': a.accountToken, 'content-type': 'application/json' },
+          body: JSON.stringify({ method: 'GET', path: '/rest/v1.0/projects' }),
+        });
+        assert.equal(refused.status, 429, `the faulted request was answered ${refused.status}`);
+        const body = randomBytes(256 * 1024);
+        const started = Date.now();
+        const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const req = httpRequest(
+            {
+              host,
+              port,
+              method: 'POST',
+              path: '/passthrough-upload',
+              headers: {
+                ...m.clientHeaders,
+                'account-token': a.accountToken,
+                'content-type': 'application/octet-stream',
+                'content-length': String(body.length),
+                'passthrough-method': 'PUT',
+                'passthrough-path': '/rest/v1.0/files/1',
+              },
+            },
+            (res) => {
+              let text = '';
+              res.on('data', (d: Buffer) => (text += d.toString('utf8')));
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+              res.on('error', reject);
+            },
+          );
+          req.on('error', reject);
+          req.end(body);
+        });
+        const tookMs = Date.now() - started;
+        assert.equal(upload.status, 200, `the held upload was answered ${upload.status} after ${tookMs} ms: ${upload.body.slice(0, 200)}`);
+        const got = JSON.parse(upload.body) as { body: { size: number; sha256: string } };
+        assert.deepEqual(
+          { size: got.body.size, sha256: got.body.sha256 },
+          { size: body.length, sha256: createHash('sha256').update(body).digest('hex') },
+          'the upstream received every byte',
+        );
+        assert.ok(tookMs > bodyIdleMs, `the upload was held ${tookMs} ms, longer than the idle timeout (${bodyIdleMs} ms)`);
+        return { tries: 2, outcome: `held ${tookMs} ms by the budget (idle timeout ${bodyIdleMs} ms), then answered 200 with every byte` };
       },
       file,
     );

@@ -223,18 +223,35 @@ describe('PostgresRateGovernor shared by two processes', () => {
     await store.ensureBudgets([{ key: lane, total: 10, windowMs: 5_000, spacingMs: 1_020 }]);
     const report = (r: { resetsInMs: number; anchorInMs: number | null; anchorSpanMs: number | null }) =>
       store.report([{ key: lane, total: 10, remaining: 5, spacingMs: 1_020, blockedInMs: null, windowMs: 5_000, ...r }]);
+    // Each figure is relative to the moment Postgres computed it, and a loaded machine can take tens of
+    // milliseconds between two calls: the lane's slot is checked as a point in time, bracketed by the
+    // client's clock around the call that set it and the call that read it.
     const nextIn = async () => (await store.reserve([lane], -1e9, { banking: [lane] }))[0]!.nextInMs;
+    const nextAt = async () => {
+      const before = Date.now();
+      const inMs = await nextIn();
+      return { earliest: before + inMs, latest: Date.now() + inMs };
+    };
+    const timed = async (call: () => Promise<unknown>) => {
+      const before = Date.now();
+      await call();
+      return { before, after: Date.now() };
+    };
     // A process knows the window ends in 4,600 ms (its first answer came back 400 ms after the window began).
-    await report({ resetsInMs: 4_600, anchorInMs: null, anchorSpanMs: null });
+    const first = await timed(() => report({ resetsInMs: 4_600, anchorInMs: null, anchorSpanMs: null }));
     assert.ok((await nextIn()) <= 0, 'no slot reserved yet');
     // Another only has the whole-second header, 5,000 ms away: its anchor (5,000 - 4 x 1,020) yields to
-    // the tighter bound in the row, 4,600 - 4,080.
+    // the tighter bound in the row, 4,600 - 4,080 = 520 ms after the first report.
     await report({ resetsInMs: 5_000, anchorInMs: 5_000 - 4_080, anchorSpanMs: 4_080 });
-    const next = await nextIn();
-    assert.ok(next > 480 && next <= 520, `the lane's next slot in ${next.toFixed(0)} ms`);
-    // An anchor behind the schedule changes nothing.
+    const slack = 5; // the two clocks' rounding
+    const within = (at: { earliest: number; latest: number }) => at.latest >= first.before + 520 - slack && at.earliest <= first.after + 520 + slack;
+    const anchored = await nextAt();
+    assert.ok(within(anchored), `the lane's next slot ${anchored.earliest - first.before} ms after the first report (expected 520)`);
+    // An anchor behind the schedule changes nothing: taken, it would move the slot to 200 ms after the
+    // first report (4,600 - 4,400).
     await report({ resetsInMs: 4_500, anchorInMs: 100, anchorSpanMs: 4_400 });
-    assert.ok((await nextIn()) > 400, 'the schedule did not move back');
+    const kept = await nextAt();
+    assert.ok(kept.latest >= first.before + 520 - slack, `the schedule moved back, to ${kept.earliest - first.before} ms after the first report`);
   });
 
   it('holds a serial source system (concurrency 1) to one request at a time across processes', async () => {
