@@ -101,12 +101,16 @@ function governors(options: PostgresRateGovernorOptions): PostgresRateGovernor[]
 }
 
 describe('PostgresRateGovernor shared by two processes', () => {
-  it('keeps any 1 s span within 20 requests and spends >= 0.85 of the budget (service window, sliding)', async () => {
+  it('keeps any 1 s span within 20 requests and spends >= 0.8 of the budget (service window, sliding)', async () => {
     const window = new SlidingWindow(20, 1_000);
     const keys = { client: 'client-a', account: 'account-1' };
     const seconds = 8;
     const run = await drive({
-      governors: governors({ serviceLimit: { total: 20, windowMs: 1_000 } }),
+      // A sliding window has no reset to plan a gap before: each request's spacing is its only
+      // margin, and a process starved of CPU between its slot and its send spends it. 0.85 leaves
+      // three requests a second of margin (0.9 left two, and a run with both cores saturated by
+      // other work sent 22 in one second).
+      governors: governors({ serviceLimit: { total: 20, windowMs: 1_000 }, utilization: 0.85 }),
       keys,
       serve(now) {
         const hit = window.hit(now);
@@ -126,7 +130,7 @@ describe('PostgresRateGovernor shared by two processes', () => {
     );
     assert.deepEqual(run.rejected, []);
     assert.ok(maxInAnyWindow(times, 1_000) <= 20);
-    assert.ok(ratio >= 0.85, `ratio ${ratio}`);
+    assert.ok(ratio >= 0.8, `ratio ${ratio}`);
     assert.ok(
       byProcess.every((n) => n > 0.3 * times.length),
       `both processes send: ${byProcess.join(' + ')}`,
