@@ -19,7 +19,7 @@ import { bigListSizes, bigListSystem, ingestCeiling, pageServing, scalePoint, ti
 import { benchPolling, manyProjects, manyProjectsOptions, type ManyProjectsOptions } from './scenarios/many-projects.ts';
 import { rateLimited } from './scenarios/rate-limited.ts';
 import { sharedBudget } from './scenarios/shared-budget.ts';
-import { probeSingleGet, readApi } from './scenarios/read-api.ts';
+import { probeListBuffers, probeSingleGet, readApi } from './scenarios/read-api.ts';
 import { filtersAggregates } from './scenarios/filters-aggregates.ts';
 import { webhookLatency } from './scenarios/webhooks.ts';
 
@@ -419,6 +419,16 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx; ${formatRequestCpu(r.baseline.cpu)}). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s.`,
             );
           }
+        });
+
+        // Why random pages cost more than page 1 here, in Postgres's own counts (issue 26).
+        await scenario(5, 'read API: blocks a page reads', async () => {
+          if (!first) return;
+          const b = await probeListBuffers(main, account, 100);
+          const mb = (n: number) => `${Math.round(n / 2 ** 20)} MB`;
+          notes.push(
+            `[5] blocks a 100-record range reads (EXPLAIN, after the loads): at a random place ${b.random.read.toFixed(1)} from outside shared_buffers + ${b.random.hit.toFixed(1)} in them; page 1 ${b.first.read} + ${b.first.hit}. The list's heap is ${mb(b.heapBytes)}, shared_buffers ${mb(b.sharedBuffersBytes)}: a random page reads its rows from the operating system's cache, page 1 from shared_buffers.`,
+          );
         });
 
         // Issue 26, part 2: a source_data filter and a grouped aggregate against raw SQL on the same table.

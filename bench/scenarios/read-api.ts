@@ -155,3 +155,48 @@ export async function probeSingleGet(env: MirrorEnv, account: Linked, count: num
   times.sort((a, b) => a - b);
   return times.length ? times[Math.floor(times.length / 2)]! : null;
 }
+
+export interface BufferProbe {
+  /** Blocks a 100-record range at a random place of the list read from outside shared_buffers (mean), and found in them. */
+  random: { read: number; hit: number };
+  /** The same for the list's first 100 records. */
+  first: { read: number; hit: number };
+  heapBytes: number;
+  sharedBuffersBytes: number;
+}
+
+/**
+ * Where a random page's time goes beyond page 1's, in Postgres's own counts: the blocks a 100-record
+ * range of the list reads (EXPLAIN's buffers), at random places and at the start, after the loads. A
+ * list whose heap is larger than shared_buffers serves random pages from the operating system's cache
+ * (a read a block) while page 1 stays in shared_buffers.
+ */
+export async function probeListBuffers(env: MirrorEnv, account: Linked, samples: number): Promise<BufferProbe> {
+  const pool = env.services.pool;
+  const { rows: places } = await pool.query<{ ordinal: string }>(
+    `SELECT ordinal FROM records WHERE account_id = $1 AND resource = 'customers' AND scope = '' AND deleted_at IS NULL ORDER BY random() LIMIT $2`,
+    [account.accountId, samples],
+  );
+  const range = async (from: string | null) => {
+    const { rows } = await pool.query<{ 'QUERY PLAN': [{ Plan: { 'Shared Read Blocks': number; 'Shared Hit Blocks': number } }] }>(
+      `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON)
+       SELECT data::text FROM records WHERE account_id = $1 AND resource = 'customers' AND scope = '' AND deleted_at IS NULL
+          AND ordinal >= coalesce($2::bigint, 0) ORDER BY ordinal, id LIMIT 100`,
+      [account.accountId, from],
+    );
+    const plan = rows[0]!['QUERY PLAN'][0].Plan;
+    return { read: plan['Shared Read Blocks'], hit: plan['Shared Hit Blocks'] };
+  };
+  const random = { read: 0, hit: 0 };
+  for (const p of places) {
+    const b = await range(p.ordinal);
+    random.read += b.read / places.length;
+    random.hit += b.hit / places.length;
+  }
+  const first = await range(null);
+  const { rows: sizes } = await pool.query<{ heap: string; buffers: string }>(
+    `SELECT pg_relation_size('records_customers')::text AS heap,
+            (SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers')::text AS buffers`,
+  );
+  return { random, first, heapBytes: Number(sizes[0]!.heap), sharedBuffersBytes: Number(sizes[0]!.buffers) };
+}
