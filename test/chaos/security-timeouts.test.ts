@@ -6,7 +6,7 @@
 // than the request timeout still succeeds.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
+import { type ClientRequest, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
@@ -101,6 +101,36 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
     next();
   }
 
+  /** A pass-through upload of `length` bytes, its body written by `write`; resolves with the answer. */
+  function sendUpload(length: number, write: (req: ClientRequest) => unknown): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host,
+          port,
+          method: 'POST',
+          path: '/passthrough-upload',
+          headers: {
+            ...m.clientHeaders,
+            'account-token': a.accountToken,
+            'content-type': 'application/octet-stream',
+            'content-length': String(length),
+            'passthrough-method': 'PUT',
+            'passthrough-path': '/rest/v1.0/files/1',
+          },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString('utf8')));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      void write(req);
+    });
+  }
+
   function assertCut(o: Outcome, timeoutMs: number, what: string): void {
     assert.ok(
       o.closedAfterMs !== undefined,
@@ -178,37 +208,12 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
         const chunks = Array.from({ length: 16 }, () => randomBytes(64 * 1024));
         const sha256 = createHash('sha256').update(Buffer.concat(chunks)).digest('hex');
         const started = Date.now();
-        const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-          const req = httpRequest(
-            {
-              host,
-              port,
-              method: 'POST',
-              path: '/passthrough-upload',
-              headers: {
-                ...m.clientHeaders,
-                'account-token': a.accountToken,
-                'content-type': 'application/octet-stream',
-                'content-length': String(16 * 64 * 1024),
-                'passthrough-method': 'PUT',
-                'passthrough-path': '/rest/v1.0/files/1',
-              },
-            },
-            (res) => {
-              let body = '';
-              res.on('data', (d: Buffer) => (body += d.toString('utf8')));
-              res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-              res.on('error', reject);
-            },
-          );
-          req.on('error', reject);
-          void (async () => {
-            for (const c of chunks) {
-              req.write(c);
-              await sleep(250);
-            }
-            req.end();
-          })();
+        const upload = await sendUpload(16 * 64 * 1024, async (req) => {
+          for (const c of chunks) {
+            req.write(c);
+            await sleep(250);
+          }
+          req.end();
         });
         const tookMs = Date.now() - started;
         assert.equal(upload.status, 200, `the moving upload was answered ${upload.status}: ${upload.body.slice(0, 200)}`);
@@ -241,32 +246,7 @@ describe('chaos: slow and stalled requests on the API process', { timeout: 240_0
         assert.equal(refused.status, 429, `the faulted request was answered ${refused.status}`);
         const body = randomBytes(256 * 1024);
         const started = Date.now();
-        const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-          const req = httpRequest(
-            {
-              host,
-              port,
-              method: 'POST',
-              path: '/passthrough-upload',
-              headers: {
-                ...m.clientHeaders,
-                'account-token': a.accountToken,
-                'content-type': 'application/octet-stream',
-                'content-length': String(body.length),
-                'passthrough-method': 'PUT',
-                'passthrough-path': '/rest/v1.0/files/1',
-              },
-            },
-            (res) => {
-              let text = '';
-              res.on('data', (d: Buffer) => (text += d.toString('utf8')));
-              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-              res.on('error', reject);
-            },
-          );
-          req.on('error', reject);
-          req.end(body);
-        });
+        const upload = await sendUpload(body.length, (req) => req.end(body));
         const tookMs = Date.now() - started;
         assert.equal(upload.status, 200, `the held upload was answered ${upload.status} after ${tookMs} ms: ${upload.body.slice(0, 200)}`);
         const got = JSON.parse(upload.body) as { body: { size: number; sha256: string } };
