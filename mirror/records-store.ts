@@ -14,6 +14,7 @@ import type { PageRecords } from '../lib/list-page.ts';
 import { allProjectsScope, resourceDef } from '../lib/resources.ts';
 import { encodeBody, encodeObjects, isBodyRefusal, parseBody, rowSources, type EncodedRows, type RowsKind } from './page-encoding.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction, type TransactionOptions } from './pool.ts';
+import { analyzeFirstLoad } from './first-load-statistics.ts';
 import { computePositions, invalidatePositions } from './record-positions.ts';
 import { recordScopeSql, saveCheckpointAndCommit, StalePassError, type Checkpoint, type StreamKey } from './streams.ts';
 
@@ -441,6 +442,14 @@ class Staging {
  * after every page of the pass was committed. Returns how many were marked.
  */
 export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
+  const deleted = await finishPassInTransaction(pool, key, pass, checkpoint);
+  // The partition's first statistics, if it has none yet (first-load-statistics.ts): not waited for,
+  // the pass is done.
+  void analyzeFirstLoad(pool, key.accountId, key.resource);
+  return deleted;
+}
+
+function finishPassInTransaction(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
   return inTransaction(pool, async (client) => {
     let deleted = 0;
     if (checkpoint.mode === 'full' && !checkpoint.startedEmpty) {

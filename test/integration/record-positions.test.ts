@@ -343,6 +343,38 @@ describe('list pages by dense positions', () => {
     assert.deepEqual([purgedFirst.rows, purgedFirst.hasMore], [[], false]);
   });
 
+  it('gives a partition its first statistics after its first pass, so a single-object read takes the primary key', async () => {
+    // A resource no other test here writes, its partition as a fresh install has it: never analyzed
+    // (another test's `ANALYZE records` reaches every partition, so its statistics are taken away).
+    const key: StreamKey = { ...(await account()), resource: 'vendors' };
+    await pool.query(`DELETE FROM pg_statistic WHERE starelid = 'records_vendors'::regclass`);
+    await pool.query(`UPDATE pg_class SET reltuples = -1 WHERE oid = 'records_vendors'::regclass`);
+    const never = async () =>
+      (
+        await pool.query<{ never: boolean }>(
+          `SELECT c.reltuples < 0 AS never FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+            WHERE i.inhparent = 'records'::regclass AND pg_get_expr(c.relpartbound, c.oid) LIKE '%''vendors''%'`,
+        )
+      ).rows[0]!.never;
+    assert.equal(await never(), true, 'the partition starts without statistics');
+    await fullPass(key, 'one', [customers(0, 1000), customers(1000, 1000), customers(2000, 1000)], 1000);
+    // Not waited for by the pass: within a few seconds.
+    for (let i = 0; i < 100 && (await never()); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(await never(), false, 'the partition has statistics after its first pass');
+    const plan = (
+      await pool.query<{ 'QUERY PLAN': unknown }>(
+        `EXPLAIN (FORMAT JSON) SELECT data FROM records WHERE account_id = $1 AND resource = 'vendors' AND id = 'c02999' AND deleted_at IS NULL AND scope = ''`,
+        [key.accountId],
+      )
+    ).rows[0]!['QUERY PLAN'];
+    const indexes = JSON.stringify(plan).match(/"Index Name":"[^"]+"/g) ?? [];
+    assert.deepEqual(
+      indexes.map((i) => i.includes('pkey')),
+      [true],
+      `a single-object read by ${indexes.join(', ') || 'no index'}`,
+    );
+  });
+
   it('positions of another chunk size (an earlier release computed them) are not read, and the next pass computes them again', async () => {
     const key = await account();
     const pages = [customers(0, 300), customers(300, 300)];
