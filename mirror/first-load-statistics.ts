@@ -4,7 +4,7 @@
 // every record of the stream for the one it wanted: 163-220 ms at 200k records, 1.45 ms once analyzed
 // (bench [2]'s note). Autovacuum gets there within a minute or so where it runs; the mirror does not
 // wait for it after a partition's first pass, and leaves every later one to autovacuum.
-import type { Pool } from './pool.ts';
+import { inTransaction, type Pool } from './pool.ts';
 
 /** Per pool: resources whose partition was seen with statistics, or is being analyzed now. */
 const settled = new WeakMap<Pool, Set<string>>();
@@ -33,20 +33,9 @@ export async function analyzeFirstLoad(pool: Pool, accountId: string, resource: 
     }
     const { name, never } = rows[0]!;
     if (!never) return false;
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query(`SET LOCAL lock_timeout = '100ms'`);
-      // A regclass's text is the table's name as SQL wants it (quoted where it must be).
-      await client.query(`ANALYZE ${name}`);
-      await client.query('COMMIT');
-      return true;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    // A regclass's text is the table's name as SQL wants it (quoted where it must be).
+    await inTransaction(pool, (client) => client.query(`ANALYZE ${name}`), { setup: `SET LOCAL lock_timeout = '100ms'` });
+    return true;
   } catch {
     // Not settled: the next pass of the resource tries again.
     seen.delete(resource);

@@ -250,7 +250,8 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   const [live, expected, named] = rows[0]!;
   if (live === null || expected === null || rows.length !== expected + 1) return undefined;
   if (expected !== Math.max(0, Math.min(q.perPage + 1, live - offset))) return undefined;
-  const ids = expected === 0 ? [] : (JSON.parse(named ?? '[]') as unknown[]);
+  // No ids (past the list's end) is NULL.
+  const ids = JSON.parse(named ?? '[]') as unknown[];
   const page: string[] = [];
   for (let i = 1; i < rows.length; i++) {
     const [, , id, j] = rows[i]!;

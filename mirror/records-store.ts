@@ -444,8 +444,9 @@ class Staging {
 export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
   const deleted = await finishPassInTransaction(pool, key, pass, checkpoint);
   // The partition's first statistics, if it has none yet (first-load-statistics.ts): not waited for,
-  // the pass is done.
-  void analyzeFirstLoad(pool, key.accountId, key.resource);
+  // the pass is done. Only a pass that inserted records can be a first load (a pass of an empty or
+  // unchanged list asks nothing).
+  if (checkpoint.counts.inserted > 0) void analyzeFirstLoad(pool, key.accountId, key.resource);
   return deleted;
 }
 

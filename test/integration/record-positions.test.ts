@@ -350,12 +350,7 @@ describe('list pages by dense positions', () => {
     await pool.query(`DELETE FROM pg_statistic WHERE starelid = 'records_vendors'::regclass`);
     await pool.query(`UPDATE pg_class SET reltuples = -1 WHERE oid = 'records_vendors'::regclass`);
     const never = async () =>
-      (
-        await pool.query<{ never: boolean }>(
-          `SELECT c.reltuples < 0 AS never FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
-            WHERE i.inhparent = 'records'::regclass AND pg_get_expr(c.relpartbound, c.oid) LIKE '%''vendors''%'`,
-        )
-      ).rows[0]!.never;
+      (await pool.query<{ never: boolean }>(`SELECT reltuples < 0 AS never FROM pg_class WHERE oid = 'records_vendors'::regclass`)).rows[0]!.never;
     assert.equal(await never(), true, 'the partition starts without statistics');
     await fullPass(key, 'one', [customers(0, 1000), customers(1000, 1000), customers(2000, 1000)], 1000);
     // Not waited for by the pass: within a few seconds.
