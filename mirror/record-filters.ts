@@ -30,9 +30,19 @@ export const sourceDataPrefix = 'source_data.';
 
 /**
  * The raw source object of a record: `source_data` is either that object itself (projects) or the
- * wrapper `{path, content_type, data}` around it (the rule of api/source-data.ts reshape).
+ * wrapper `{path, content_type, data}` around it (the rule of api/source-data.ts reshape). The
+ * expression indexes of MIRROR_INDEXED_FIELDS are built on this text (field-indexes.ts): changing it
+ * rebuilds every operator's index at the next migrate, so it stays as it is.
  */
 const rawSource = `(CASE WHEN jsonb_typeof(source_data) = 'object' AND source_data ? 'data' AND (source_data ? 'content_type' OR source_data ? 'path') THEN source_data->'data' ELSE source_data END)`;
+
+/**
+ * The same object for a key's lookup (`->key`, `->>key`) without an index: the type test left out,
+ * one call of four a record. It changes no lookup: for an array or a scalar `source_data`, both
+ * branches give NULL for a key. Measured on 200k wrapped objects (a count of `->>key = value`):
+ * 160 ms against 171 with the test, 151 for the raw SQL `source_data->'data'->>key`.
+ */
+const rawSourceForKey = `(CASE WHEN source_data ? 'data' AND (source_data ? 'content_type' OR source_data ? 'path') THEN source_data->'data' ELSE source_data END)`;
 
 export type Param = (value: unknown) => string;
 
@@ -50,7 +60,7 @@ const numberOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) = 'number' THEN (
 /** A field's JSON value and its text (`->>`: a scalar's text, an object's or array's JSON text), one key parameter for both. */
 function fieldRef(field: string, p: Param): { json: string; text: string } {
   const source = field.startsWith(sourceDataPrefix);
-  const parent = source ? rawSource : 'data';
+  const parent = source ? rawSourceForKey : 'data';
   const key = p(source ? field.slice(sourceDataPrefix.length) : field);
   return { json: `(${parent}->${key}::text)`, text: `(${parent}->>${key}::text)` };
 }
@@ -66,10 +76,25 @@ function fieldRef(field: string, p: Param): { json: string; text: string } {
  * reorder ANDed quals, and their product misestimates a page's matches (it chose a full sort of the
  * list over the ordered index, 176 ms for a page).
  */
-function textPredicate(ref: { json: string; text: string }, pred: (t: string) => string, nullTrue: boolean): string {
-  const scalar = `jsonb_typeof(${ref.json}) IN ('string', 'number', 'boolean')`;
+function textPredicate(ref: { json: string; text: string }, pred: (t: string) => string, nullTrue: boolean, onlyScalars: boolean): string {
   const compared = pred(`${ref.text} COLLATE "C"`);
+  if (onlyScalars) return compared;
+  const scalar = `jsonb_typeof(${ref.json}) IN ('string', 'number', 'boolean')`;
   return nullTrue ? `(CASE WHEN ${compared} THEN true ELSE NOT coalesce(${scalar}, false) END)` : `(CASE WHEN ${compared} THEN ${scalar} ELSE false END)`;
+}
+
+/**
+ * Whether a text comparison can hold only for a scalar, so textPredicate needs no type test: `->>`
+ * gives NULL for a JSON null and an object's or array's JSON text, which begins with `{` or `[`; so
+ * `=` and `IN` with no value beginning so, and a LIKE or ILIKE pattern whose first character is a
+ * literal other than those, never hold for one. The test (the field's JSON looked up again for each
+ * record that compares true) was a quarter of a filtered page's expression time.
+ */
+function onlyScalarsMatch(operator: FilterOperator, values: readonly FilterValue[]): boolean {
+  const nonScalarText = (v: FilterValue) => typeof v === 'string' && (v.startsWith('{') || v.startsWith('['));
+  if (operator === '=' || operator === 'IN') return values.length > 0 && !values.some(nonScalarText);
+  if (operator === 'LIKE' || operator === 'ILIKE') return /^[^%_\\{[]/.test(String(values[0]));
+  return false;
 }
 
 /**
@@ -118,7 +143,12 @@ export function filtersSql(filters: readonly RecordFilter[], offset: number, ind
     // A text comparison of a field without an index: the cheaper form (IS DISTINCT FROM and an empty
     // NOT IN hold for a value that is no scalar).
     if (!indexed?.has(f.field) && (like || (!time && !numeric)))
-      return textPredicate(fieldRef(f.field, p), compare, f.operator === '!=' || (f.operator === 'NOT IN' && values.length === 0));
+      return textPredicate(
+        fieldRef(f.field, p),
+        compare,
+        f.operator === '!=' || (f.operator === 'NOT IN' && values.length === 0),
+        onlyScalarsMatch(f.operator, values),
+      );
     return compare(time && !like ? time : numeric ? numberOf(jsonOf(f.field, p)) : `${textOf(jsonOf(f.field, p))} COLLATE "C"`);
   });
   return { sql: parts.join(' AND '), params };

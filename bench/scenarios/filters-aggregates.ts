@@ -42,7 +42,8 @@ async function startBaseline(env: MirrorEnv, account: Linked, wrapped: boolean):
   const port = await freePort();
   const child = spawnNode(
     'filters-baseline',
-    ['--import', 'tsx', 'bench/filters-baseline-server.ts'],
+    // BENCH_NODE_ARGS (profiling) goes to the baseline as to the mirror's processes: their profiles compare.
+    [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'bench/filters-baseline-server.ts'],
     {
       ...process.env,
       BASELINE_PORT: String(port),
