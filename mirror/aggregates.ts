@@ -4,7 +4,7 @@
 // (record-filters.ts compiles them). Field names and values are bind parameters, as for filters: no
 // caller's text reaches the SQL.
 import type { Pool } from './pool.ts';
-import { filtersSql, jsonOf, timeColumns, type Param, type RecordFilter } from './record-filters.ts';
+import { fieldRef, filtersSql, jsonOf, timeColumns, type Param, type RecordFilter } from './record-filters.ts';
 
 export const aggregateFunctions = ['sum', 'avg', 'min', 'max'] as const;
 export type AggregateFunction = (typeof aggregateFunctions)[number];
@@ -57,9 +57,15 @@ export interface AggregateResult {
  * such as `"1,250"` or `"n/a"`, booleans, null, a missing field, objects) is no value, and is left
  * out as SQL leaves NULL out: the sum of no value is null, not 0. The exponent is bounded so that no
  * string can overflow numeric.
+ *
+ * `ref` is the field's JSON (`->`) and its text (`->>`). A missing field or a JSON null is settled by
+ * the text alone (NULL, no JSON value made), and a number is cast from the JSON as it is (no text
+ * round trip). Per 200k records, against the raw SQL `(data->>key)::numeric`: all nulls 117 ms (was
+ * 147; raw 117), all numbers 86 (was 109; raw 89), a mix of numbers, number strings and nulls 138 (was 147).
  */
-export function amountSql(x: string): string {
-  return `(CASE jsonb_typeof(${x}) WHEN 'number' THEN (${x} #>> '{}')::numeric WHEN 'string' THEN (CASE WHEN (${x} #>> '{}') ~ '^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?\\s*$' THEN (${x} #>> '{}')::numeric END) END)`;
+export function amountSql(ref: { json: string; text: string }): string {
+  const { json, text } = ref;
+  return `(CASE WHEN ${text} IS NOT NULL THEN (CASE jsonb_typeof(${json}) WHEN 'number' THEN ${json}::numeric WHEN 'string' THEN (CASE WHEN ${text} ~ '^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?\\s*$' THEN ${text}::numeric END) END) END)`;
 }
 
 /** The statement of an aggregate query and its parameters (exported for EXPLAIN in tests). */
@@ -82,7 +88,7 @@ export function aggregateSql(q: AggregateQuery): { sql: string; params: unknown[
   const selected = q.measures.map((m, i) => {
     const time = timeColumns[m.field];
     // Times: min and max only (the route refuses the others), compared as instants.
-    const value = time ?? amountSql(jsonOf(m.field, p));
+    const value = time ?? amountSql(fieldRef(m.field, p));
     return `, ${m.fn}(${value}) AS m${i}`;
   });
   const groupTime = q.groupBy === undefined ? undefined : timeColumns[q.groupBy];

@@ -58,7 +58,7 @@ const textOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) IN ('string', 'numb
 const numberOf = (x: string) => `(CASE WHEN jsonb_typeof(${x}) = 'number' THEN (${x} #>> '{}')::numeric END)`;
 
 /** A field's JSON value and its text (`->>`: a scalar's text, an object's or array's JSON text), one key parameter for both. */
-function fieldRef(field: string, p: Param): { json: string; text: string } {
+export function fieldRef(field: string, p: Param): { json: string; text: string } {
   const source = field.startsWith(sourceDataPrefix);
   const parent = source ? rawSourceForKey : 'data';
   const key = p(source ? field.slice(sourceDataPrefix.length) : field);
