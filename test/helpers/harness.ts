@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
 import { upsertApiClient } from '../../api/auth.ts';
 import { SyncControl } from '../../api/sync-control.ts';
+import { releaseCallContext } from '../../bin/api-server.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
 import { startWorker, workerPoolSize, type WorkerHandle } from '../../bin/temporal-worker.ts';
 import { createLinkToken } from '../../connectors/operations.ts';
@@ -79,6 +80,8 @@ export async function startHarness(
   const services = createServices(config, { logger, poolSize: workerPoolSize(config) });
   await upsertApiClient(services.prisma, config.MIRROR_CLIENT_ID, config.MIRROR_CLIENT_SECRET);
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  // As the API process does (bin/api-server.ts): its calls' context released once they have started.
+  releaseCallContext(connection);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const sync = new SyncControl(temporal, config.TEMPORAL_TASK_QUEUE);
   const app = await buildApp({
