@@ -11,12 +11,14 @@ import { upstreamTarget, type Services } from './services.ts';
  * first call enables and nothing disables. While any is enabled, Node runs async hooks for every
  * promise and async resource of the process: measured on the read API's filtered page (bench [11]),
  * 14 us of a request's ~480 us of CPU in the hooks themselves. The context is read synchronously as
- * a call starts (inside `run`), so the storage is disabled again as each outermost `run` returns:
- * the API's calls (a sync started, a webhook's signal, the status page) keep their context, and the
- * API's reads run without hooks.
+ * a call starts (inside `run`), so the storage is disabled now (connecting made a call) and again
+ * as each outermost `run` returns: the API's calls (a sync started, a webhook's signal, the status
+ * page) keep their context, and the API's reads run without hooks.
  */
 export function releaseCallContext(connection: Connection): void {
   const storage = connection.callContextStorage;
+  // Connecting made a call (its deadline's run) already.
+  storage.disable();
   const run = storage.run.bind(storage);
   let depth = 0;
   storage.run = <R, A extends unknown[]>(store: Parameters<typeof run>[0], callback: (...args: A) => R, ...args: A): R => {

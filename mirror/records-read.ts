@@ -304,9 +304,11 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   // A first page of one scope in the list's own order skips nothing and sorts nothing: its records
   // straight off the (scope, ordinal) index, each turned into text once, as the raw SQL would.
   const direct = q.page === 1 && q.scopes !== 'all' && q.scopes.length === 1 && !q.orderBy?.length;
+  // Each row's scope is read only where the list has several (one scope's rows all carry it).
+  const oneScope = q.scopes !== 'all' && q.scopes.length === 1 ? q.scopes[0]! : undefined;
   const sql = direct
-    ? `SELECT ${objectSql(q.includeSourceData)}, scope FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
-    : `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope
+    ? `SELECT ${objectSql(q.includeSourceData)} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
+    : `SELECT ${objectSql(q.includeSourceData, 'r')}${oneScope === undefined ? ', r.scope' : ''}
                  FROM (SELECT scope, ordinal, id${keys} FROM ${table} WHERE ${where.join(' AND ')}
                         ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
                  JOIN ${table} r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
@@ -358,10 +360,14 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
     }
   }
   listReadPaths.offset++;
-  const [res, retrievedAt] = await Promise.all([pool.query<{ j: string; scope: string }>({ ...listStatement(sql), values: params }), freshness]);
+  // Rows as arrays ([object] or [object, scope]): no object made a row.
+  const [res, retrievedAt] = await Promise.all([
+    pool.query<[string, string?]>({ ...listStatement(sql), values: params, rowMode: 'array' }),
+    freshness,
+  ]);
   const hasMore = res.rows.length > q.perPage;
   const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
-  return { rows: page.map((r) => r.j), rowScopes: page.map((r) => r.scope), hasMore, retrievedAt };
+  return { rows: page.map((r) => r[0]), rowScopes: page.map((r) => oneScope ?? r[1]!), hasMore, retrievedAt };
 }
 
 export interface GetQuery {

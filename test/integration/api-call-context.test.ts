@@ -28,6 +28,8 @@ describe("the API's Temporal calls and the process's async hooks", { timeout: 60
   });
 
   it('disables the call context once a call has started, and the call is answered', async () => {
+    // Connecting made a call (its deadline's run).
+    assert.equal(enabled(connection), false, 'the call context is disabled after connecting');
     // A call with the namespace's metadata (the client wraps it in the storage's run).
     const described = await connection.workflowService.describeNamespace({ namespace: 'default' });
     assert.equal(described.namespaceInfo?.name, 'default');
