@@ -361,10 +361,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   }
   listReadPaths.offset++;
   // Rows as arrays ([object] or [object, scope]): no object made a row.
-  const [res, retrievedAt] = await Promise.all([
-    pool.query<[string, string?]>({ ...listStatement(sql), values: params, rowMode: 'array' }),
-    freshness,
-  ]);
+  const [res, retrievedAt] = await Promise.all([pool.query<[string, string?]>({ ...listStatement(sql), values: params, rowMode: 'array' }), freshness]);
   const hasMore = res.rows.length > q.perPage;
   const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
   return { rows: page.map((r) => r[0]), rowScopes: page.map((r) => oneScope ?? r[1]!), hasMore, retrievedAt };
