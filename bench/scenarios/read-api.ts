@@ -110,28 +110,31 @@ export async function readApi(
       fetch(`${baseline.url}/customers/${sample}`).then((r) => r.text()),
     ]);
     if (m !== b) throw new Error(`the mirror and the baseline answer differently for /customers/${sample}`);
-    const out: ReadComparison[] = [];
-    for (const kind of ['single', 'list', 'first'] as const) {
-      const next = paths[kind];
-      await load(env.api.url, mirrorHeaders, next, options.warmupSeconds, options.connections);
-      await load(baseline.url, {}, next, options.warmupSeconds, options.connections);
-      let bestMirror: LoadResult | undefined;
-      let bestBaseline: LoadResult | undefined;
+    // Random pages are judged against page 1 as the mirror against its baseline: side by side. So the
+    // two lists' rounds interleave (each round runs random pages and page 1 on both sides, in an order
+    // that alternates), rather than one list's rounds after the other's, where a drift in the
+    // machine's load between the two phases went into the ratio.
+    const phases: (readonly ('single' | 'list' | 'first')[])[] = [['single'], ['list', 'first']];
+    const best = new Map<string, LoadResult>();
+    for (const kinds of phases) {
+      for (const kind of kinds) {
+        await load(env.api.url, mirrorHeaders, paths[kind], options.warmupSeconds, options.connections);
+        await load(baseline.url, {}, paths[kind], options.warmupSeconds, options.connections);
+      }
+      const runs = kinds.flatMap((kind) => (['baseline', 'mirror'] as const).map((who) => ({ kind, who })));
       for (let round = 0; round < options.rounds; round++) {
-        // Alternate which goes first so drift in the machine's load favours neither.
-        const order = round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const);
-        for (const who of order) {
+        // Alternate the order so drift in the machine's load favours none of them.
+        for (const { kind, who } of round % 2 === 0 ? runs : [...runs].reverse()) {
           const r =
             who === 'mirror'
-              ? await load(env.api.url, mirrorHeaders, next, options.seconds, options.connections, env.api.child.process.pid)
-              : await load(baseline.url, {}, next, options.seconds, options.connections, baseline.child.process.pid);
-          if (who === 'mirror' && (!bestMirror || r.rps > bestMirror.rps)) bestMirror = r;
-          if (who === 'baseline' && (!bestBaseline || r.rps > bestBaseline.rps)) bestBaseline = r;
+              ? await load(env.api.url, mirrorHeaders, paths[kind], options.seconds, options.connections, env.api.child.process.pid)
+              : await load(baseline.url, {}, paths[kind], options.seconds, options.connections, baseline.child.process.pid);
+          const seen = best.get(`${kind}:${who}`);
+          if (!seen || r.rps > seen.rps) best.set(`${kind}:${who}`, r);
         }
       }
-      out.push({ kind, mirror: bestMirror!, baseline: bestBaseline! });
     }
-    return out;
+    return (['single', 'list', 'first'] as const).map((kind) => ({ kind, mirror: best.get(`${kind}:mirror`)!, baseline: best.get(`${kind}:baseline`)! }));
   } finally {
     await baseline.child.stop();
   }

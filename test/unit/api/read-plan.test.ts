@@ -136,6 +136,30 @@ describe('read plan: lists', () => {
   });
 });
 
+describe('read plan: plans kept for repeated reads', () => {
+  const target = `/vendors?page=2&filters=${q([f('name', 'LIKE', 'A%')])}`;
+
+  it('a repeated read gets the plan made for it before, not parsed again', () => {
+    const first = planList(req(target), debugId);
+    assert.ok('serve' in first);
+    assert.equal(planList(req(target), debugId), first, 'the same plan');
+    // Another resource, target or body is another plan.
+    assert.notEqual(planList(req(target, { def: resourceDef('customers')! }), debugId), first);
+    assert.notEqual(planList(req(`${target}&per_page=5`), debugId), first);
+    const withBody = req(target, { body: Buffer.from('{"filters": []}'), h: { 'content-type': 'application/json' } });
+    assert.notEqual(planList(withBody, debugId), first);
+  });
+
+  it("still checks every read's headers, and never keeps an error", () => {
+    served(req(target));
+    assert.equal(forwarded(req(target, { h: { 'company-id': 'c1' } })), 'header Company-Id is not evaluated by the mirror');
+    const bad = `/vendors?filters=${q([f('name', 'NEAR', 'A')])}`;
+    for (let i = 0; i < 2; i++) assert.throws(() => planList(req(bad), debugId), BadRequestError);
+    const unknown = `/vendors?colour=red`;
+    for (let i = 0; i < 2; i++) assert.equal(forwarded(req(unknown)), 'parameter "colour" is not evaluated by the mirror');
+  });
+});
+
 describe('read plan: objects and folder pages', () => {
   it('an object read with no parameter and no body is served; anything else is forwarded', () => {
     assert.deepEqual(planGet(req('/vendors/1'), debugId), { serve: undefined });
