@@ -83,6 +83,9 @@ function textPredicate(ref: { json: string; text: string }, pred: (t: string) =>
   return nullTrue ? `(CASE WHEN ${compared} THEN true ELSE NOT coalesce(${scalar}, false) END)` : `(CASE WHEN ${compared} THEN ${scalar} ELSE false END)`;
 }
 
+/** A value whose text could be an object's or an array's JSON text. */
+const nonScalarText = (v: FilterValue): boolean => typeof v === 'string' && (v.startsWith('{') || v.startsWith('['));
+
 /**
  * Whether a text comparison can hold only for a scalar, so textPredicate needs no type test: `->>`
  * gives NULL for a JSON null and an object's or array's JSON text, which begins with `{` or `[`; so
@@ -91,7 +94,6 @@ function textPredicate(ref: { json: string; text: string }, pred: (t: string) =>
  * record that compares true) was a quarter of a filtered page's expression time.
  */
 function onlyScalarsMatch(operator: FilterOperator, values: readonly FilterValue[]): boolean {
-  const nonScalarText = (v: FilterValue) => typeof v === 'string' && (v.startsWith('{') || v.startsWith('['));
   if (operator === '=' || operator === 'IN') return values.length > 0 && !values.some(nonScalarText);
   if (operator === 'LIKE' || operator === 'ILIKE') return /^[^%_\\{[]/.test(String(values[0]));
   return false;

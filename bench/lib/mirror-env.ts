@@ -20,7 +20,7 @@ import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/databas
 import { migrate } from '../../mirror/migrate.ts';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
 import { apiProcessSettings, workerProcessSettings } from '../../bin/worker-relaunch.js';
-import { logTail, spawnNode, type Child } from './processes.ts';
+import { benchNodeArgs, logTail, spawnNode, type Child } from './processes.ts';
 
 /** The Postgres server the benchmark makes its databases on. */
 export const serverUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -139,8 +139,7 @@ export class MirrorEnv {
   }
 
   private spawnMirror(name: string, args: string[], taskQueue: string): Child {
-    // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) goes to every mirror process: profiling.
-    const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const nodeArgs = benchNodeArgs();
     // A worker starts with its settings from the outset (as a container would start it), so the
     // process measured is the worker itself rather than a launcher waiting for it.
     const worker = args[0] === 'worker' ? workerProcessSettings() : args[0] === 'api' ? apiProcessSettings() : { nodeArgs: [], env: {} };

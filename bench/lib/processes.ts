@@ -36,6 +36,11 @@ function installExitHook(): void {
   });
 }
 
+/** BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node arguments for every process measured, the mirror's and the baselines' alike, so their profiles compare. */
+export function benchNodeArgs(): string[] {
+  return (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+}
+
 /** Starts `node <args>` in the project root with `env`; stdout and stderr go to `logFile`. */
 export function spawnNode(name: string, args: string[], env: NodeJS.ProcessEnv, logFile: string): Child {
   installExitHook();

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface Load {
   rps: number;
@@ -42,8 +42,7 @@ async function startBaseline(env: MirrorEnv, account: Linked, wrapped: boolean):
   const port = await freePort();
   const child = spawnNode(
     'filters-baseline',
-    // BENCH_NODE_ARGS (profiling) goes to the baseline as to the mirror's processes: their profiles compare.
-    [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'bench/filters-baseline-server.ts'],
+    [...benchNodeArgs(), '--import', 'tsx', 'bench/filters-baseline-server.ts'],
     {
       ...process.env,
       BASELINE_PORT: String(port),

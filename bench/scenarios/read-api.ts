@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface LoadResult {
   rps: number;
@@ -61,8 +61,7 @@ async function startBaseline(env: MirrorEnv, account: Linked): Promise<{ url: st
   const port = await freePort();
   const child = spawnNode(
     'baseline',
-    // BENCH_NODE_ARGS (profiling) goes to the baseline as to the mirror's processes: their profiles compare.
-    [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'bench/baseline-server.ts'],
+    [...benchNodeArgs(), '--import', 'tsx', 'bench/baseline-server.ts'],
     { ...process.env, BASELINE_PORT: String(port), DATABASE_URL: env.databaseUrl, BASELINE_ACCOUNT_ID: account.accountId, BASELINE_RESOURCE: 'customers' },
     join(env.shared.logDir, 'baseline.log'),
   );
