@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from './pool.ts';
 import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './record-filters.ts';
+import { forgetPositions, positionsFor } from './position-cache.ts';
 import { positionChunk } from './record-positions.ts';
 
 export interface ListQuery {
@@ -191,6 +192,73 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
   return statement;
 }
 
+const cachedPageStatements = new Map<string, { name: string; text: string }>();
+
+/**
+ * A plain page of one stream by positions the process holds (position-cache.ts): the range of the
+ * records' (scope, ordinal) index between the page's first and last keys ($4, $6 and $5, $7), at most
+ * $10 records, each its id and object, read only where the stream's positions are still the ones held
+ * ($8, computed at $9) in the statement's own snapshot (a one-time test of the set row: no row read
+ * otherwise). The range is the read page 1 costs; the caller checks the ids against the positions'.
+ */
+function cachedPageStatement(includeSourceData: boolean, table: string): { name: string; text: string } {
+  const name = `mirror.list-cached.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`;
+  let statement = cachedPageStatements.get(name);
+  if (statement === undefined) {
+    const text = `SELECT r.id, ${objectSql(includeSourceData, 'r')}
+                    FROM ${table} r
+                   WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
+                     AND r.ordinal BETWEEN $4::bigint AND $5::bigint
+                     AND (r.ordinal > $4::bigint OR r.id >= $6::text) AND (r.ordinal < $5::bigint OR r.id <= $7::text)
+                     AND EXISTS (SELECT FROM record_position_sets s
+                                  WHERE s.account_id = $1 AND s.resource = $2 AND s.scope = $3 AND s.chunk_size = ${positionChunk}
+                                    AND s.version = $8::bigint AND s.valid_version = $8::bigint AND s.computed_at = $9::timestamptz)
+                   ORDER BY r.ordinal, r.id LIMIT $10::int`;
+    cachedPageStatements.set(name, (statement = { name, text }));
+  }
+  return statement;
+}
+
+/**
+ * The page by positions the process holds, or undefined where they do not serve it: not valid (or not
+ * held, nor readable), past the list's end (the statement of {@link positionedPage} answers that in one
+ * snapshot), or a page whose records are not the ones they name (they are then forgotten: a pass
+ * computed new ones, or a write did not mark them).
+ */
+async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, table: string): Promise<{ rows: string[]; hasMore: boolean } | undefined> {
+  const offset = (q.page - 1) * q.perPage;
+  // Positions are int4 (as in positionedPage).
+  if (offset + q.perPage >= 2 ** 31) return undefined;
+  const key = { accountId: q.accountId, resource: q.resource, scope };
+  const set = await positionsFor(pool, key, Math.floor(offset / positionChunk), Math.floor((offset + q.perPage) / positionChunk));
+  if (set === undefined || offset >= set.live) return undefined;
+  // The page and one more (whether more follow), as far as the list goes.
+  const last = Math.min(offset + q.perPage, set.live - 1);
+  const at = (position: number): [string, string] | undefined => {
+    const chunk = set.chunks.get(Math.floor(position / positionChunk));
+    const i = position % positionChunk;
+    return chunk && i < chunk.ids.length ? [chunk.ids[i]!, chunk.ordinals[i]!] : undefined;
+  };
+  const head = at(offset);
+  const tail = at(last);
+  if (head === undefined || tail === undefined) return undefined;
+  const expected = last - offset + 1;
+  const { rows } = await pool.query<[string, string]>({
+    ...cachedPageStatement(q.includeSourceData, table),
+    values: [q.accountId, q.resource, scope, head[1], tail[1], head[0], tail[0], set.version, set.computedAt, expected],
+    rowMode: 'array',
+  });
+  // Each the record its position names, in order.
+  let same = rows.length === expected;
+  for (let i = 0; i < rows.length && same; i++) same = rows[i]![0] === at(offset + i)?.[0];
+  if (!same) {
+    forgetPositions(pool, key);
+    return undefined;
+  }
+  const hasMore = rows.length > q.perPage;
+  return { rows: (hasMore ? rows.slice(0, q.perPage) : rows).map((r) => r[1]), hasMore };
+}
+
 /**
  * Lists read by OFFSET (filters, orders, several scopes, deleted records, later pages without valid
  * positions) are named statements too, by their text: values and field names are parameters, so one
@@ -353,7 +421,11 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   }
   if (plain) {
     const scope = q.scopes[0]!;
-    const [positioned, at] = await Promise.all([positionedPage(pool, q, scope, table), freshness]);
+    // Up to a chunk's positions (what applications ask), by the positions the process holds; else, or
+    // where they do not serve it, by the positions' rows in the statement.
+    const page = async () =>
+      (q.perPage <= positionChunk ? await cachedPositionsPage(pool, q, scope, table) : undefined) ?? positionedPage(pool, q, scope, table);
+    const [positioned, at] = await Promise.all([page(), freshness]);
     if (positioned) {
       listReadPaths.positioned++;
       return { rows: positioned.rows, rowScopes: positioned.rows.map(() => scope), hasMore: positioned.hasMore, retrievedAt: at };

@@ -208,6 +208,61 @@ describe('list pages by dense positions', () => {
     }
   });
 
+  it('keeps the positions it read: a page read again, or the next one, reads no position row, and new positions replace them', async () => {
+    const key = await account();
+    await fullPass(key, 'one', [customers(0, 500), customers(500, 500), customers(1000, 200)], 500);
+    await pool.query('ANALYZE records');
+    // One connection, so the counts are this backend's (pg_stat_xact_*, a transaction a page), and
+    // its own pool as far as the positions the process holds go: nothing read before this test.
+    const client = await pool.connect();
+    const conn = client as unknown as Pool;
+    const counts = async () =>
+      (
+        await client.query<{ chunks: number; scans: number }>(
+          `SELECT (SELECT coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::int FROM pg_stat_xact_user_tables WHERE relname = 'record_position_chunks') AS chunks,
+                  (SELECT coalesce(sum(idx_scan), 0)::int FROM pg_stat_xact_user_tables WHERE starts_with(relname, 'records')) AS scans`,
+        )
+      ).rows[0]!;
+    const page = async (n: number) => {
+      await client.query('BEGIN');
+      const before = { ...listReadPaths };
+      const s0 = await counts();
+      const r = await listRecords(conn, query(key, n, 100));
+      const s1 = await counts();
+      await client.query('ROLLBACK');
+      assert.equal(listReadPaths.positioned - before.positioned, n === 1 ? 0 : 1, `page ${n} by position`);
+      return { ids: r.rows.map((j) => (JSON.parse(j) as { id: string }).id), hasMore: r.hasMore, chunks: s1.chunks - s0.chunks, scans: s1.scans - s0.scans };
+    };
+    try {
+      let expected = await upstreamOrder(key);
+      const first = await page(7);
+      assert.deepEqual(first.ids, expected.slice(600, 700));
+      assert.ok(first.chunks > 0, 'the first read of the list reads its positions');
+      for (const n of [7, 8, 9, 3]) {
+        const again = await page(n);
+        assert.deepEqual([again.ids, again.hasMore], [expected.slice((n - 1) * 100, n * 100), true], `page ${n}`);
+        // Page 3's chunks were not read with page 7's (nor the ones after it): it reads them.
+        assert.equal(again.chunks > 0, n === 3, `page ${n}: ${again.chunks} position rows read`);
+        assert.ok(again.scans <= 1, `page ${n}: ${again.scans} scans of the records' indexes`);
+      }
+      const lastPage = await page(12);
+      assert.deepEqual([lastPage.ids, lastPage.hasMore], [expected.slice(1100), false]);
+
+      // A pass that moves records computes new positions: the ones held are not used for them.
+      await fullPass(key, 'two', [[...customers(1100, 100), ...customers(0, 400)], customers(400, 500), customers(900, 200)], 500);
+      expected = await upstreamOrder(key);
+      assert.equal(expected[0], 'c01100');
+      for (const n of [7, 1, 2, 12]) {
+        const moved = await page(n);
+        assert.deepEqual(moved.ids, expected.slice((n - 1) * 100, n * 100), `page ${n} after the pass`);
+      }
+      assert.equal((await page(2)).chunks, 0, 'the new positions held in turn');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   it('reads a filtered first page straight off the index, with no lookup per record', async () => {
     const key = await account();
     await fullPass(key, 'one', [customers(0, 500), customers(500, 500)], 500);
