@@ -66,7 +66,8 @@ export function forgetPositions(pool: Pool, key: PositionKey): void {
  */
 export async function positionsFor(pool: Pool, key: PositionKey, first: number, last: number): Promise<CachedPositions | undefined> {
   const cache = cacheOf(pool);
-  const cached = cache.sets.get(setKey(key));
+  const name = setKey(key);
+  const cached = cache.sets.get(name);
   if (cached !== undefined) {
     const chunks = Math.ceil(cached.live / positionChunk);
     let held = true;
@@ -89,18 +90,18 @@ export async function positionsFor(pool: Pool, key: PositionKey, first: number, 
     return undefined;
   }
   const [version, computedAt, live] = rows[0]!;
-  let set = cache.sets.get(setKey(key));
+  let set = cache.sets.get(name);
   if (set === undefined || set.version !== version || set.computedAt !== computedAt) {
     forgetPositions(pool, key);
     set = { version, computedAt, live, chunks: new Map() };
-    cache.sets.set(setKey(key), set);
+    cache.sets.set(name, set);
   }
   for (const [, , , chunk, ids, ordinals] of rows) {
     if (chunk === null || ids === null || ordinals === null || set.chunks.has(chunk)) continue;
     if (cache.chunks >= maxCachedChunks) {
       // Full: start again, with this set alone.
       cache.sets.clear();
-      cache.sets.set(setKey(key), set);
+      cache.sets.set(name, set);
       cache.chunks = set.chunks.size;
     }
     set.chunks.set(chunk, { ids, ordinals });

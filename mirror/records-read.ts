@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from './pool.ts';
 import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './record-filters.ts';
-import { forgetPositions, positionsFor } from './position-cache.ts';
+import { forgetPositions, positionsFor, type CachedPositions } from './position-cache.ts';
 import { positionChunk } from './record-positions.ts';
 
 export interface ListQuery {
@@ -36,10 +36,10 @@ export interface ListResult {
 
 /** The object as served: `data`, with `source_data` added when asked for (columns of `alias`). */
 function objectSql(includeSourceData: boolean, alias = ''): string {
-  const c = (column: string) => (alias ? `${alias}.${column}` : column);
+  const a = alias ? `${alias}.` : '';
   return includeSourceData
-    ? `(CASE WHEN ${c('source_data')} IS NULL THEN ${c('data')} ELSE ${c('data')} || jsonb_build_object('source_data', ${c('source_data')}) END)::text AS j`
-    : `${c('data')}::text AS j`;
+    ? `(CASE WHEN ${a}source_data IS NULL THEN ${a}data ELSE ${a}data || jsonb_build_object('source_data', ${a}source_data) END)::text AS j`
+    : `${a}data::text AS j`;
 }
 
 /**
@@ -219,6 +219,13 @@ function cachedPageStatement(includeSourceData: boolean, table: string): { name:
   return statement;
 }
 
+/** The id and ordinal at a position of held positions (undefined where the chunk is not held). */
+function heldAt(set: CachedPositions, position: number): [string, string] | undefined {
+  const chunk = set.chunks.get(Math.floor(position / positionChunk));
+  const i = position % positionChunk;
+  return chunk && i < chunk.ids.length ? [chunk.ids[i]!, chunk.ordinals[i]!] : undefined;
+}
+
 /**
  * The page by positions the process holds, or undefined where they do not serve it: not valid (or not
  * held, nor readable), past the list's end (the statement of {@link positionedPage} answers that in one
@@ -234,13 +241,8 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
   if (set === undefined || offset >= set.live) return undefined;
   // The page and one more (whether more follow), as far as the list goes.
   const last = Math.min(offset + q.perPage, set.live - 1);
-  const at = (position: number): [string, string] | undefined => {
-    const chunk = set.chunks.get(Math.floor(position / positionChunk));
-    const i = position % positionChunk;
-    return chunk && i < chunk.ids.length ? [chunk.ids[i]!, chunk.ordinals[i]!] : undefined;
-  };
-  const head = at(offset);
-  const tail = at(last);
+  const head = heldAt(set, offset);
+  const tail = heldAt(set, last);
   if (head === undefined || tail === undefined) return undefined;
   const expected = last - offset + 1;
   const { rows } = await pool.query<[string, string]>({
@@ -248,15 +250,23 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
     values: [q.accountId, q.resource, scope, head[1], tail[1], head[0], tail[0], set.version, set.computedAt, expected],
     rowMode: 'array',
   });
-  // Each the record its position names, in order.
+  // Each the record its position names, in order (a chunk's ids walked, not looked up a record).
   let same = rows.length === expected;
-  for (let i = 0; i < rows.length && same; i++) same = rows[i]![0] === at(offset + i)?.[0];
+  const objects: string[] = [];
+  for (let i = 0, position = offset; same && i < rows.length;) {
+    const ids = set.chunks.get(Math.floor(position / positionChunk))?.ids;
+    if (ids === undefined) same = false;
+    for (let at = position % positionChunk; same && at < positionChunk && i < rows.length; at++, i++, position++) {
+      const row = rows[i]!;
+      same = row[0] === ids?.[at];
+      if (i < q.perPage) objects.push(row[1]);
+    }
+  }
   if (!same) {
     forgetPositions(pool, key);
     return undefined;
   }
-  const hasMore = rows.length > q.perPage;
-  return { rows: (hasMore ? rows.slice(0, q.perPage) : rows).map((r) => r[1]), hasMore };
+  return { rows: objects, hasMore: rows.length > q.perPage };
 }
 
 /**
@@ -332,6 +342,14 @@ async function positionedPage(pool: Pool, q: ListQuery, scope: string, table: st
   return { rows: hasMore ? page.slice(0, q.perPage) : page, hasMore };
 }
 
+/**
+ * A plain page by positions: up to a chunk's positions (what applications ask) by the ones the process
+ * holds; else, or where they do not serve it, by the positions' rows in the statement.
+ */
+async function pageByPositions(pool: Pool, q: ListQuery, scope: string, table: string): Promise<{ rows: string[]; hasMore: boolean } | undefined> {
+  return (q.perPage <= positionChunk ? await cachedPositionsPage(pool, q, scope, table) : undefined) ?? positionedPage(pool, q, scope, table);
+}
+
 export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
   const table = await recordsTable(pool, q.resource);
   const params: unknown[] = [q.accountId, q.resource, q.perPage + 1, (q.page - 1) * q.perPage];
@@ -374,13 +392,6 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   const direct = q.page === 1 && q.scopes !== 'all' && q.scopes.length === 1 && !q.orderBy?.length;
   // Each row's scope is read only where the list has several (one scope's rows all carry it).
   const oneScope = q.scopes !== 'all' && q.scopes.length === 1 ? q.scopes[0]! : undefined;
-  const sql = direct
-    ? `SELECT ${objectSql(q.includeSourceData)} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
-    : `SELECT ${objectSql(q.includeSourceData, 'r')}${oneScope === undefined ? ', r.scope' : ''}
-                 FROM (SELECT scope, ordinal, id${keys} FROM ${table} WHERE ${where.join(' AND ')}
-                        ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
-                 JOIN ${table} r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
-                ORDER BY ${outerOrder}p.scope, p.ordinal, p.id`;
   // One stream read (a single scope): its freshness as remembered (see freshnessTtlMs), else asked for.
   const cache = freshnessOf(pool);
   const now = Date.now();
@@ -421,17 +432,20 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   }
   if (plain) {
     const scope = q.scopes[0]!;
-    // Up to a chunk's positions (what applications ask), by the positions the process holds; else, or
-    // where they do not serve it, by the positions' rows in the statement.
-    const page = async () =>
-      (q.perPage <= positionChunk ? await cachedPositionsPage(pool, q, scope, table) : undefined) ?? positionedPage(pool, q, scope, table);
-    const [positioned, at] = await Promise.all([page(), freshness]);
+    const [positioned, at] = await Promise.all([pageByPositions(pool, q, scope, table), freshness]);
     if (positioned) {
       listReadPaths.positioned++;
       return { rows: positioned.rows, rowScopes: positioned.rows.map(() => scope), hasMore: positioned.hasMore, retrievedAt: at };
     }
   }
   listReadPaths.offset++;
+  const sql = direct
+    ? `SELECT ${objectSql(q.includeSourceData)} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
+    : `SELECT ${objectSql(q.includeSourceData, 'r')}${oneScope === undefined ? ', r.scope' : ''}
+                 FROM (SELECT scope, ordinal, id${keys} FROM ${table} WHERE ${where.join(' AND ')}
+                        ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
+                 JOIN ${table} r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
+                ORDER BY ${outerOrder}p.scope, p.ordinal, p.id`;
   // Rows as arrays ([object] or [object, scope]): no object made a row.
   const [res, retrievedAt] = await Promise.all([pool.query<[string, string?]>({ ...listStatement(sql), values: params, rowMode: 'array' }), freshness]);
   const hasMore = res.rows.length > q.perPage;

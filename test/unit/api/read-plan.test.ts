@@ -206,4 +206,22 @@ describe('record filters SQL', () => {
     // No key's lookup asks the type of the whole source object (an array's or a scalar's key is NULL either way).
     assert.ok(!filtersSql([f('source_data.Status', '<', 'B')] as never, 1).sql.includes('jsonb_typeof(source_data)'));
   });
+
+  it("compiles a kept plan's filters once, and again for other placeholders, indexes or filters", () => {
+    const filters = [f('source_data.Status', '=', 'Active'), f('name', 'LIKE', 'A%')] as never as Parameters<typeof filtersSql>[0] & unknown[];
+    const first = filtersSql(filters, 6);
+    assert.equal(filtersSql(filters, 6), first, 'the same compiled filters');
+    // Compiled anew, as a fresh array of the same filters is.
+    const at7 = filtersSql(filters, 7);
+    assert.notEqual(at7.sql, first.sql);
+    assert.equal(at7.sql, filtersSql([...filters], 7).sql);
+    assert.notEqual(filtersSql(filters, 6, new Set(['name'])).sql, first.sql);
+    // An array that changed is compiled again (a plan's never does; a caller's own array might).
+    filters.push(f('name', '!=', 'B'));
+    const longer = filtersSql(filters, 6);
+    assert.equal(longer.params.length, 6);
+    assert.ok(longer.sql.startsWith(first.sql.replace(/ AND .*/s, '')));
+    filters[0] = f('source_data.Status', '=', 'Closed') as never;
+    assert.deepEqual(filtersSql(filters, 6).params, ['Status', 'Closed', 'name', 'A%', 'name', 'B']);
+  });
 });
