@@ -12,7 +12,7 @@ import pg from 'pg';
 import { startDevServer, type DevServer } from '../bin/temporal-cli.ts';
 import { freePort } from '../bin/test-runner.ts';
 import { MirrorEnv, serverUrl, type BenchShared, type Linked, type WorkerSet } from './lib/mirror-env.ts';
-import { formatRequestCpu, stopAllChildren } from './lib/processes.ts';
+import { formatRequestCpu, settledText, stopAllChildren } from './lib/processes.ts';
 import { errorRow, fmt, formatTable, info, judged, machineInfo, writeReport, type Report, type Row } from './lib/report.ts';
 import { configSchema } from '../lib/config.ts';
 import { bigListSizes, bigListSystem, ingestCeiling, pageServing, scalePoint, timedFullSync, type CeilingResult, type SyncRun } from './scenarios/ingest.ts';
@@ -332,13 +332,14 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
 
         await scenario(5, 'read API', async () => {
           if (!first) throw new Error('needs the full sync (scenario 2)');
-          const results = await readApi(main, account, {
+          const { comparisons: results, settledMs } = await readApi(main, account, {
             seconds: o.readSeconds,
             warmupSeconds: o.warmupSeconds,
             rounds: o.rounds,
             connections: o.connections,
             records: o.records,
           });
+          notes.push(`[5] ${settledText(settledMs)}`);
           for (const r of results) {
             const label = r.kind === 'single' ? 'single-object GET' : r.kind === 'list' ? '100-record list GET' : '100-record list GET, page 1';
             const base = { label: 'baseline', unit: 'req/s' };
@@ -434,12 +435,13 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
         // Issue 26, part 2: a source_data filter and a grouped aggregate against raw SQL on the same table.
         await scenario(11, 'filters and aggregates', async () => {
           if (!first) throw new Error('needs the full sync (scenario 2)');
-          const results = await filtersAggregates(main, account, {
+          const { comparisons: results, settledMs } = await filtersAggregates(main, account, {
             seconds: o.readSeconds,
             warmupSeconds: o.warmupSeconds,
             rounds: o.rounds,
             connections: o.connections,
           });
+          notes.push(`[11] ${settledText(settledMs)}`);
           for (const r of results) {
             const label = r.kind === 'filter' ? 'source_data filter, list page' : `aggregate over ${o.records.toLocaleString('en-US')} records`;
             rows.push(

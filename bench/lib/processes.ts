@@ -266,6 +266,32 @@ export async function withRequestCpu<T>(pid: number | undefined, work: () => Pro
   return { result, cpu: { server: us(use.workers), postgres: us(use.postgres), client: us(use.bench) } };
 }
 
+/**
+ * Waits until no other session of the bench's database runs a statement (at most `timeoutMs`) and
+ * says how long that took, in ms. A load's round ends when its time is up, not its statements: the
+ * OFFSET pages and aggregates of a baseline (seconds each) went on running into the next round, took
+ * the cores from it and counted in its Postgres CPU, so a round that came after one of those (the
+ * mirror's random pages, in every other round) was measured against less of the machine.
+ */
+export async function untilPostgresIdle(pool: { query: (text: string) => Promise<{ rows: unknown[] }> }, timeoutMs = 60_000): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+    );
+    if ((rows[0] as { n: number }).n === 0 || Date.now() - t0 >= timeoutMs) return Date.now() - t0;
+    await sleep(50);
+  }
+}
+
+/** What the waits of untilPostgresIdle before a scenario's rounds came to, for the notes. */
+export function settledText(waitsMs: readonly number[]): string {
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const most = Math.max(0, ...waitsMs);
+  return `each measured round began with no statement of the round before still running in Postgres: waited ${s(waitsMs.reduce((a, b) => a + b, 0))} in all over ${waitsMs.length} rounds, at most ${s(most)} before one.`;
+}
+
 /** `server + postgres + client` µs a request, for the notes. */
 export function formatRequestCpu(cpu: RequestCpu | undefined): string {
   if (!cpu) return 'CPU not measured';

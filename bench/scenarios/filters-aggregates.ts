@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { benchNodeArgs, logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface Load {
   rps: number;
@@ -72,7 +72,7 @@ export async function filtersAggregates(
   env: MirrorEnv,
   account: Linked,
   options: { seconds: number; warmupSeconds: number; rounds: number; connections: number },
-): Promise<FilterAggregateComparison[]> {
+): Promise<{ comparisons: FilterAggregateComparison[]; settledMs: number[] }> {
   if (!env.api) throw new Error('the read API is not running');
   // The source object's key that carries the status (its name is the source system's), and whether
   // the object is stored in the wrapper {path, content_type, data}.
@@ -104,6 +104,7 @@ export async function filtersAggregates(
       },
     ];
     const out: FilterAggregateComparison[] = [];
+    const settled: number[] = [];
     for (const c of cases) {
       // The same answer first: the same records in the same order, or the same groups, counts and sums.
       const [m, b] = await Promise.all([
@@ -135,6 +136,8 @@ export async function filtersAggregates(
       for (let round = 0; round < options.rounds; round++) {
         // Alternate which goes first so drift in the machine's load favours neither.
         for (const who of round % 2 === 0 ? (['baseline', 'mirror'] as const) : (['mirror', 'baseline'] as const)) {
+          // Each from a Postgres with nothing left running of the load before (an aggregate runs for seconds).
+          settled.push(await untilPostgresIdle(env.services.pool));
           const r =
             who === 'mirror'
               ? await load(env.api.url, c.mirror, headers, options.seconds, connections, env.api.child.process.pid)
@@ -145,7 +148,7 @@ export async function filtersAggregates(
       }
       out.push({ kind: c.kind, query: c.query, rows: mk.length, mirror: bestMirror!, baseline: bestBaseline! });
     }
-    return out;
+    return { comparisons: out, settledMs: settled };
   } finally {
     await baseline.child.stop();
   }

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { benchNodeArgs, logTail, spawnNode, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface LoadResult {
   rps: number;
@@ -85,7 +85,7 @@ export async function readApi(
   env: MirrorEnv,
   account: Linked,
   options: { seconds: number; warmupSeconds: number; rounds: number; connections: number; records: number },
-): Promise<ReadComparison[]> {
+): Promise<{ comparisons: ReadComparison[]; settledMs: number[] }> {
   if (!env.api) throw new Error('the read API is not running');
   const { rows } = await env.services.pool.query<{ id: string }>(
     `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY random() LIMIT 2000`,
@@ -115,6 +115,7 @@ export async function readApi(
     // machine's load between the two phases went into the ratio.
     const phases: (readonly ('single' | 'list' | 'first')[])[] = [['single'], ['list', 'first']];
     const best = new Map<string, LoadResult>();
+    const settled: number[] = [];
     for (const kinds of phases) {
       for (const kind of kinds) {
         await load(env.api.url, mirrorHeaders, paths[kind], options.warmupSeconds, options.connections);
@@ -124,6 +125,8 @@ export async function readApi(
       for (let round = 0; round < options.rounds; round++) {
         // Alternate the order so drift in the machine's load favours none of them.
         for (const { kind, who } of round % 2 === 0 ? runs : [...runs].reverse()) {
+          // Each from a Postgres with nothing left running of the load before.
+          settled.push(await untilPostgresIdle(env.services.pool));
           const r =
             who === 'mirror'
               ? await load(env.api.url, mirrorHeaders, paths[kind], options.seconds, options.connections, env.api.child.process.pid)
@@ -133,7 +136,14 @@ export async function readApi(
         }
       }
     }
-    return (['single', 'list', 'first'] as const).map((kind) => ({ kind, mirror: best.get(`${kind}:mirror`)!, baseline: best.get(`${kind}:baseline`)! }));
+    return {
+      comparisons: (['single', 'list', 'first'] as const).map((kind) => ({
+        kind,
+        mirror: best.get(`${kind}:mirror`)!,
+        baseline: best.get(`${kind}:baseline`)!,
+      })),
+      settledMs: settled,
+    };
   } finally {
     await baseline.child.stop();
   }
