@@ -223,7 +223,7 @@ function cachedPageStatement(includeSourceData: boolean, table: string): { name:
 function heldAt(set: CachedPositions, position: number): [string, string] | undefined {
   const chunk = set.chunks.get(Math.floor(position / positionChunk));
   const i = position % positionChunk;
-  return chunk && i < chunk.ids.length ? [chunk.ids[i]!, chunk.ordinals[i]!] : undefined;
+  return chunk && i < chunk.size ? [chunk.id(i), chunk.ordinal(i)] : undefined;
 }
 
 /**
@@ -254,11 +254,11 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
   let same = rows.length === expected;
   const objects: string[] = [];
   for (let i = 0, position = offset; same && i < rows.length;) {
-    const ids = set.chunks.get(Math.floor(position / positionChunk))?.ids;
-    if (ids === undefined) same = false;
+    const chunk = set.chunks.get(Math.floor(position / positionChunk));
+    if (chunk === undefined) same = false;
     for (let at = position % positionChunk; same && at < positionChunk && i < rows.length; at++, i++, position++) {
       const row = rows[i]!;
-      same = row[0] === ids?.[at];
+      same = chunk!.idIs(at, row[0]);
       if (i < q.perPage) objects.push(row[1]);
     }
   }
