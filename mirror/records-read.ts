@@ -126,7 +126,14 @@ async function recordsTable(pool: Pool, resource: string): Promise<string> {
   return name === undefined ? 'records' : `"${name.replace(/"/g, '""')}"`;
 }
 
-const positionedStatements = new Map<string, { name: string; text: string }>();
+/** The list's named statements by name, each text built the first time its name is asked for. */
+const listNamedStatements = new Map<string, { name: string; text: string }>();
+
+function namedStatement(name: string, build: () => string): { name: string; text: string } {
+  let statement = listNamedStatements.get(name);
+  if (statement === undefined) listNamedStatements.set(name, (statement = { name, text: build() }));
+  return statement;
+}
 
 /**
  * A plain page of one stream (no filter, order, deleted records or time bound) by the stream's dense
@@ -145,9 +152,7 @@ const positionedStatements = new Map<string, { name: string; text: string }>();
  * statement's time); the caller checks them against the ids, in order.
  */
 function positionedStatement(includeSourceData: boolean, table: string, span: 'two' | 'many'): { name: string; text: string } {
-  const name = `mirror.list-positioned.${includeSourceData ? 's' : 'd'}.${span}.${tableTag(table)}`;
-  let statement = positionedStatements.get(name);
-  if (statement === undefined) {
+  return namedStatement(`mirror.list-positioned.${includeSourceData ? 's' : 'd'}.${span}.${tableTag(table)}`, () => {
     const c = positionChunk;
     const key = (alias: string) => `${alias}.account_id = $1 AND ${alias}.resource = $2 AND ${alias}.scope = $3`;
     // The last position the page holds: $5, or the list's last.
@@ -168,7 +173,7 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
                   unnest(c.ids[greatest($4::int - c.chunk * ${c}, 0) + 1 : least($5::int - c.chunk * ${c}, ${c - 1}) + 1],
                          c.ordinals[greatest($4::int - c.chunk * ${c}, 0) + 1 : least($5::int - c.chunk * ${c}, ${c - 1}) + 1]) WITH ORDINALITY AS u(id, ordinal, n)
             WHERE ${key('c')} AND c.chunk BETWEEN $4::int / ${c} AND $5::int / ${c}`;
-    const text = `
+    return `
       WITH s AS MATERIALIZED (
         SELECT live FROM record_position_sets
          WHERE account_id = $1 AND resource = $2 AND scope = $3 AND valid_version = version AND chunk_size = ${c}
@@ -187,12 +192,8 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
            AND r.ordinal BETWEEN p.o1 AND p.o2
            AND (r.ordinal > p.o1 OR r.id >= p.ids[1]) AND (r.ordinal < p.o2 OR r.id <= p.ids[cardinality(p.ids)])
          ORDER BY r.ordinal, r.id LIMIT $5::int - $4::int + 1) x`;
-    positionedStatements.set(name, (statement = { name, text }));
-  }
-  return statement;
+  });
 }
-
-const cachedPageStatements = new Map<string, { name: string; text: string }>();
 
 /**
  * A plain page of one stream by positions the process holds (position-cache.ts): the range of the
@@ -202,10 +203,9 @@ const cachedPageStatements = new Map<string, { name: string; text: string }>();
  * otherwise). The range is the read page 1 costs; the caller checks the ids against the positions'.
  */
 function cachedPageStatement(includeSourceData: boolean, table: string): { name: string; text: string } {
-  const name = `mirror.list-cached.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`;
-  let statement = cachedPageStatements.get(name);
-  if (statement === undefined) {
-    const text = `SELECT r.id, ${objectSql(includeSourceData, 'r')}
+  return namedStatement(
+    `mirror.list-cached.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`,
+    () => `SELECT r.id, ${objectSql(includeSourceData, 'r')}
                     FROM ${table} r
                    WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
                      AND r.ordinal BETWEEN $4::bigint AND $5::bigint
@@ -213,10 +213,8 @@ function cachedPageStatement(includeSourceData: boolean, table: string): { name:
                      AND EXISTS (SELECT FROM record_position_sets s
                                   WHERE s.account_id = $1 AND s.resource = $2 AND s.scope = $3 AND s.chunk_size = ${positionChunk}
                                     AND s.version = $8::bigint AND s.valid_version = $8::bigint AND s.computed_at = $9::timestamptz)
-                   ORDER BY r.ordinal, r.id LIMIT $10::int`;
-    cachedPageStatements.set(name, (statement = { name, text }));
-  }
-  return statement;
+                   ORDER BY r.ordinal, r.id LIMIT $10::int`,
+  );
 }
 
 /** The id and ordinal at a position of held positions (undefined where the chunk is not held). */
@@ -289,22 +287,17 @@ function listStatement(text: string): { text: string; name?: string } {
   return name === undefined ? { text } : { text, name };
 }
 
-const firstPageStatements = new Map<string, { name: string; text: string }>();
-
 /**
  * The first page of a plain list of one stream: one range scan from the start of its index, no
  * positions needed (what the raw SQL of the same page does). Named: planned once per connection.
  */
 function firstPageStatement(includeSourceData: boolean, table: string): { name: string; text: string } {
-  const name = `mirror.list-first.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`;
-  let statement = firstPageStatements.get(name);
-  if (statement === undefined) {
-    const text = `SELECT ${objectSql(includeSourceData)} FROM ${table}
+  return namedStatement(
+    `mirror.list-first.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`,
+    () => `SELECT ${objectSql(includeSourceData)} FROM ${table}
                    WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL
-                   ORDER BY ordinal, id LIMIT $4`;
-    firstPageStatements.set(name, (statement = { name, text }));
-  }
-  return statement;
+                   ORDER BY ordinal, id LIMIT $4`,
+  );
 }
 
 /**
