@@ -248,22 +248,21 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
     values: [q.accountId, q.resource, scope, head[1], tail[1], head[0], tail[0], set.version, set.computedAt, expected],
     rowMode: 'array',
   });
-  // Each the record its position names, in order (a chunk's ids walked, not looked up a record).
+  // Each the record its position names, in order: a chunk's ids against the rows' at a time.
   let same = rows.length === expected;
-  const objects: string[] = [];
   for (let i = 0, position = offset; same && i < rows.length;) {
-    const chunk = set.chunks.get(Math.floor(position / positionChunk));
-    if (chunk === undefined) same = false;
-    for (let at = position % positionChunk; same && at < positionChunk && i < rows.length; at++, i++, position++) {
-      const row = rows[i]!;
-      same = chunk!.idIs(at, row[0]);
-      if (i < q.perPage) objects.push(row[1]);
-    }
+    const at = position % positionChunk;
+    const count = Math.min(positionChunk - at, rows.length - i);
+    same = set.chunks.get(Math.floor(position / positionChunk))?.idsAre(at, rows, i, count) ?? false;
+    i += count;
+    position += count;
   }
   if (!same) {
     forgetPositions(pool, key);
     return undefined;
   }
+  const objects: string[] = [];
+  for (let i = 0; i < rows.length && i < q.perPage; i++) objects.push(rows[i]![1]);
   return { rows: objects, hasMore: rows.length > q.perPage };
 }
 

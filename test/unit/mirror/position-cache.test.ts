@@ -13,13 +13,21 @@ describe('held position chunks', () => {
     ids.forEach((id, i) => {
       assert.equal(chunk.id(i), id);
       assert.equal(chunk.ordinal(i), ordinals[i]);
-      assert.equal(chunk.idIs(i, id), true);
     });
-    // A prefix, a longer id, a neighbour's id, past the end: not the id.
-    assert.equal(chunk.idIs(0, 'c0000'), false);
-    assert.equal(chunk.idIs(3, 'c00001'), false);
-    assert.equal(chunk.idIs(4, 'c00001'), false);
-    assert.equal(chunk.idIs(1, 'c'), false);
-    assert.equal(chunk.idIs(ids.length, ''), false);
+    const rows = (xs: string[]) => xs.map((id) => [id, '{}'] as [string, string]);
+    // Every run of them, from any row on.
+    for (let at = 0; at <= ids.length; at++)
+      for (let count = 0; at + count <= ids.length; count++) {
+        assert.equal(chunk.idsAre(at, rows(ids.slice(at, at + count)), 0, count), true, `${at}+${count}`);
+        assert.equal(chunk.idsAre(at, rows(['x', ...ids.slice(at, at + count)]), 1, count), true, `${at}+${count} from 1`);
+      }
+    // The same text cut elsewhere, a prefix, a longer id, a neighbour's id, one id changed, past the end: not the ids.
+    assert.equal(chunk.idsAre(3, rows(['c000', '0c00001x']), 0, 2), false);
+    assert.equal(chunk.idsAre(0, rows(['c0000']), 0, 1), false);
+    assert.equal(chunk.idsAre(3, rows(['c00001']), 0, 1), false);
+    assert.equal(chunk.idsAre(4, rows(['c00001']), 0, 1), false);
+    assert.equal(chunk.idsAre(0, rows(['c00001', '', 'é-ü-✗']), 0, 3), false);
+    assert.equal(chunk.idsAre(5, rows([ids[5]!, 'more']), 0, 2), false);
+    assert.equal(chunk.idsAre(0, rows(['c00001']), 0, 2), false);
   });
 });
