@@ -150,6 +150,47 @@ describe('read plan: plans kept for repeated reads', () => {
     assert.notEqual(planList(withBody, debugId), first);
   });
 
+  it('every page of a list shares its plan: the same filters, each its own page, checked as ever', () => {
+    const page = (n: string, rest = `filters=${q([f('name', 'LIKE', 'B%')])}`) => planList(req(`/vendors?${rest}&page=${n}`), debugId);
+    const two = page('2');
+    assert.ok('serve' in two);
+    for (const [n, expected] of [
+      ['7', 7],
+      ['1999', 1999],
+      ['2', 2],
+      ['007', 7],
+    ] as const) {
+      const plan = page(n);
+      assert.ok('serve' in plan);
+      assert.equal(plan.serve.page, expected, `page=${n}`);
+      assert.equal(plan.serve.filters, two.serve.filters, `page=${n}: the kept plan's filters`);
+    }
+    assert.equal(page('2'), two, 'the same page: the same plan');
+    // The page first, last, between, alone.
+    const at = (target: string) => {
+      const plan = planList(req(target), debugId);
+      assert.ok('serve' in plan, target);
+      return [plan.serve.page, plan.serve.perPage];
+    };
+    assert.deepEqual(at('/vendors?page=4&per_page=5'), [4, 5]);
+    assert.deepEqual(at('/vendors?per_page=5&page=6'), [6, 5]);
+    assert.deepEqual(at('/vendors?per_page=5&page=8&include_deleted=false'), [8, 5]);
+    assert.deepEqual(at('/vendors?page=9'), [9, undefined]);
+    assert.deepEqual(at('/vendors?page=3'), [3, undefined]);
+    assert.deepEqual(at('/vendors?'), [1, undefined]);
+    assert.deepEqual(at('/vendors?per_page=5'), [1, 5]);
+    // Bad pages are still 400s, a page given twice (in any spelling) still forwarded.
+    for (let i = 0; i < 2; i++) {
+      assert.throws(() => page('0'), /page must be an integer/);
+      assert.throws(() => page('99999999999999999'), /page must be an integer/);
+      assert.throws(() => planList(req('/vendors?page=1.5'), debugId), /page must be an integer/);
+      assert.equal(forwarded(req('/vendors?page=2&page=3')), 'parameter "page" sent more than once is not evaluated by the mirror');
+      assert.equal(forwarded(req('/vendors?page=2&pag%65=3')), 'parameter "page" sent more than once is not evaluated by the mirror');
+      assert.equal(forwarded(req('/vendors?page&page=3')), 'parameter "page" sent more than once is not evaluated by the mirror');
+      assert.equal(forwarded(req('/vendors?page=4&colour=red')), 'parameter "colour" is not evaluated by the mirror');
+    }
+  });
+
   it("still checks every read's headers, and never keeps an error", () => {
     served(req(target));
     assert.equal(forwarded(req(target, { h: { 'company-id': 'c1' } })), 'header Company-Id is not evaluated by the mirror');
