@@ -63,7 +63,7 @@ export function benchOptions(v: Record<string, string | boolean | undefined>): B
     save: Boolean(v.save),
     readSeconds: quick ? 3 : 10,
     warmupSeconds: quick ? 1 : 2,
-    rounds: quick ? 1 : 2,
+    rounds: quick ? 1 : 3,
     connections: 10,
     webhookPerSecond: 100,
     webhookSeconds: quick ? 3 : 10,
@@ -417,7 +417,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               );
             }
             notes.push(
-              `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx; ${formatRequestCpu(r.baseline.cpu)}). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s.`,
+              `[5] ${label}: mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); baseline ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${r.baseline.non2xx} non-2xx; ${formatRequestCpu(r.baseline.cpu)}). ${o.connections} connections, best of ${o.rounds} x ${o.readSeconds} s (the best round's rate, the lowest p99 of the rounds).`,
             );
           }
         });
@@ -469,7 +469,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
               }),
             );
             notes.push(
-              `[11] ${label} (${r.query}; ${r.rows} rows, equal on both sides): mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); raw SQL ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${formatRequestCpu(r.baseline.cpu)}). Best of ${o.rounds} x ${o.readSeconds} s.`,
+              `[11] ${label} (${r.query}; ${r.rows} rows, equal on both sides): mirror ${fmt(r.mirror.rps)} req/s p50 ${r.mirror.p50} ms p99 ${r.mirror.p99} ms (${r.mirror.non2xx} non-2xx, ${r.mirror.errors} errors; ${formatRequestCpu(r.mirror.cpu)}); raw SQL ${fmt(r.baseline.rps)} req/s p50 ${r.baseline.p50} ms p99 ${r.baseline.p99} ms (${formatRequestCpu(r.baseline.cpu)}). Best of ${o.rounds} x ${o.readSeconds} s (the best round's rate, the lowest p99 of the rounds).`,
             );
           }
         });
