@@ -108,8 +108,8 @@ export function forgetPositions(pool: Pool, key: PositionKey): void {
 }
 
 /**
- * Chunks read at once by the reading of a whole set behind a reader's page ({@link positionsFor}): ~300 kB of
- * ids a statement.
+ * Chunks read at once by the reading of a whole set behind a reader's page ({@link positionsFor}):
+ * ~300 kB of ids a statement.
  */
 export const chunksAtOnce = 64;
 
@@ -122,16 +122,16 @@ const readingWhole = new WeakMap<Pool, Map<CachedPositions, Promise<void>>>();
  * positions are not valid. A set read at another version replaces the cached one. The caller still
  * checks the version in its page's statement: a cached set may be older than the records.
  *
- * A set read for a page is then read whole behind it (where it takes at most half of what the process
- * holds), `chunksAtOnce` chunks a statement, one statement at a time: a reader at random places of a
- * list otherwise paid a read of chunk rows on most of its first thousand pages (bench [5]: a 200k list
- * is 2,000 chunks, read nine at a time), and each was in its latency's tail.
+ * A set read for a page is then read whole behind it, where the process has room for it (never what
+ * makes it start its cache again): `chunksAtOnce` chunks a statement, one statement at a time. A
+ * reader at random places of a list otherwise paid a read of chunk rows on most of its first thousand
+ * pages (bench [5]: a 200k list is 2,000 chunks, read nine at a time), each in its latency's tail.
  */
 export async function positionsFor(pool: Pool, key: PositionKey, first: number, last: number): Promise<CachedPositions | undefined> {
   const cached = cacheOf(pool).sets.get(setKey(key));
   if (cached !== undefined && holds(cached, first, last)) return cached;
   const set = await readChunks(pool, key, first, last + chunksAhead);
-  if (set !== undefined && Math.ceil(set.live / positionChunk) <= maxCachedChunks / 2) {
+  if (set !== undefined && Math.ceil(set.live / positionChunk) - set.chunks.size <= maxCachedChunks - cacheOf(pool).chunks) {
     let reading = readingWhole.get(pool);
     if (reading === undefined) readingWhole.set(pool, (reading = new Map<CachedPositions, Promise<void>>()));
     if (!reading.has(set)) {
@@ -156,8 +156,11 @@ function holds(set: CachedPositions, first: number, last: number): boolean {
 async function readRest(pool: Pool, key: PositionKey, set: CachedPositions): Promise<void> {
   const chunks = Math.ceil(set.live / positionChunk);
   for (let from = 0; from < chunks; from += chunksAtOnce) {
-    if (cacheOf(pool).sets.get(setKey(key)) !== set) return;
+    const cache = cacheOf(pool);
+    if (cache.sets.get(setKey(key)) !== set) return;
     if (holds(set, from, from + chunksAtOnce - 1)) continue;
+    // Never what makes the process start its cache again (another stream's reader keeps its chunks).
+    if (cache.chunks + chunksAtOnce > maxCachedChunks) return;
     if ((await readChunks(pool, key, from, from + chunksAtOnce - 1)) !== set) return;
   }
 }
