@@ -30,7 +30,7 @@ export class CachedChunk {
 
   /** The id at `i` (0 to size - 1). */
   id(i: number): string {
-    return this.#ids.slice(i === 0 ? 0 : this.#idEnds[i - 1], this.#idEnds[i]);
+    return itemAt(this.#ids, this.#idEnds, i);
   }
 
   /**
@@ -55,8 +55,13 @@ export class CachedChunk {
 
   /** The ordinal at `i`, as text. */
   ordinal(i: number): string {
-    return this.#ordinals.slice(i === 0 ? 0 : this.#ordinalEnds[i - 1], this.#ordinalEnds[i]);
+    return itemAt(this.#ordinals, this.#ordinalEnds, i);
   }
+}
+
+/** Item `i` of a packed list (`packed`). */
+function itemAt(text: string, ends: Uint32Array, i: number): string {
+  return text.slice(i === 0 ? 0 : ends[i - 1], ends[i]);
 }
 
 function packed(items: readonly string[], size: number): [string, Uint32Array] {

@@ -292,6 +292,15 @@ export function settledText(waitsMs: readonly number[]): string {
   return `each measured round began with no statement of the round before still running in Postgres: waited ${s(waitsMs.reduce((a, b) => a + b, 0))} in all over ${waitsMs.length} rounds, at most ${s(most)} before one.`;
 }
 
+/**
+ * A side's figures over its measured rounds so far, with `round` added: the best round's rate, and
+ * the lowest p99 of the rounds (each the side's least disturbed by the rest of the machine; the p99 of
+ * the best-rate round let one disturbed round's tail on one side decide the ratio). Bench [5] and [11].
+ */
+export function keptRound<T extends { rps: number; p99: number }>(seen: T | undefined, round: T): T {
+  return seen === undefined ? round : { ...(round.rps > seen.rps ? round : seen), p99: Math.min(round.p99, seen.p99) };
+}
+
 /** `server + postgres + client` µs a request, for the notes. */
 export function formatRequestCpu(cpu: RequestCpu | undefined): string {
   if (!cpu) return 'CPU not measured';

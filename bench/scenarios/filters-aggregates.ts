@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { benchNodeArgs, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, keptRound, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface Load {
   rps: number;
@@ -142,10 +142,8 @@ export async function filtersAggregates(
             who === 'mirror'
               ? await load(env.api.url, c.mirror, headers, options.seconds, connections, env.api.child.process.pid)
               : await load(baseline.url, c.baseline, {}, options.seconds, connections, baseline.child.process.pid);
-          // The best round's rate, and the lowest p99 of the rounds (as scenario 5).
-          const keep = (seen: Load | undefined): Load => (seen === undefined ? r : { ...(r.rps > seen.rps ? r : seen), p99: Math.min(r.p99, seen.p99) });
-          if (who === 'mirror') bestMirror = keep(bestMirror);
-          else bestBaseline = keep(bestBaseline);
+          if (who === 'mirror') bestMirror = keptRound(bestMirror, r);
+          else bestBaseline = keptRound(bestBaseline, r);
         }
       }
       out.push({ kind: c.kind, query: c.query, rows: mk.length, mirror: bestMirror!, baseline: bestBaseline! });

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../../bin/test-runner.ts';
 import type { Linked, MirrorEnv } from '../lib/mirror-env.ts';
-import { benchNodeArgs, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
+import { benchNodeArgs, keptRound, logTail, spawnNode, untilPostgresIdle, withRequestCpu, type Child, type RequestCpu } from '../lib/processes.ts';
 
 export interface LoadResult {
   rps: number;
@@ -131,10 +131,7 @@ export async function readApi(
             who === 'mirror'
               ? await load(env.api.url, mirrorHeaders, paths[kind], options.seconds, options.connections, env.api.child.process.pid)
               : await load(baseline.url, {}, paths[kind], options.seconds, options.connections, baseline.child.process.pid);
-          // The best round's rate, and the lowest p99 of the rounds (each side's least disturbed by the rest of the machine).
-          const seen = best.get(`${kind}:${who}`);
-          if (!seen) best.set(`${kind}:${who}`, r);
-          else best.set(`${kind}:${who}`, { ...(r.rps > seen.rps ? r : seen), p99: Math.min(r.p99, seen.p99) });
+          best.set(`${kind}:${who}`, keptRound(best.get(`${kind}:${who}`), r));
         }
       }
     }
