@@ -2,8 +2,8 @@
 // position chunks (record-positions.ts) change only when a pass computes them again, and that always
 // bumps the set's version; so chunks read once, with the version and time they were computed at, can
 // serve later pages as they are. A page is then the records' range alone (records-read.ts), with the
-// set row's version compared in the page's own statement: no chunk rows read or sliced in Postgres, and
-// no ids sent back to check the page against.
+// set row's version compared in the page's own statement: no chunk rows read or sliced in Postgres;
+// each record's id comes back at the end of its object's text, checked against the held ones.
 //
 // The key of a cached set is its version and its computation's time: a set row removed and made again
 // starts its versions from 0, but not at the same microsecond.
@@ -34,23 +34,35 @@ export class CachedChunk {
   }
 
   /**
-   * Whether the ids from `at` on are the first cells of `count` rows from `rows[from]`, in order: each
-   * row's id of the length the chunk's has there, then all of them as one string against the chunk's
-   * text for them (a hundred `startsWith` at a position cost ~20 µs a page; this ~3).
+   * Whether `count` rows from `rows[from]` are the records of the ids from `at` on, in order, each row
+   * one text: the record's object, U+0001, its id (one column a row, as page 1 reads: a second column of
+   * ids cost the reader a hundred more strings to decode and keep). The object's JSON text has no raw
+   * U+0001 (JSON escapes it), so the first one ends it; the id after it must be the chunk's there, of
+   * its length, and all the ids, joined, the chunk's text for them (a hundred `startsWith` at a
+   * position cost ~20 µs a page; this ~3). Where they are, each object (without the tail) is pushed on
+   * `objects`; where not, `objects` is left as it was.
    */
-  idsAre(at: number, rows: readonly (readonly [string, ...unknown[]])[], from: number, count: number): boolean {
+  objectsOf(at: number, rows: readonly (readonly [string, ...unknown[]])[], from: number, count: number, objects: string[]): boolean {
     if (at < 0 || count < 0 || at + count > this.size || from + count > rows.length) return false;
     const first = at === 0 ? 0 : this.#idEnds[at - 1]!;
+    const kept = objects.length;
     let start = first;
     let joined = '';
     for (let k = 0; k < count; k++) {
-      const id = rows[from + k]![0];
+      const row = rows[from + k]![0];
       const end = this.#idEnds[at + k]!;
-      if (end - start !== id.length) return false;
-      joined += id;
+      const cut = row.length - (end - start) - 1;
+      if (cut < 0 || row.indexOf('\u0001') !== cut) {
+        objects.length = kept;
+        return false;
+      }
+      joined += row.slice(cut + 1);
+      objects.push(row.slice(0, cut));
       start = end;
     }
-    return joined === this.#ids.slice(first, start);
+    if (joined === this.#ids.slice(first, start)) return true;
+    objects.length = kept;
+    return false;
   }
 
   /** The ordinal at `i`, as text. */

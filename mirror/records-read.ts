@@ -36,10 +36,15 @@ export interface ListResult {
 
 /** The object as served: `data`, with `source_data` added when asked for (columns of `alias`). */
 function objectSql(includeSourceData: boolean, alias = ''): string {
+  return `${objectText(includeSourceData, alias)} AS j`;
+}
+
+/** The object's JSON text (objectSql), without its column name. */
+function objectText(includeSourceData: boolean, alias = ''): string {
   const a = alias ? `${alias}.` : '';
   return includeSourceData
-    ? `(CASE WHEN ${a}source_data IS NULL THEN ${a}data ELSE ${a}data || jsonb_build_object('source_data', ${a}source_data) END)::text AS j`
-    : `${a}data::text AS j`;
+    ? `(CASE WHEN ${a}source_data IS NULL THEN ${a}data ELSE ${a}data || jsonb_build_object('source_data', ${a}source_data) END)::text`
+    : `${a}data::text`;
 }
 
 /**
@@ -198,14 +203,15 @@ function positionedStatement(includeSourceData: boolean, table: string, span: 't
 /**
  * A plain page of one stream by positions the process holds (position-cache.ts): the range of the
  * records' (scope, ordinal) index between the page's first and last keys ($4, $6 and $5, $7), at most
- * $10 records, each its id and object, read only where the stream's positions are still the ones held
- * ($8, computed at $9) in the statement's own snapshot (a one-time test of the set row: no row read
- * otherwise). The range is the read page 1 costs; the caller checks the ids against the positions'.
+ * $10 records, each one text (its object, U+0001, its id: one column, as page 1 reads), read only where
+ * the stream's positions are still the ones held ($8, computed at $9) in the statement's own snapshot (a
+ * one-time test of the set row: no row read otherwise). The range is the read page 1 costs; the caller
+ * checks the ids against the positions' (CachedChunk.objectsOf).
  */
 function cachedPageStatement(includeSourceData: boolean, table: string): { name: string; text: string } {
   return namedStatement(
     `mirror.list-cached.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`,
-    () => `SELECT r.id, ${objectSql(includeSourceData, 'r')}
+    () => `SELECT ${objectText(includeSourceData, 'r')} || chr(1) || r.id AS j
                     FROM ${table} r
                    WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
                      AND r.ordinal BETWEEN $4::bigint AND $5::bigint
@@ -243,17 +249,18 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
   const tail = heldAt(set, last);
   if (head === undefined || tail === undefined) return undefined;
   const expected = last - offset + 1;
-  const { rows } = await pool.query<[string, string]>({
+  const { rows } = await pool.query<[string]>({
     ...cachedPageStatement(q.includeSourceData, table),
     values: [q.accountId, q.resource, scope, head[1], tail[1], head[0], tail[0], set.version, set.computedAt, expected],
     rowMode: 'array',
   });
   // Each the record its position names, in order: a chunk's ids against the rows' at a time.
+  const objects: string[] = [];
   let same = rows.length === expected;
   for (let i = 0, position = offset; same && i < rows.length;) {
     const at = position % positionChunk;
     const count = Math.min(positionChunk - at, rows.length - i);
-    same = set.chunks.get(Math.floor(position / positionChunk))?.idsAre(at, rows, i, count) ?? false;
+    same = set.chunks.get(Math.floor(position / positionChunk))?.objectsOf(at, rows, i, count, objects) ?? false;
     i += count;
     position += count;
   }
@@ -261,9 +268,9 @@ async function cachedPositionsPage(pool: Pool, q: ListQuery, scope: string, tabl
     forgetPositions(pool, key);
     return undefined;
   }
-  const objects: string[] = [];
-  for (let i = 0; i < rows.length && i < q.perPage; i++) objects.push(rows[i]![1]);
-  return { rows: objects, hasMore: rows.length > q.perPage };
+  const hasMore = objects.length > q.perPage;
+  if (hasMore) objects.length = q.perPage;
+  return { rows: objects, hasMore };
 }
 
 /**
