@@ -1,6 +1,8 @@
 // Scenario 5: the read API against a minimal raw `pg` + `node:http` baseline on the same rows, side by
 // side: single-object GET, 100-record list GET at random pages, and the same list's page 1 (what a random
-// page should cost: issue 26), req/s and p99, each measured with autocannon.
+// page should cost: issue 26), req/s and p99, each measured with autocannon. With them, on the baseline
+// alone, the same two pages as raw ranges of the list's index (random places, and its start): what
+// Postgres itself makes of a random page against page 1 on this machine, the floor of the mirror's ratio.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,6 +26,12 @@ export interface ReadComparison {
   kind: 'single' | 'list' | 'first';
   mirror: LoadResult;
   baseline: LoadResult;
+}
+
+/** Raw SQL's own random page against its page 1, both as ranges of the index (baseline-server.ts by=ordinal). */
+export interface RawRanges {
+  random: LoadResult;
+  first: LoadResult;
 }
 
 async function load(
@@ -85,7 +93,7 @@ export async function readApi(
   env: MirrorEnv,
   account: Linked,
   options: { seconds: number; warmupSeconds: number; rounds: number; connections: number; records: number },
-): Promise<{ comparisons: ReadComparison[]; settledMs: number[] }> {
+): Promise<{ comparisons: ReadComparison[]; ranges: RawRanges; settledMs: number[] }> {
   if (!env.api) throw new Error('the read API is not running');
   const { rows } = await env.services.pool.query<{ id: string }>(
     `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND deleted_at IS NULL ORDER BY random() LIMIT 2000`,
@@ -98,6 +106,9 @@ export async function readApi(
     single: () => `/customers/${pick(ids)}`,
     list: () => `/customers?page=${1 + Math.floor(Math.random() * pages)}&per_page=100`,
     first: () => `/customers?page=1&per_page=100`,
+    // The baseline alone: the same pages as raw ranges of the index.
+    range: () => `/customers?page=${1 + Math.floor(Math.random() * pages)}&per_page=100&by=ordinal`,
+    rangeFirst: () => `/customers?page=1&per_page=100&by=ordinal`,
   };
   // Both answer the same object and the same page byte for byte (modulo the mirror's headers).
   const baseline = await startBaseline(env, account);
@@ -109,19 +120,27 @@ export async function readApi(
       fetch(`${baseline.url}/customers/${sample}`).then((r) => r.text()),
     ]);
     if (m !== b) throw new Error(`the mirror and the baseline answer differently for /customers/${sample}`);
+    // A range is the list's page only where its ordinals are dense from 0: a page near the end, both ways.
+    const late = `/customers?page=${Math.max(1, pages - 3)}&per_page=100`;
+    const [byOffset, byRange] = await Promise.all(
+      [fetch(`${baseline.url}${late}`), fetch(`${baseline.url}${late}&by=ordinal`)].map((p) => p.then((r) => r.text())),
+    );
+    if (byOffset !== byRange) throw new Error(`the baseline's range and OFFSET pages differ for ${late}: the list's ordinals are not dense`);
     // Random pages are judged against page 1 as the mirror against its baseline: side by side. So the
     // two lists' rounds interleave (each round runs random pages and page 1 on both sides, in an order
     // that alternates), rather than one list's rounds after the other's, where a drift in the
     // machine's load between the two phases went into the ratio.
-    const phases: (readonly ('single' | 'list' | 'first')[])[] = [['single'], ['list', 'first']];
+    type Kind = keyof typeof paths;
+    const phases: (readonly Kind[])[] = [['single'], ['list', 'first', 'range', 'rangeFirst']];
+    const baselineOnly = (kind: Kind) => kind === 'range' || kind === 'rangeFirst';
     const best = new Map<string, LoadResult>();
     const settled: number[] = [];
     for (const kinds of phases) {
       for (const kind of kinds) {
-        await load(env.api.url, mirrorHeaders, paths[kind], options.warmupSeconds, options.connections);
+        if (!baselineOnly(kind)) await load(env.api.url, mirrorHeaders, paths[kind], options.warmupSeconds, options.connections);
         await load(baseline.url, {}, paths[kind], options.warmupSeconds, options.connections);
       }
-      const runs = kinds.flatMap((kind) => (['baseline', 'mirror'] as const).map((who) => ({ kind, who })));
+      const runs = kinds.flatMap((kind) => (baselineOnly(kind) ? (['baseline'] as const) : (['baseline', 'mirror'] as const)).map((who) => ({ kind, who })));
       for (let round = 0; round < options.rounds; round++) {
         // Alternate the order so drift in the machine's load favours none of them.
         for (const { kind, who } of round % 2 === 0 ? runs : [...runs].reverse()) {
@@ -141,6 +160,7 @@ export async function readApi(
         mirror: best.get(`${kind}:mirror`)!,
         baseline: best.get(`${kind}:baseline`)!,
       })),
+      ranges: { random: best.get('range:baseline')!, first: best.get('rangeFirst:baseline')! },
       settledMs: settled,
     };
   } finally {
