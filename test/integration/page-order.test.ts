@@ -1,13 +1,15 @@
 // List pages: every page of a list, read page by page while a pass is writing, is the upstream's order
 // (ordinal, then id, over live records), at several page sizes. The guard for any faster way to reach
-// page N (an index walk, a dense position per stream): it must serve exactly these pages.
+// page N (an index walk, a dense position per stream): it must serve exactly these pages, for every
+// resource (each its own partition and statements).
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/pool.ts';
-import { listRecords, type ListQuery } from '../../mirror/records-read.ts';
+import { listReadPaths, listRecords, type ListQuery } from '../../mirror/records-read.ts';
 import { finishPass, writePage } from '../../mirror/records-store.ts';
 import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { resources } from '../../lib/resources.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 describe('list pages', () => {
@@ -33,31 +35,50 @@ describe('list pages', () => {
     await db?.drop();
   });
 
-  const query = (accountId: string, page: number, perPage: number): ListQuery => ({
+  const query = (accountId: string, page: number, perPage: number, resource = 'customers', scope = ''): ListQuery => ({
     accountId,
-    resource: 'customers',
-    scopes: [''],
+    resource,
+    scopes: [scope],
     page,
     perPage,
     includeSourceData: false,
   });
 
   /** Every page of the list, read one after another, as the ids served. */
-  async function readAll(accountId: string, perPage: number): Promise<string[]> {
+  async function readAll(accountId: string, perPage: number, resource = 'customers', scope = ''): Promise<string[]> {
     const out: string[] = [];
     for (let page = 1; ; page++) {
-      const r = await listRecords(pool, query(accountId, page, perPage));
+      const r = await listRecords(pool, query(accountId, page, perPage, resource, scope));
       out.push(...r.rows.map((j) => (JSON.parse(j) as { id: string }).id));
       if (!r.hasMore) return out;
     }
   }
 
-  async function upstreamOrder(accountId: string): Promise<string[]> {
+  async function upstreamOrder(accountId: string, resource = 'customers', scope = ''): Promise<string[]> {
     const { rows } = await pool.query<{ id: string }>(
-      `SELECT id FROM records WHERE account_id = $1 AND resource = 'customers' AND scope = '' AND deleted_at IS NULL ORDER BY ordinal, id`,
-      [accountId],
+      `SELECT id FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL ORDER BY ordinal, id`,
+      [accountId, resource, scope],
     );
     return rows.map((r) => r.id);
+  }
+
+  /** One upstream page of a pass: records `from`.. of the stream, at ordinals from `ordinalBase`. */
+  async function write(
+    key: StreamKey,
+    pass: Awaited<ReturnType<typeof beginOrResumePass>>,
+    page: number,
+    ids: string[],
+    ordinalBase: number,
+    hasMore: boolean,
+  ) {
+    await writePage(pool, {
+      key,
+      pass,
+      records: { items: ids.map((id) => ({ id, name: `record ${id}` })) },
+      ordinalBase,
+      seen: { page, perPage: ids.length, digest: null, hasMore },
+      checkpoint: { ...pass.checkpoint, page: page + 1 },
+    });
   }
 
   it('pages in the upstream order while a pass writes, deleted records left out', async () => {
@@ -95,5 +116,33 @@ describe('list pages', () => {
     const expected = await upstreamOrder(accountId);
     assert.equal(expected.length, 350 - 3);
     for (const perPage of [1, 7, 100, 1000]) assert.deepEqual(await readAll(accountId, perPage), expected, `per_page=${perPage}`);
+  });
+
+  it('every resource: pages in the upstream order by positions after a pass, and while the next pass writes', async () => {
+    const accountId = await account();
+    const before = { ...listReadPaths };
+    for (const { name: resource } of resources) {
+      const key: StreamKey = { accountId, resource, scope: 'project=p1' };
+      const ids = (from: number, n: number) => Array.from({ length: n }, (_, i) => `${resource}-${String(from + i).padStart(3, '0')}`);
+      const p1 = await beginOrResumePass(pool, key, { passKey: 'one', mode: 'full', perPage: 40 });
+      // Ids out of their sort order within a page (the upstream's order is the ordinal's), and an odd last page.
+      await write(key, p1, 1, [...ids(100, 20), ...ids(0, 20)], 0, true);
+      await write(key, p1, 2, ids(40, 33), 40, false);
+      const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p1.streamId]);
+      await finishPass(pool, key, p1, rows[0]!.checkpoint);
+      const done = await upstreamOrder(accountId, resource, key.scope);
+      assert.equal(done.length, 73, resource);
+      for (const perPage of [3, 10, 100]) assert.deepEqual(await readAll(accountId, perPage, resource, key.scope), done, `${resource} per_page=${perPage}`);
+      // The next pass has written its first page: new records at the front, ties with the last pass's.
+      const p2 = await beginOrResumePass(pool, key, { passKey: 'two', mode: 'full', perPage: 40 });
+      await write(key, p2, 1, [...ids(500, 10), ...ids(45, 30)], 0, true);
+      const writing = await upstreamOrder(accountId, resource, key.scope);
+      assert.equal(writing.length, 85, resource);
+      for (const perPage of [3, 10, 100])
+        assert.deepEqual(await readAll(accountId, perPage, resource, key.scope), writing, `${resource} per_page=${perPage}, pass writing`);
+    }
+    // Both ways were read for every resource: by positions after the first pass, by OFFSET during the second.
+    assert.ok(listReadPaths.positioned - before.positioned >= resources.length * 10, `pages by positions: ${listReadPaths.positioned - before.positioned}`);
+    assert.ok(listReadPaths.offset - before.offset >= resources.length * 10, `pages by OFFSET: ${listReadPaths.offset - before.offset}`);
   });
 });
