@@ -42,25 +42,23 @@ export class CachedChunk {
    * position cost ~20 µs a page; this ~3). Where they are, each object (without the tail) is pushed on
    * `objects`; where not, `objects` is left as it was.
    */
-  objectsOf(at: number, rows: readonly (readonly [string, ...unknown[]])[], from: number, count: number, objects: string[]): boolean {
+  objectsOf(at: number, rows: readonly (readonly [string])[], from: number, count: number, objects: string[]): boolean {
     if (at < 0 || count < 0 || at + count > this.size || from + count > rows.length) return false;
     const first = at === 0 ? 0 : this.#idEnds[at - 1]!;
     const kept = objects.length;
     let start = first;
     let joined = '';
-    for (let k = 0; k < count; k++) {
+    let same = true;
+    for (let k = 0; same && k < count; k++) {
       const row = rows[from + k]![0];
       const end = this.#idEnds[at + k]!;
       const cut = row.length - (end - start) - 1;
-      if (cut < 0 || row.indexOf('\u0001') !== cut) {
-        objects.length = kept;
-        return false;
-      }
+      same = cut >= 0 && row.indexOf('\u0001') === cut;
       joined += row.slice(cut + 1);
       objects.push(row.slice(0, cut));
       start = end;
     }
-    if (joined === this.#ids.slice(first, start)) return true;
+    if (same && joined === this.#ids.slice(first, start)) return true;
     objects.length = kept;
     return false;
   }
@@ -148,7 +146,7 @@ export async function positionsFor(pool: Pool, key: PositionKey, first: number, 
   const cached = cacheOf(pool).sets.get(setKey(key));
   if (cached !== undefined && holds(cached, first, last)) return cached;
   const set = await readChunks(pool, key, first, last + chunksAhead);
-  if (set !== undefined && Math.ceil(set.live / positionChunk) - set.chunks.size <= maxCachedChunks - cacheOf(pool).chunks) {
+  if (set !== undefined && chunksOf(set) - set.chunks.size <= maxCachedChunks - cacheOf(pool).chunks) {
     let reading = readingWhole.get(pool);
     if (reading === undefined) readingWhole.set(pool, (reading = new Map<CachedPositions, Promise<void>>()));
     if (!reading.has(set)) {
@@ -162,16 +160,21 @@ export async function positionsFor(pool: Pool, key: PositionKey, first: number, 
   return set;
 }
 
+/** The chunks the set's positions fill. */
+function chunksOf(set: CachedPositions): number {
+  return Math.ceil(set.live / positionChunk);
+}
+
 /** Whether the set holds each of chunks `first`..`last` that exist. */
 function holds(set: CachedPositions, first: number, last: number): boolean {
-  const chunks = Math.ceil(set.live / positionChunk);
+  const chunks = chunksOf(set);
   for (let c = first; c <= Math.min(last, chunks - 1); c++) if (!set.chunks.has(c)) return false;
   return true;
 }
 
 /** Reads the chunks of `set` not held yet, while it is the set held for its stream. */
 async function readRest(pool: Pool, key: PositionKey, set: CachedPositions): Promise<void> {
-  const chunks = Math.ceil(set.live / positionChunk);
+  const chunks = chunksOf(set);
   for (let from = 0; from < chunks; from += chunksAtOnce) {
     const cache = cacheOf(pool);
     if (cache.sets.get(setKey(key)) !== set) return;

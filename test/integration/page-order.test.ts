@@ -62,7 +62,7 @@ describe('list pages', () => {
     return rows.map((r) => r.id);
   }
 
-  /** One upstream page of a pass: records `from`.. of the stream, at ordinals from `ordinalBase`. */
+  /** One upstream page of a pass: the records of `ids`, in that order, at ordinals from `ordinalBase`. */
   async function write(
     key: StreamKey,
     pass: Awaited<ReturnType<typeof beginOrResumePass>>,
@@ -81,36 +81,24 @@ describe('list pages', () => {
     });
   }
 
+  /** Finishes a pass at the checkpoint its pages left (the positions are then computed). */
+  async function finish(key: StreamKey, pass: Awaited<ReturnType<typeof beginOrResumePass>>) {
+    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [pass.streamId]);
+    await finishPass(pool, key, pass, rows[0]!.checkpoint);
+  }
+
   it('pages in the upstream order while a pass writes, deleted records left out', async () => {
     const accountId = await account();
     const key: StreamKey = { accountId, resource: 'customers', scope: '' };
-    const items = (from: number, n: number) =>
-      Array.from({ length: n }, (_, i) => ({ id: `c${String(from + i).padStart(4, '0')}`, name: `customer ${from + i}` }));
+    const ids = (from: number, n: number) => Array.from({ length: n }, (_, i) => `c${String(from + i).padStart(4, '0')}`);
     // A first pass of three upstream pages, finished.
     const p1 = await beginOrResumePass(pool, key, { passKey: 'one', mode: 'full', perPage: 100 });
-    for (let page = 1; page <= 3; page++) {
-      await writePage(pool, {
-        key,
-        pass: p1,
-        records: { items: items(page * 100, 100) },
-        ordinalBase: (page - 1) * 100,
-        seen: { page, perPage: 100, digest: null, hasMore: page < 3 },
-        checkpoint: { ...p1.checkpoint, page: page + 1 },
-      });
-    }
-    const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p1.streamId]);
-    await finishPass(pool, key, p1, rows[0]!.checkpoint);
+    for (let page = 1; page <= 3; page++) await write(key, p1, page, ids(page * 100, 100), (page - 1) * 100, page < 3);
+    await finish(key, p1);
     // A second pass has written its first page only: new records at the front (ordinals 0..99 again,
     // ties with the first pass's), some of the old ones gone from the upstream and marked deleted.
     const p2 = await beginOrResumePass(pool, key, { passKey: 'two', mode: 'full', perPage: 100 });
-    await writePage(pool, {
-      key,
-      pass: p2,
-      records: { items: [...items(900, 50), ...items(150, 50)] },
-      ordinalBase: 0,
-      seen: { page: 1, perPage: 100, digest: null, hasMore: true },
-      checkpoint: { ...p2.checkpoint, page: 2 },
-    });
+    await write(key, p2, 1, [...ids(900, 50), ...ids(150, 50)], 0, true);
     await pool.query(`UPDATE records SET deleted_at = now() WHERE account_id = $1 AND id IN ('c0105', 'c0250', 'c0399')`, [accountId]);
 
     const expected = await upstreamOrder(accountId);
@@ -128,8 +116,7 @@ describe('list pages', () => {
       // Ids out of their sort order within a page (the upstream's order is the ordinal's), and an odd last page.
       await write(key, p1, 1, [...ids(100, 20), ...ids(0, 20)], 0, true);
       await write(key, p1, 2, ids(40, 33), 40, false);
-      const { rows } = await pool.query<{ checkpoint: Parameters<typeof finishPass>[3] }>('SELECT checkpoint FROM streams WHERE id = $1', [p1.streamId]);
-      await finishPass(pool, key, p1, rows[0]!.checkpoint);
+      await finish(key, p1);
       const done = await upstreamOrder(accountId, resource, key.scope);
       assert.equal(done.length, 73, resource);
       for (const perPage of [3, 10, 100]) assert.deepEqual(await readAll(accountId, perPage, resource, key.scope), done, `${resource} per_page=${perPage}`);
