@@ -33,6 +33,13 @@ export const updateObjectSchema = z.object({ ...target, id: z.string().min(1), p
 export const deleteObjectSchema = z.object({ ...target, id: z.string().min(1) });
 export type CreateObject = z.infer<typeof createObjectSchema>;
 
+export const revokeTokenSchema = z.object({
+  account_token: z.string().min(1),
+  /** `expired`: the token ran out rather than being revoked (the upstream says which). */
+  reason: z.enum(['revoked', 'expired']).default('revoked'),
+});
+export const unlinkAccountSchema = z.object({ account_token: z.string().min(1) });
+
 export const rateLimitSettingsSchema = z.object({
   enabled: z.boolean().optional(),
   windowMs: z.number().int().positive().optional(),
@@ -121,6 +128,22 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
       .all()
       .map((a) => ({ id: a.id, reference_id: a.referenceId, source_system: a.profile.slug, companies: a.companies, linked_at: a.linkedAt })),
   }));
+
+  // The source system stops taking a token, or the account is unlinked at the source: every later
+  // request with the token is answered 401, saying why.
+  app.post('/_admin/accounts/revoke', opts, async (request) => {
+    const body = parseInput(revokeTokenSchema, request.body);
+    const account = accountFor(body.account_token);
+    ctx.accounts.refuse(body.account_token, body.reason);
+    return { id: account.id, reference_id: account.referenceId, status: body.reason };
+  });
+
+  app.post('/_admin/accounts/unlink', opts, async (request) => {
+    const body = parseInput(unlinkAccountSchema, request.body);
+    const account = accountFor(body.account_token);
+    ctx.accounts.refuse(body.account_token, 'unlinked');
+    return { id: account.id, reference_id: account.referenceId, status: 'unlinked' };
+  });
 
   app.post('/_admin/objects', opts, async (request, reply) => {
     const body = parseInput(createObjectSchema, request.body);

@@ -38,6 +38,16 @@ interface PendingToken {
   expiresAt: number;
 }
 
+/** Why the upstream no longer takes a token: revoked or expired by the source system, or its account unlinked. */
+export type TokenRefusal = 'revoked' | 'expired' | 'unlinked';
+
+/** What the upstream answers (401) to a token it no longer takes, by why. */
+export const refusalMessages: Record<TokenRefusal, string> = {
+  revoked: 'Invalid Account-Token: the token was revoked',
+  expired: 'Invalid Account-Token: the token has expired',
+  unlinked: 'Invalid Account-Token: the linked account was unlinked',
+};
+
 export const LINK_TOKEN_TTL_MS = 30 * 60_000;
 export const PUBLIC_TOKEN_TTL_MS = 10 * 60_000;
 
@@ -46,6 +56,8 @@ export class AccountRegistry {
   private readonly publicTokens = new Map<string, PendingToken & { slug: string }>();
   private readonly byToken = new Map<string, LinkedAccount>();
   private readonly byId = new Map<string, LinkedAccount>();
+  /** Tokens the upstream took once and refuses now, with why (an unknown token is simply invalid). */
+  private readonly refused = new Map<string, TokenRefusal>();
 
   constructor(private readonly dataset: Dataset) {}
 
@@ -123,6 +135,25 @@ export class AccountRegistry {
 
   byAccountId(id: string): LinkedAccount | undefined {
     return this.byId.get(id);
+  }
+
+  /** Why a token that was once valid is refused now; undefined for a valid or never-issued one. */
+  refusalOf(token: string): TokenRefusal | undefined {
+    return this.refused.get(token);
+  }
+
+  /**
+   * The source system stops taking an account's token (revoked or expired) or the account is unlinked
+   * there. The account's data stays, so a re-link under the same reference id sees the same records;
+   * other accounts, other links of the same reference id included, keep working.
+   */
+  refuse(token: string, why: TokenRefusal): LinkedAccount | undefined {
+    const account = this.byToken.get(token);
+    if (!account) return undefined;
+    this.byToken.delete(token);
+    this.byId.delete(account.id);
+    this.refused.set(token, why);
+    return account;
   }
 
   /** Accounts that see the same source data (same reference id and source system). */

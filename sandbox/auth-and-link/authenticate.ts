@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SandboxContext } from '../context.ts';
 import type { RouteKind } from '../http/request-state.ts';
 import { API_VERSION } from '../options.ts';
+import { refusalMessages } from './accounts.ts';
 import { requiredScope, sessionAllows } from './link-sessions.ts';
 
 function safeEqual(a: string, b: string): boolean {
@@ -73,7 +74,8 @@ export function authenticate(ctx: SandboxContext, kind: RouteKind, request: Fast
   }
   const account = ctx.accounts.byAccountToken(token);
   if (!account) {
-    void reply.code(401).send({ message: 'Invalid Account-Token' });
+    const refusal = ctx.accounts.refusalOf(token);
+    void reply.code(401).send({ message: refusal ? refusalMessages[refusal] : 'Invalid Account-Token' });
     return false;
   }
   request.svc.account = account;

@@ -140,6 +140,38 @@ describe('link flow', () => {
     assert.deepEqual(a1.account.linked_company, a2.account.linked_company);
   });
 
+  test('a token revoked, expired or unlinked at the source answers 401 saying why; the other links of its reference id keep working', async () => {
+    const first = await link(sb, 'sqlerp', 'revoke-ref');
+    const second = await link(sb, 'sqlerp', 'revoke-ref');
+    const expiring = await link(sb, 'buildpro', 'expire-ref');
+    const leaving = await link(sb, 'buildpro', 'unlink-ref');
+    const session = await call(sb, 'POST', '/link/sessions', { headers: first.headers, body: { name: 's', ttl: '600', mode: 'file-picker' } });
+    assert.equal(session.status, 201);
+    const revoked = await admin(sb, 'POST', '/_admin/accounts/revoke', { account_token: first.token });
+    assert.equal(revoked.status, 200);
+    assert.equal(revoked.body.status, 'revoked');
+    assert.equal((await admin(sb, 'POST', '/_admin/accounts/revoke', { account_token: expiring.token, reason: 'expired' })).status, 200);
+    assert.equal((await admin(sb, 'POST', '/_admin/accounts/unlink', { account_token: leaving.token })).status, 200);
+    const answers = await Promise.all([first, expiring, leaving].map((a) => call(sb, 'GET', '/link/account', { headers: a.headers })));
+    assert.deepEqual(
+      answers.map((r) => [r.status, r.body.message]),
+      [
+        [401, 'Invalid Account-Token: the token was revoked'],
+        [401, 'Invalid Account-Token: the token has expired'],
+        [401, 'Invalid Account-Token: the linked account was unlinked'],
+      ],
+    );
+    // Its link session ends with it; the other link of the same reference id answers as before.
+    const bySession = await call(sb, 'GET', '/projects', { headers: { 'api-version': '2021-11-21', session: String(session.body.session) } });
+    assert.equal(bySession.status, 401);
+    assert.equal((await call(sb, 'GET', '/customers?per_page=5', { headers: second.headers })).status, 200);
+    // A token the admin API no longer knows, or a missing one, is a clear 4xx.
+    assert.equal((await admin(sb, 'POST', '/_admin/accounts/unlink', { account_token: first.token })).status, 404);
+    const bad = await admin(sb, 'POST', '/_admin/accounts/revoke', { account_token: second.token, reason: 'lost' });
+    assert.equal(bad.status, 400);
+    assert.equal((await admin(sb, 'POST', '/_admin/accounts/unlink', {})).status, 400);
+  });
+
   test('admin routes need the client credentials', async () => {
     const r = await call(sb, 'GET', '/_admin/stats');
     assert.equal(r.status, 401);
