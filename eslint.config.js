@@ -69,8 +69,8 @@ const dbLibraries = {
   allowTypeImports: true,
 };
 const prismaModule = {
-  // mirror/prisma.ts: its client is mirror/'s to use; elsewhere only its types (bin/ wires it up, see below).
-  regex: '^(\\.\\./)+(mirror/)?prisma(\\.ts|/.*)?$',
+  // mirror/db/prisma.ts: its client is mirror/'s to use; elsewhere only its types (bin/ wires it up, see below).
+  regex: '^(\\.\\./)+(mirror/db/)?prisma(\\.ts|/.*)?$',
   message: 'The Prisma client is used inside mirror/ only: call a store of mirror/ (`import type` is fine).',
   allowTypeImports: true,
 };

@@ -1,5 +1,5 @@
 // Runs a stored async request through the API's own handlers (in process) and stores the response.
-import type { AsyncRequestStore, StoredRequest, StoredResponse } from '../mirror/async-requests.ts';
+import type { AsyncRequestStore, StoredRequest, StoredResponse } from '../mirror/control/async-requests.ts';
 import { asActivity } from './failures.ts';
 
 /** Executes a stored request as the API would have, on behalf of its account. */

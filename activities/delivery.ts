@@ -13,10 +13,10 @@ import { decryptSecret } from '../lib/crypto.ts';
 import { UpstreamError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { resourceForWebhookType } from '../lib/resources.ts';
-import { changesSince, syncedSince } from '../mirror/changes.ts';
-import type { Pool } from '../mirror/pool.ts';
-import type { PrismaClient } from '../mirror/prisma.ts';
-import { advanceSubscription, findSubscription, recordDeliveryFailure } from '../mirror/subscriptions.ts';
+import { changesSince, syncedSince } from '../mirror/reads/changes.ts';
+import type { Pool } from '../mirror/db/pool.ts';
+import type { PrismaClient } from '../mirror/db/prisma.ts';
+import { advanceSubscription, findSubscription, recordDeliveryFailure } from '../mirror/control/subscriptions.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
 

@@ -11,12 +11,12 @@ import { createWebhook, getObject } from '../connectors/operations.ts';
 import { domainHash } from '../lib/crypto.ts';
 import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
-import { markApplied, pendingEvents, type PendingEvent } from '../mirror/inbox.ts';
-import { liveRecordIds } from '../mirror/known-ids.ts';
-import { applyObjects, markDeleted } from '../mirror/records-store.ts';
-import type { StreamKey } from '../mirror/streams.ts';
-import type { PrismaClient } from '../mirror/prisma.ts';
-import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/webhook-registrations.ts';
+import { markApplied, pendingEvents, type PendingEvent } from '../mirror/streams/inbox.ts';
+import { liveRecordIds } from '../mirror/streams/known-ids.ts';
+import { applyObjects, markDeleted } from '../mirror/records/records-store.ts';
+import type { StreamKey } from '../mirror/streams/streams.ts';
+import type { PrismaClient } from '../mirror/db/prisma.ts';
+import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
 import { asActivity } from './failures.ts';
 import type { SyncDeps } from './sync.ts';
 

@@ -13,10 +13,18 @@ import { RepeatedPageError, UpstreamError } from '../lib/errors.ts';
 import type { ListPage } from '../lib/list-page.ts';
 import type { Logger } from '../lib/logger.ts';
 import { allProjectsScope } from '../lib/resources.ts';
-import type { AccountStore } from '../mirror/accounts.ts';
-import type { Pool } from '../mirror/pool.ts';
-import { crossProjectKey, finishPass, knownPages, stageKeptPage, stagePage, type KnownPage } from '../mirror/records-store.ts';
-import { beginOrResumePass, committedPageIds, saveCheckpoint, type Checkpoint, type PassMode, type StreamKey, type StreamPass } from '../mirror/streams.ts';
+import type { AccountStore } from '../mirror/control/accounts.ts';
+import type { Pool } from '../mirror/db/pool.ts';
+import { crossProjectKey, finishPass, knownPages, stageKeptPage, stagePage, type KnownPage } from '../mirror/records/records-store.ts';
+import {
+  beginOrResumePass,
+  committedPageIds,
+  saveCheckpoint,
+  type Checkpoint,
+  type PassMode,
+  type StreamKey,
+  type StreamPass,
+} from '../mirror/streams/streams.ts';
 import { PageFetcher } from './page-fetcher.ts';
 import { PageHistory, storedFingerprint } from './page-history.ts';
 import { PageWriter } from './page-writer.ts';
@@ -50,7 +58,7 @@ export interface SyncSliceInput extends StreamSpec {
   asyncPages?: boolean;
   /**
    * An account's scheduled incremental pass (not a targeted one): a stream that is not due
-   * (mirror/polling.ts: webhook-covered, here) is left to a later pass, asking the upstream nothing.
+   * (mirror/streams/polling.ts: webhook-covered, here) is left to a later pass, asking the upstream nothing.
    */
   adaptive?: boolean;
 }

@@ -9,12 +9,12 @@ import pLimit from 'p-limit';
 import { MirrorError, UpstreamNotFoundError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { allProjectsScope, formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
-import type { AccountStore } from '../mirror/accounts.ts';
-import { liveRecordIds } from '../mirror/known-ids.ts';
-import type { Pool } from '../mirror/pool.ts';
-import { crossProjectSupport, rememberCrossProject } from '../mirror/cross-project.ts';
-import { CrossProjectScopeError, retireRemovedProjects } from '../mirror/records-store.ts';
-import { markStreamFailed, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams.ts';
+import type { AccountStore } from '../mirror/control/accounts.ts';
+import { liveRecordIds } from '../mirror/streams/known-ids.ts';
+import type { Pool } from '../mirror/db/pool.ts';
+import { crossProjectSupport, rememberCrossProject } from '../mirror/streams/cross-project.ts';
+import { CrossProjectScopeError, retireRemovedProjects } from '../mirror/records/records-store.ts';
+import { markStreamFailed, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams/streams.ts';
 import {
   defaultPollingPolicy,
   pollingDecision,
@@ -24,7 +24,7 @@ import {
   type PollDecision,
   type PollingPolicy,
   type WebhookCoverage,
-} from '../mirror/polling.ts';
+} from '../mirror/streams/polling.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
@@ -106,7 +106,7 @@ export interface SweepInput {
   /** Streams synced at once (default 4). */
   concurrency?: number;
   /**
-   * An account's scheduled incremental pass: streams not due (mirror/polling.ts) are skipped, asking
+   * An account's scheduled incremental pass: streams not due (mirror/streams/polling.ts) are skipped, asking
    * the upstream nothing. Targeted passes list what they name.
    */
   adaptive?: boolean;
@@ -254,7 +254,7 @@ export function createSyncActivities(deps: SyncDeps) {
       try {
         const coverage = await webhookCoverage(pool, input.accountId);
         // Which streams an adaptive pass lists (a retried sweep decides again: the streams it finished
-        // are this pass's, so due and done), within the pass's poll budget (mirror/polling.ts): by
+        // are this pass's, so due and done), within the pass's poll budget (mirror/streams/polling.ts): by
         // default as many project lists due only by their clock as the source system serves resources.
         const adaptive = input.adaptive && input.mode === 'incremental';
         const profile = adaptive ? await profileFor(input.accountId) : undefined;
@@ -294,7 +294,7 @@ export function createSyncActivities(deps: SyncDeps) {
 
     /**
      * After a full pass whose projects' stream completed: the records of projects it no longer found
-     * are marked deleted (mirror/records-store.ts `retireRemovedProjects`). Returns how many.
+     * are marked deleted (mirror/records/records-store.ts `retireRemovedProjects`). Returns how many.
      */
     async retireRemovedProjects(input: { accountId: string; passKey: string }): Promise<number> {
       return withHeartbeat(() => asActivity(() => retireRemovedProjects(pool, input.accountId, input.passKey)));
@@ -403,7 +403,7 @@ export function createSyncActivities(deps: SyncDeps) {
   }
 
   /**
-   * Counts a completed pass as a poll of its stream and writes when it is due next (mirror/polling.ts).
+   * Counts a completed pass as a poll of its stream and writes when it is due next (mirror/streams/polling.ts).
    * The pass is done whatever happens here: a failure only leaves the stream due at the next pass.
    */
   async function notePoll(key: { accountId: string; resource: string; scope: string }, o: { coverage?: WebhookCoverage; event?: boolean }): Promise<void> {

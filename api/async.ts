@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } fro
 import { answer, errorAnswer, pathParams } from './route-schema.ts';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
-import type { AsyncRequestStore } from '../mirror/async-requests.ts';
+import type { AsyncRequestStore } from '../mirror/control/async-requests.ts';
 import type { Authenticator } from './auth.ts';
 import type { SyncControl } from './sync-control.ts';
 import { passedUpstream } from './forward.ts';

@@ -6,9 +6,9 @@ import type { FastifyRequest } from 'fastify';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { domainHash, safeEqual, sha256Hex } from '../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../lib/errors.ts';
-import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
-import { apiClientSecretHash, upsertApiClient } from '../mirror/api-clients.ts';
-import type { PrismaClient } from '../mirror/prisma.ts';
+import type { AccountStore, AccountSummary } from '../mirror/control/accounts.ts';
+import { apiClientSecretHash, upsertApiClient } from '../mirror/control/api-clients.ts';
+import type { PrismaClient } from '../mirror/db/prisma.ts';
 import { accountOfSession, createSessionChecker } from './sessions.ts';
 
 export const apiVersion = '2021-11-21';
@@ -167,5 +167,5 @@ export function createAuthenticator(deps: {
   return { client, account };
 }
 
-// Registering a client is the store's (mirror/api-clients.ts); re-exported for the tools and tests that set one up.
+// Registering a client is the store's (mirror/control/api-clients.ts); re-exported for the tools and tests that set one up.
 export { upsertApiClient };

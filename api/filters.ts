@@ -1,6 +1,6 @@
 // List filters (`{field, operator, value}`, ANDed) and order keys (`{field, dir}`) as a caller sends
 // them in any of the read rule's forms, checked against the resource's fields: what
-// mirror/record-filters.ts compiles (values and field names become SQL parameters, never SQL text).
+// mirror/reads/record-filters.ts compiles (values and field names become SQL parameters, never SQL text).
 // A shape the rule calls malformed is the caller's 400, as the upstream answers it; a field the mirror
 // does not hold (a key outside the catalog, `source_data.a.b`) is not evaluated here: the read is
 // forwarded (NotEvaluated), never answered as if the predicate were not there.
@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { BadRequestError } from '../lib/errors.ts';
 import { isoInstant, MAX_FILTERS, MAX_ORDER_KEYS } from '../lib/list-parameters.ts';
 import type { ResourceDef } from '../lib/resources.ts';
-import { filterOperators as operators, sourceDataPrefix, timeColumns, type RecordFilter, type RecordOrder } from '../mirror/record-filters.ts';
+import { filterOperators as operators, sourceDataPrefix, timeColumns, type RecordFilter, type RecordOrder } from '../mirror/reads/record-filters.ts';
 
 export { operators };
 
@@ -85,7 +85,7 @@ function checkField(field: string, at: string, def: ResourceDef): void {
   if (!def.fields.includes(field)) throw new NotEvaluated(`field ${quoted(field)} of ${def.name} is not evaluated by the mirror`);
 }
 
-/** The caller's filters, all forms in order, checked: what mirror/record-filters.ts compiles. */
+/** The caller's filters, all forms in order, checked: what mirror/reads/record-filters.ts compiles. */
 export function checkFilters(items: readonly Sourced[], def: ResourceDef): RecordFilter[] {
   if (items.length > maxFilters) throw new BadRequestError(`At most ${maxFilters} filters (all forms together); this read has ${items.length}.`);
   return items.map(({ at, item }) => {

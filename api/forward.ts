@@ -12,9 +12,9 @@ import { GovernorWaitTooLongError } from '../connectors/governor.ts';
 import { upstreamUrl, type UpstreamClient, type UpstreamStream, type UpstreamStreamCall } from '../connectors/upstream-client.ts';
 import { BadRequestError, ForbiddenError, MirrorError, NotFoundError } from '../lib/errors.ts';
 import { parseTarget, upstreamPath, type UpstreamCredential, type UpstreamPathRefusal } from '../lib/upstream-surface.ts';
-import type { AccountStore } from '../mirror/accounts.ts';
-import { findLinkSession } from '../mirror/link-sessions.ts';
-import type { PrismaClient } from '../mirror/prisma.ts';
+import type { AccountStore } from '../mirror/control/accounts.ts';
+import { findLinkSession } from '../mirror/control/link-sessions.ts';
+import type { PrismaClient } from '../mirror/db/prisma.ts';
 import { internalHeader } from './auth.ts';
 import { sessionSecretHash } from './sessions.ts';
 

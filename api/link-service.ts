@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { exchangePublicToken } from '../connectors/operations.ts';
 import type { LinkedAccountObject } from '../connectors/schemas.ts';
-import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
+import type { AccountStore, AccountSummary } from '../mirror/control/accounts.ts';
 import type { SyncControl } from './sync-control.ts';
 
 export interface LinkDeps {

@@ -4,9 +4,9 @@
 import { getObject } from '../connectors/operations.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { BadRequestError, NotFoundError, UpstreamNotFoundError } from '../lib/errors.ts';
-import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
-import { idStanding } from '../mirror/known-ids.ts';
-import type { Pool } from '../mirror/pool.ts';
+import type { AccountStore, AccountSummary } from '../mirror/control/accounts.ts';
+import { idStanding } from '../mirror/streams/known-ids.ts';
+import type { Pool } from '../mirror/db/pool.ts';
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Source ids are the source system's own (digits, 18-character CRM ids, job numbers with spaces). */

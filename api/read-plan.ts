@@ -2,13 +2,13 @@
 // the upstream would; otherwise it is forwarded as it came, with `{Prefix}-Warnings` saying why.
 // This file decides which, from everything the request carries: its query (repeated parameters
 // included), its headers and the body of a GET. It reads no database: the route resolves Project-Id
-// and the scopes, and mirror/records-read.ts evaluates what is planned here.
+// and the scopes, and mirror/reads/records-read.ts evaluates what is planned here.
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import { BadRequestError } from '../lib/errors.ts';
 import { equalityParametersOf, listControlParameters, mirrorListExtensions } from '../lib/list-parameters.ts';
 import type { ResourceDef } from '../lib/resources.ts';
-import type { RecordFilter, RecordOrder } from '../mirror/record-filters.ts';
+import type { RecordFilter, RecordOrder } from '../mirror/reads/record-filters.ts';
 import { checkFilters, checkOrder, NotEvaluated, quoted, type Sourced } from './filters.ts';
 
 /** A read the mirror answers, or the reason it is forwarded. */

@@ -7,12 +7,12 @@ import { isMirrored, knownProfile, perPageFor, scopeKindIn, type SourceSystemPro
 import { BadRequestError, NotFoundError, PayloadTooLargeError } from '../lib/errors.ts';
 import { formatScope, resourceDef, type ResourceDef } from '../lib/resources.ts';
 import { realServiceCollections } from '../lib/upstream-surface.ts';
-import type { AccountSummary } from '../mirror/accounts.ts';
-import type { Pool } from '../mirror/pool.ts';
-import { changesSince } from '../mirror/changes.ts';
-import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/records-read.ts';
-import { idStanding } from '../mirror/known-ids.ts';
-import type { RecordFilter } from '../mirror/record-filters.ts';
+import type { AccountSummary } from '../mirror/control/accounts.ts';
+import type { Pool } from '../mirror/db/pool.ts';
+import { changesSince } from '../mirror/reads/changes.ts';
+import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/reads/records-read.ts';
+import { idStanding } from '../mirror/streams/known-ids.ts';
+import type { RecordFilter } from '../mirror/reads/record-filters.ts';
 import { assertForwardable, forward, type UpstreamTarget } from './forward.ts';
 import type { SyncControl } from './sync-control.ts';
 import { ProjectIds } from './project-ids.ts';

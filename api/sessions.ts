@@ -11,9 +11,9 @@ import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { domainHash } from '../lib/crypto.ts';
 import { requiredScope, sessionAllows } from '../lib/session-scopes.ts';
 import { ForbiddenError, UnauthorizedError, UpstreamAuthError, UpstreamNotFoundError } from '../lib/errors.ts';
-import type { AccountStore, AccountSummary } from '../mirror/accounts.ts';
-import { findLinkSession, saveLinkSession, setLinkSessionExpiry } from '../mirror/link-sessions.ts';
-import type { PrismaClient } from '../mirror/prisma.ts';
+import type { AccountStore, AccountSummary } from '../mirror/control/accounts.ts';
+import { findLinkSession, saveLinkSession, setLinkSessionExpiry } from '../mirror/control/link-sessions.ts';
+import type { PrismaClient } from '../mirror/db/prisma.ts';
 
 export function sessionSecretHash(key: Buffer, secret: string): string {
   return domainHash(key, 'session', secret);

@@ -7,10 +7,10 @@ import { UpstreamClient } from '../connectors/upstream-client.ts';
 import type { Config } from '../lib/config.ts';
 import { decodeKey } from '../lib/crypto.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
-import { AccountStore } from '../mirror/accounts.ts';
-import { createPool, type Pool } from '../mirror/pool.ts';
-import { createPrisma, type PrismaClient } from '../mirror/prisma.ts';
-import { PostgresRateBudgets } from '../mirror/rate-budgets.ts';
+import { AccountStore } from '../mirror/control/accounts.ts';
+import { createPool, type Pool } from '../mirror/db/pool.ts';
+import { createPrisma, type PrismaClient } from '../mirror/db/prisma.ts';
+import { PostgresRateBudgets } from '../mirror/control/rate-budgets.ts';
 
 export interface Services {
   config: Config;

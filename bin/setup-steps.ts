@@ -5,10 +5,10 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { envFileName, loadEnvFile, parseConfig, type Config } from '../lib/config.ts';
 import { generateKey, randomSecret } from '../lib/crypto.ts';
-import { ensureDatabase } from '../mirror/database.ts';
-import { migrate } from '../mirror/migrate.ts';
-import { upsertApiClient } from '../mirror/api-clients.ts';
-import { createPrisma } from '../mirror/prisma.ts';
+import { ensureDatabase } from '../mirror/db/database.ts';
+import { migrate } from '../mirror/db/migrate.ts';
+import { upsertApiClient } from '../mirror/control/api-clients.ts';
+import { createPrisma } from '../mirror/db/prisma.ts';
 import { ensureTemporalCli } from './temporal-cli.ts';
 
 export const projectRoot = new URL('..', import.meta.url).pathname;

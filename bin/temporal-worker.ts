@@ -6,7 +6,7 @@ import { writeDepth } from '../activities/sync.ts';
 import type { RequestExecutor } from '../activities/async-requests.ts';
 import { buildApp } from '../api/app.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
-import { AsyncRequestStore } from '../mirror/async-requests.ts';
+import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
 import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';

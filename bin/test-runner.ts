@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { ensureDatabase } from '../mirror/database.ts';
+import { ensureDatabase } from '../mirror/db/database.ts';
 import { projectRoot } from './setup-steps.ts';
 import { startDevServer } from './temporal-cli.ts';
 

@@ -1,6 +1,6 @@
 // Reads what the sync needs of a list page's body without parsing it into objects: the ids of its
 // records, in order, and its meta (has_more_results, current_page). The body then goes to Postgres
-// as the bytes that came (mirror/page-encoding.ts), which parses it once, in C; where every record
+// as the bytes that came (mirror/records/page-encoding.ts), which parses it once, in C; where every record
 // has source data, the scan also notes where it is, so that the same bytes can go cut into records
 // and their source data (page-encoding's `splitSourceData`). Parsing a 1000-record page in the
 // worker (decode, JSON.parse, validation, serialising again) cost more CPU than the rest of the
@@ -21,7 +21,7 @@ export interface ScannedList {
   /** Where the JSON text starts (3 after a UTF-8 byte order mark). */
   start: number;
   /**
-   * Where each record's `source_data` is, when every record has exactly one (mirror/page-encoding.ts
+   * Where each record's `source_data` is, when every record has exactly one (mirror/records/page-encoding.ts
    * cuts the body there): per record, six offsets into the body: the record's start and end, the
    * bytes to cut for the record without it (the member and one comma beside it), and its value's.
    */

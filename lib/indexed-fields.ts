@@ -1,5 +1,5 @@
 // MIRROR_INDEXED_FIELDS: the fields an operator filters on often enough to want an expression index
-// for (mirror/field-indexes.ts creates them at `mirror migrate`), e.g.
+// for (mirror/control/field-indexes.ts creates them at `mirror migrate`), e.g.
 // `customers.status,customers.source_data.Region,ap-invoices.total_amount:number`. Each entry is
 // `<resource>.<field>`, the field as filters name it (a unified field, source_create_time /
 // source_update_time, or `source_data.<key>`), with `:number` for a field compared with numbers

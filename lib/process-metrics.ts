@@ -1,7 +1,7 @@
 // Metrics that live in one process: the upstream requests it made (rate and 429s per source system),
 // its API latency, and Node's own figures. Each process exports its registry: the API at /metrics,
 // a worker at `mirror worker --metrics-port`. What Postgres holds for the whole cluster is added by
-// mirror/metrics.ts at scrape time. Here in lib/: connectors/ and api/ feed it, mirror/ only renders
+// mirror/ops/metrics.ts at scrape time. Here in lib/: connectors/ and api/ feed it, mirror/ only renders
 // beside it, and none of them has to import another for it.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { buildInfo } from './build-info.ts';

@@ -70,7 +70,7 @@ export interface AccountSyncResult {
   byResource: Record<string, number>;
   /** Records of projects the full pass no longer found, marked deleted. */
   deletedWithProjects?: number;
-  /** Streams an incremental pass left alone as not due (adaptive polling: mirror/polling.ts). */
+  /** Streams an incremental pass left alone as not due (adaptive polling: mirror/streams/polling.ts). */
   notDue?: number;
 }
 
@@ -91,7 +91,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
 
   const plan = await planAccount({ accountId: input.accountId });
   // An account's own incremental pass polls adaptively: the activities skip streams that are not due
-  // (mirror/polling.ts). A targeted pass lists what it names. Passes begun before this replay as they ran.
+  // (mirror/streams/polling.ts). A targeted pass lists what it names. Passes begun before this replay as they ran.
   const adaptive = mode === 'incremental' && input.resource === undefined && input.scope === undefined && patched('adaptive-polling');
   const adaptiveFlag = adaptive ? { adaptive: true } : {};
   const kindOf = new Map(plan.resources.map((r) => [r.name, r.scope]));

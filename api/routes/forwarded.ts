@@ -5,14 +5,14 @@ import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { linkedAccountSchema } from '../../connectors/schemas.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
-import type { AccountStore } from '../../mirror/accounts.ts';
+import type { AccountStore } from '../../mirror/control/accounts.ts';
 import { credentialsFirst, type Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 import { notFound } from '../errors.ts';
 import { upstreamPath } from '../../lib/upstream-surface.ts';
 import { adoptAccountToken, linkWithPublicToken } from '../link-service.ts';
 import type { SyncControl } from '../sync-control.ts';
-import type { PrismaClient } from '../../mirror/prisma.ts';
+import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { recordSession, updateSessionExpiry } from '../sessions.ts';
 import { answer, forwardedSchema, json, pathParams, readAsItCame } from '../route-schema.ts';
 

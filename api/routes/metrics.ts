@@ -6,9 +6,9 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { answer } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { registerUpstreamClassMetrics } from '../../connectors/upstream-metrics.ts';
-import { databaseMetrics, renderFamilies } from '../../mirror/metrics.ts';
+import { databaseMetrics, renderFamilies } from '../../mirror/ops/metrics.ts';
 import { createProcessMetrics, type ProcessMetrics } from '../../lib/process-metrics.ts';
-import type { Pool } from '../../mirror/pool.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
 import type { Authenticator } from '../auth.ts';
 import { operatorGuard } from '../status-page/auth.ts';
 

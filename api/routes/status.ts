@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { answer, errorAnswer, json } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
-import type { Pool } from '../../mirror/pool.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
 import type { Authenticator } from '../auth.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { operatorGuard } from '../status-page/auth.ts';

@@ -13,11 +13,11 @@ import { getObject } from '../../connectors/operations.ts';
 import type { UpstreamClient, UpstreamStream } from '../../connectors/upstream-client.ts';
 import { ForbiddenError, NotFoundError, UpstreamError } from '../../lib/errors.ts';
 import { listPath, parseScope, resourceDef } from '../../lib/resources.ts';
-import type { AccountStore } from '../../mirror/accounts.ts';
-import type { Pool } from '../../mirror/pool.ts';
-import type { PrismaClient } from '../../mirror/prisma.ts';
-import { refreshUrlFields } from '../../mirror/records-store.ts';
-import { recordStorageAccess, storedRecordData } from '../../mirror/storage-files.ts';
+import type { AccountStore } from '../../mirror/control/accounts.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
+import type { PrismaClient } from '../../mirror/db/prisma.ts';
+import { refreshUrlFields } from '../../mirror/records/records-store.ts';
+import { recordStorageAccess, storedRecordData } from '../../mirror/control/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
 import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';
 

@@ -8,10 +8,10 @@ import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { domainHash, keyedHash, safeEqual } from '../../lib/crypto.ts';
 import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
-import { storeEvent } from '../../mirror/inbox.ts';
-import type { Pool } from '../../mirror/pool.ts';
-import type { PrismaClient } from '../../mirror/prisma.ts';
-import { findWebhookRegistration } from '../../mirror/webhook-registrations.ts';
+import { storeEvent } from '../../mirror/streams/inbox.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
+import type { PrismaClient } from '../../mirror/db/prisma.ts';
+import { findWebhookRegistration } from '../../mirror/control/webhook-registrations.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { errorAnswer, json, pathParams } from '../route-schema.ts';
 

@@ -16,10 +16,10 @@ import { childrenOf, formatScope, resourceDef, resources, type ResourceDef } fro
 import { realServiceCollections } from '../../lib/upstream-surface.ts';
 import { getObject } from '../../connectors/operations.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
-import type { AccountStore, AccountSummary } from '../../mirror/accounts.ts';
-import type { Pool } from '../../mirror/pool.ts';
-import { resolveId } from '../../mirror/records-read.ts';
-import { applyObjects, markDeletedWithChildren } from '../../mirror/records-store.ts';
+import type { AccountStore, AccountSummary } from '../../mirror/control/accounts.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
+import { resolveId } from '../../mirror/reads/records-read.ts';
+import { applyObjects, markDeletedWithChildren } from '../../mirror/records/records-store.ts';
 import { header, type Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 import { answer, asyncHeader, errorAnswer, forwardedSchema, headersOf, json, objectSchema, pathParams, readAsItCame } from '../route-schema.ts';

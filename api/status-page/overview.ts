@@ -13,10 +13,10 @@ import {
   type InboxOverview,
   type RecentError,
   type StreamProgressRow,
-} from '../../mirror/metrics-overview.ts';
-import { pollingOverview, type DueStream, type PollingGroup } from '../../mirror/status.ts';
+} from '../../mirror/ops/metrics-overview.ts';
+import { pollingOverview, type DueStream, type PollingGroup } from '../../mirror/ops/status.ts';
 import { accountSyncWorkflowId, streamWorkflowId } from '../../lib/workflow-ids.ts';
-import type { Pool } from '../../mirror/pool.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
 import type { ClassUsage, Priority } from '../../connectors/governor.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { runningPasses, temporalLinks, type RunningPass } from './temporal.ts';

@@ -1,5 +1,5 @@
 // `mirror accounts`: the linked accounts, with their streams, records and freshness.
-import { accountsOverview } from '../../mirror/metrics-overview.ts';
+import { accountsOverview } from '../../mirror/ops/metrics-overview.ts';
 import { age, cliServices, table, type Command } from './shared.ts';
 
 export const accountsCommand: Command = {

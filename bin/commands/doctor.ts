@@ -5,8 +5,8 @@
 import { buildInfo, releaseLabel } from '../../lib/build-info.ts';
 import { parseConfig, loadEnvFile, type Config } from '../../lib/config.ts';
 import { decryptSecret, decodeKey, sha256Hex } from '../../lib/crypto.ts';
-import { DiagnosticConnection } from '../../mirror/diagnostics.ts';
-import { readMigrations } from '../../mirror/migrate.ts';
+import { DiagnosticConnection } from '../../mirror/ops/diagnostics.ts';
+import { readMigrations } from '../../mirror/db/migrate.ts';
 import { placeholderSecrets } from './migrate.ts';
 import { exitCode, oneLine, postgresProblem, safeUrl, UsageError, type Command } from './shared.ts';
 

@@ -8,15 +8,15 @@ export const migrateCommand: Command = {
   help: 'Creates the database if missing, then applies prisma/migrations in order, then makes the expression indexes of MIRROR_INDEXED_FIELDS exactly those listed (CREATE INDEX CONCURRENTLY: writes go on). Safe to run from several processes at once (advisory locks serialise them).',
   async run() {
     const { loadEnvFile } = await import('../../lib/config.ts');
-    const { ensureDatabase } = await import('../../mirror/database.ts');
-    const { migrate } = await import('../../mirror/migrate.ts');
+    const { ensureDatabase } = await import('../../mirror/db/database.ts');
+    const { migrate } = await import('../../mirror/db/migrate.ts');
     loadEnvFile();
     const config = parseConfig({ ...process.env, ...placeholderSecrets(process.env) });
     await ensureDatabase(config.DATABASE_URL);
     const r = await migrate(config.DATABASE_URL);
     console.log(r.applied.length ? `Applied: ${r.applied.join(', ')}` : `Up to date (${r.alreadyApplied.length} migrations).`);
     // The operator's field indexes (MIRROR_INDEXED_FIELDS), after the migrations that made the partitions.
-    const { applyFieldIndexes } = await import('../../mirror/field-indexes.ts');
+    const { applyFieldIndexes } = await import('../../mirror/control/field-indexes.ts');
     const ix = await applyFieldIndexes(config.DATABASE_URL, config.MIRROR_INDEXED_FIELDS, (line) => console.log(line));
     if (ix.created.length + ix.kept.length + ix.dropped.length > 0)
       console.log(`Field indexes: ${ix.created.length} created, ${ix.kept.length} kept, ${ix.dropped.length} dropped.`);

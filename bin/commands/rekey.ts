@@ -3,9 +3,9 @@
 // encryption key), and token lookup hashes recomputed with the signing key (in the account-token hash
 // domain: hashes stored before it are upgraded too). Idempotent.
 import { decodeKey, decryptSecret, encryptSecret, keyedHash } from '../../lib/crypto.ts';
-import { accountTokenHash } from '../../mirror/accounts.ts';
-import { resealSecrets, sealedSecrets } from '../../mirror/sealed-secrets.ts';
-import { accountsWithWebhooks } from '../../mirror/webhook-registrations.ts';
+import { accountTokenHash } from '../../mirror/control/accounts.ts';
+import { resealSecrets, sealedSecrets } from '../../mirror/control/sealed-secrets.ts';
+import { accountsWithWebhooks } from '../../mirror/control/webhook-registrations.ts';
 import { cliConfig, cliServices, exitCode, UsageError, type Command } from './shared.ts';
 
 export const rekeyCommand: Command = {

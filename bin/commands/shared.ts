@@ -136,7 +136,7 @@ export function cliConfig(): Config {
 /** Services for a command, silent, after checking that Postgres answers (so failures read well). */
 export async function cliServices(config: Config = cliConfig()): Promise<Services> {
   const { createServices } = await import('../services.ts');
-  const { assertSchemaReachable } = await import('../../mirror/database.ts');
+  const { assertSchemaReachable } = await import('../../mirror/db/database.ts');
   const { createLogger } = await import('../../lib/logger.ts');
   const services = createServices(config, { name: 'cli', poolSize: 4, logger: createLogger({ level: 'silent' }) });
   try {

@@ -1,7 +1,7 @@
 // `mirror status`: per account and stream, state, records, last fresh, lag and last error, and when
 // incremental passes list streams next and why (adaptive polling).
-import { pollingOverview, streamStatuses, summarise, type StreamStatus } from '../../mirror/status.ts';
-import { accountsOverview } from '../../mirror/metrics-overview.ts';
+import { pollingOverview, streamStatuses, summarise, type StreamStatus } from '../../mirror/ops/status.ts';
+import { accountsOverview } from '../../mirror/ops/metrics-overview.ts';
 import { age, cliServices, clip, exitCode, resolveAccount, table, type Command } from './shared.ts';
 
 export const statusCommand: Command = {

@@ -2,8 +2,8 @@
 // per finished stream otherwise), then the final table per resource.
 import type { WorkflowHandle } from '@temporalio/client';
 import type { AccountSyncSummary, SyncControl } from '../../api/sync-control.ts';
-import { passTotals, streamProgress, type PassTotals, type StreamProgressRow } from '../../mirror/metrics-overview.ts';
-import type { Pool } from '../../mirror/pool.ts';
+import { passTotals, streamProgress, type PassTotals, type StreamProgressRow } from '../../mirror/ops/metrics-overview.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
 import { clip, table } from './shared.ts';
 
 export interface FollowOptions {

@@ -2,7 +2,7 @@
 // follow it with a bar per stream, and end with a table of what it wrote.
 import { resources, resourceDef } from '../../lib/resources.ts';
 import type { AccountSyncSummary } from '../../api/sync-control.ts';
-import { databaseNow } from '../../mirror/database.ts';
+import { databaseNow } from '../../mirror/db/database.ts';
 import { finalTotals, followPass, totalsTable } from './sync-progress.ts';
 import { cliConfig, cliServices, connectTemporal, exitCode, required, resolveAccount, UsageError, type Command, type Values } from './shared.ts';
 

@@ -1,7 +1,7 @@
 // `mirror unlink`: an account stops syncing (its schedules and running passes go) and its link sessions
 // end; data stays unless --purge.
 import { accountSyncWorkflowId, changesWorkflowId } from '../../lib/workflow-ids.ts';
-import { purgeAccountRecords } from '../../mirror/database.ts';
+import { purgeAccountRecords } from '../../mirror/db/database.ts';
 import { cliConfig, cliServices, connectTemporal, required, resolveAccount, type Command } from './shared.ts';
 
 export const unlinkCommand: Command = {

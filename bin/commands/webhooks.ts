@@ -3,8 +3,8 @@
 import { createEventActivities } from '../../activities/events.ts';
 import { deleteWebhook } from '../../connectors/operations.ts';
 import { UpstreamNotFoundError } from '../../lib/errors.ts';
-import { deliveriesOverview, webhookRegistrations } from '../../mirror/metrics-overview.ts';
-import { deleteWebhookRegistration, webhookRegistrationsOf } from '../../mirror/webhook-registrations.ts';
+import { deliveriesOverview, webhookRegistrations } from '../../mirror/ops/metrics-overview.ts';
+import { deleteWebhookRegistration, webhookRegistrationsOf } from '../../mirror/control/webhook-registrations.ts';
 import { publicBaseUrl, type Services } from '../services.ts';
 import { cliConfig, cliServices, clip, required, resolveAccount, table, UsageError, type Command } from './shared.ts';
 

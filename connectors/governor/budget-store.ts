@@ -1,6 +1,6 @@
 // What the shared governor (postgres-governor.ts) needs from the table its processes share: budgets
 // and concurrency leases, each operation one statement on the database's clock. The Postgres store is
-// mirror/rate-budgets.ts; bin/ passes it in (connectors/ never imports mirror/'s code).
+// mirror/control/rate-budgets.ts; bin/ passes it in (connectors/ never imports mirror/'s code).
 
 /** A budget's row after a try to reserve a slot in every budget of a request (times from now, in ms). */
 export interface ReservedBudget {

@@ -1,5 +1,5 @@
 // The governor every worker process shares: each budget's schedule is a row of a shared store
-// (`rate_budgets` in Postgres: mirror/rate-budgets.ts, passed in by bin/), and `acquire` reserves the
+// (`rate_budgets` in Postgres: mirror/control/rate-budgets.ts, passed in by bin/), and `acquire` reserves the
 // next send slot of all the request's budgets in one operation (one round trip), on the store's clock.
 // Responses' headers update the pace in coalesced background writes. Small concurrency caps (serial
 // source systems) are also held across processes, as leases (`rate_leases`).

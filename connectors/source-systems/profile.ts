@@ -11,7 +11,7 @@ export const resourceSupportSchema = z.object({
   updateTimeFilter: z.boolean().optional(),
   /**
    * Project-scoped resources: whether lists take `Project-Id: *` (one list of every project's records,
-   * each with its project_id). Unset: learned from the upstream (mirror/cross-project.ts).
+   * each with its project_id). Unset: learned from the upstream (mirror/streams/cross-project.ts).
    */
   crossProject: z.boolean().optional(),
 });

@@ -212,7 +212,7 @@ describe('chaos: upgrade with work in flight', { timeout: scaled(240_000, 600_00
         // Today's worker delivers each event once, and none the previous release had delivered; only the
         // batch of an activity the kill caught mid-flight may go out again (at least once: the cursor
         // advances after each post). Repeats by the previous release are counted apart:
-        // releases before the fix in mirror/changes.ts delivered a change again on every idle poll.
+        // releases before the fix in mirror/reads/changes.ts delivered a change again on every idle poll.
         const byToday = hook.received.slice(killIndex);
         const duplicates = names
           .map((n) => Math.max(0, byToday.filter((r) => r.name === n).length - (n >= 'Upgrade drill 3' ? 1 : 0)))

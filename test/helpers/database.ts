@@ -1,8 +1,8 @@
 // A fresh, migrated database per test file, dropped afterwards: tests stay parallel-safe.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/database.ts';
-import { migrate } from '../../mirror/migrate.ts';
-import type { Pool } from '../../mirror/pool.ts';
+import { dropDatabase, ensureDatabase, withDatabase } from '../../mirror/db/database.ts';
+import { migrate } from '../../mirror/db/migrate.ts';
+import type { Pool } from '../../mirror/db/pool.ts';
 
 export const testServerUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 

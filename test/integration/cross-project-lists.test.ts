@@ -117,7 +117,7 @@ describe('lists across projects', { timeout: 300_000 }, () => {
       );
     }
     // The next passes do not ask again: an incremental one (right after the full pass no project's list
-    // is due yet: adaptive polling, mirror/polling.ts), and a full one, which lists every project's.
+    // is due yet: adaptive polling, mirror/streams/polling.ts), and a full one, which lists every project's.
     const again = await fullPass('incremental');
     assert.deepEqual(again.failed, []);
     assert.equal(requests.filter((r) => r.path === '/budget-line-items').length, 0, 'not asked for `*` again, no project list due yet');

@@ -8,10 +8,10 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { aggregateSql } from '../../mirror/aggregates.ts';
-import { fieldIndexPrefix } from '../../mirror/field-indexes.ts';
-import { createPool, type Pool } from '../../mirror/pool.ts';
-import { filtersSql, type RecordFilter } from '../../mirror/record-filters.ts';
+import { aggregateSql } from '../../mirror/reads/aggregates.ts';
+import { fieldIndexPrefix } from '../../mirror/control/field-indexes.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
+import { filtersSql, type RecordFilter } from '../../mirror/reads/record-filters.ts';
 import { parseIndexedFields, textIndexed } from '../../lib/indexed-fields.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
@@ -85,7 +85,7 @@ describe('expression indexes of MIRROR_INDEXED_FIELDS', { timeout: 300_000 }, ()
   // filters compare the indexed expression; any other text filter has a cheaper form no index serves.
   const indexed = textIndexed(parseIndexedFields('customers.status,customers.source_data.Region,customers.balance:number').fields)('customers');
 
-  /** The WHERE of a list read (mirror/records-read.ts listRecords) with these filters. */
+  /** The WHERE of a list read (mirror/reads/records-read.ts listRecords) with these filters. */
   function listWhere(filters: RecordFilter[]): { sql: string; params: unknown[] } {
     const f = filtersSql(filters, 4, indexed);
     return {

@@ -1,4 +1,4 @@
-// The two SQL forms of a text filter (mirror/record-filters.ts filtersSql) answer alike: the form a
+// The two SQL forms of a text filter (mirror/reads/record-filters.ts filtersSql) answer alike: the form a
 // field's expression index serves (its text as textOf, compared) and the cheaper form every other
 // field gets (`->>` compared first, the value's type asked only then). Evaluated by Postgres on the
 // corners a generated list does not reach: objects and arrays whose JSON text equals the value,
@@ -6,8 +6,8 @@
 // the wrapper {path, content_type, data} and bare.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../../mirror/pool.ts';
-import { filtersSql, type RecordFilter } from '../../mirror/record-filters.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
+import { filtersSql, type RecordFilter } from '../../mirror/reads/record-filters.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 const values: unknown[] = ['a', 'b', 'A', '', '5', 5, 5.0, 1.5, true, false, null, { a: 1 }, [1], '{"a": 1}', '[1]', '%', 'é', 'a\nb'];

@@ -3,9 +3,9 @@
 // a pass that began on an empty stream (a first sync), which skips the look.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../../mirror/pool.ts';
-import { applyObjects, finishPass, writePage } from '../../mirror/records-store.ts';
-import { beginOrResumePass, StalePassError, type StreamKey } from '../../mirror/streams.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
+import { applyObjects, finishPass, writePage } from '../../mirror/records/records-store.ts';
+import { beginOrResumePass, StalePassError, type StreamKey } from '../../mirror/streams/streams.ts';
 import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 
 describe('finishing a full pass', () => {

@@ -7,9 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import pgClient, { type Pool } from 'pg';
 import type { GovernorKeys } from '../../connectors/governor.ts';
 import { PostgresRateGovernor, type PostgresRateGovernorOptions } from '../../connectors/governor/postgres-governor.ts';
-import { PostgresRateBudgets } from '../../mirror/rate-budgets.ts';
+import { PostgresRateBudgets } from '../../mirror/control/rate-budgets.ts';
 import type { RateLimitReport } from '../../connectors/rate-limit-headers.ts';
-import { createPool } from '../../mirror/pool.ts';
+import { createPool } from '../../mirror/db/pool.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { FixedWindow, maxInAnyWindow, SlidingWindow, testProfiles } from '../unit/connectors/governor-fakes.ts';
 

@@ -6,7 +6,7 @@
 // test, as the application, sends a pass-through call per window (10% of the limit) through the API
 // process. Were the budget not shared, each process would pace only its own lane and the two workers
 // could spend 2 x 5 of a window: with every process's budget rows made its own (keys suffixed with the
-// process id in mirror/rate-budgets.ts, in a copy of the tree) this test saw 6, 9 and 8 sync requests
+// process id in mirror/control/rate-budgets.ts, in a copy of the tree) this test saw 6, 9 and 8 sync requests
 // in windows of 5 allowed, and a 429.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';

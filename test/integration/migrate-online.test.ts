@@ -1,4 +1,4 @@
-// The migration runner's two options for online migrations (mirror/migrate.ts): stopping before a given
+// The migration runner's two options for online migrations (mirror/db/migrate.ts): stopping before a given
 // migration (a database as the release before it left it), and a migration marked to run outside a
 // transaction block, which is what `CREATE INDEX CONCURRENTLY` needs.
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { migrate, noTransactionMarker, readMigrations } from '../../mirror/migrate.ts';
+import { migrate, noTransactionMarker, readMigrations } from '../../mirror/db/migrate.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { defaultMigrationsDir, migrate, readMigrations } from '../../mirror/migrate.ts';
+import { defaultMigrationsDir, migrate, readMigrations } from '../../mirror/db/migrate.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 describe('migrate', () => {

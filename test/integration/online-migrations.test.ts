@@ -29,7 +29,7 @@ import { createServices, type Services } from '../../bin/services.ts';
 import { parseConfig } from '../../lib/config.ts';
 import { generateKey, randomSecret } from '../../lib/crypto.ts';
 import { createLogger } from '../../lib/logger.ts';
-import { migrate, readMigrations } from '../../mirror/migrate.ts';
+import { migrate, readMigrations } from '../../mirror/db/migrate.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 /** The first migration applied under read load: see the header for why the earlier ones are not. */

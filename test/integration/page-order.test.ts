@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../../mirror/pool.ts';
-import { listReadPaths, listRecords, type ListQuery } from '../../mirror/records-read.ts';
-import { finishPass, writePage } from '../../mirror/records-store.ts';
-import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
+import { listReadPaths, listRecords, type ListQuery } from '../../mirror/reads/records-read.ts';
+import { finishPass, writePage } from '../../mirror/records/records-store.ts';
+import { beginOrResumePass, type StreamKey } from '../../mirror/streams/streams.ts';
 import { resources } from '../../lib/resources.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { buildOverview } from '../../api/status-page/overview.ts';
-import { scopeHash } from '../../mirror/polling.ts';
+import { scopeHash } from '../../mirror/streams/polling.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
 const minute = 60_000;

@@ -1,7 +1,7 @@
 // Drift between prisma/schema.prisma and the database our migrations build.
 //
 // Prisma's own schema engine (WebAssembly, see scripts/prisma-schema-sql.ts) turns schema.prisma into the SQL
-// it would run on an empty database; that SQL builds one scratch database, our migrations (mirror/migrate.ts)
+// it would run on an empty database; that SQL builds one scratch database, our migrations (mirror/db/migrate.ts)
 // build another, and the two catalogs are compared for every table: columns (type, nullability, default,
 // identity, collation), primary keys, unique constraints, indexes (uniqueness, method, columns, order,
 // predicate) and foreign keys (columns, target, actions), plus enum types and tables that only one side has.

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../../mirror/pool.ts';
-import { positionsRead } from '../../mirror/position-cache.ts';
-import { listReadPaths, listRecords, type ListQuery } from '../../mirror/records-read.ts';
-import { applyObjects, finishPass, markDeleted, writePage } from '../../mirror/records-store.ts';
-import { beginOrResumePass, type StreamKey } from '../../mirror/streams.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
+import { positionsRead } from '../../mirror/reads/position-cache.ts';
+import { listReadPaths, listRecords, type ListQuery } from '../../mirror/reads/records-read.ts';
+import { applyObjects, finishPass, markDeleted, writePage } from '../../mirror/records/records-store.ts';
+import { beginOrResumePass, type StreamKey } from '../../mirror/streams/streams.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 describe('list pages by dense positions', () => {

@@ -16,9 +16,9 @@ import { SyncControl } from '../../../api/sync-control.ts';
 import { UpstreamClient } from '../../../connectors/upstream-client.ts';
 import { createLogger } from '../../../lib/logger.ts';
 import { resources } from '../../../lib/resources.ts';
-import { AccountStore } from '../../../mirror/accounts.ts';
-import { createPool } from '../../../mirror/pool.ts';
-import { createPrisma } from '../../../mirror/prisma.ts';
+import { AccountStore } from '../../../mirror/control/accounts.ts';
+import { createPool } from '../../../mirror/db/pool.ts';
+import { createPrisma } from '../../../mirror/db/prisma.ts';
 
 type Doc = {
   openapi: string;

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { planGet, planList, planPagesOnly, type ListPlan, type ReadRequest } from '../../../api/read-plan.ts';
 import { BadRequestError } from '../../../lib/errors.ts';
 import { resourceDef } from '../../../lib/resources.ts';
-import { filtersSql, orderSql } from '../../../mirror/record-filters.ts';
+import { filtersSql, orderSql } from '../../../mirror/reads/record-filters.ts';
 
 const debugId = 'Svc-Debug-Id';
 const base = { 'account-token': 'x', 'client-id': 'c', 'client-secret': 's', host: 'mirror', 'user-agent': 'ua', accept: 'application/json' };

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { scanListBody } from '../../../connectors/list-scan.ts';
-import { splitSourceData } from '../../../mirror/page-encoding.ts';
+import { splitSourceData } from '../../../mirror/records/page-encoding.ts';
 import { listResponseSchema } from '../../../connectors/schemas.ts';
 
 const scan = (text: string) => scanListBody(Buffer.from(text));

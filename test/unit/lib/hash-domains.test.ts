@@ -6,8 +6,8 @@ import { describe, it } from 'node:test';
 import { internalToken } from '../../../api/auth.ts';
 import { sessionSecretHash } from '../../../api/sessions.ts';
 import { domainHash, generateKey, decodeKey, hashDomains, keyedHash } from '../../../lib/crypto.ts';
-import { AccountStore } from '../../../mirror/accounts.ts';
-import type { PrismaClient } from '../../../mirror/prisma.ts';
+import { AccountStore } from '../../../mirror/control/accounts.ts';
+import type { PrismaClient } from '../../../mirror/db/prisma.ts';
 
 describe('hash domains of the signing key', () => {
   const key = decodeKey(generateKey());

@@ -38,8 +38,8 @@ interface Case {
 const sql = 'SELECT id FROM records WHERE account_id = $1';
 const cases: Record<string, Case[]> = {
   'lib/ imports nothing from other project folders': [
-    { file: 'lib/probe.ts', code: "import { createPool } from '../mirror/pool.ts';\nexport const x = createPool;", crosses: true },
-    { file: 'lib/probe.ts', code: "import type { Pool } from '../mirror/pool.ts';\nexport type X = Pool;", crosses: true },
+    { file: 'lib/probe.ts', code: "import { createPool } from '../mirror/db/pool.ts';\nexport const x = createPool;", crosses: true },
+    { file: 'lib/probe.ts', code: "import type { Pool } from '../mirror/db/pool.ts';\nexport type X = Pool;", crosses: true },
     { file: 'lib/probe.ts', code: "import { upstreamHeaders } from '../connectors/upstream-client.ts';\nexport const x = upstreamHeaders;", crosses: true },
     { file: 'lib/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
     { file: 'lib/probe.ts', code: "import { runs } from '../sandbox/server.ts';\nexport const x = runs;", crosses: true },
@@ -47,7 +47,7 @@ const cases: Record<string, Case[]> = {
   ],
   'sandbox/ imports only lib/': [
     { file: 'sandbox/webhooks/probe.ts', code: "import { listPage } from '../../connectors/operations.ts';\nexport const x = listPage;", crosses: true },
-    { file: 'sandbox/webhooks/probe.ts', code: "import type { Pool } from '../../mirror/pool.ts';\nexport type X = Pool;", crosses: true },
+    { file: 'sandbox/webhooks/probe.ts', code: "import type { Pool } from '../../mirror/db/pool.ts';\nexport type X = Pool;", crosses: true },
     { file: 'sandbox/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
     {
       file: 'sandbox/webhooks/probe.ts',
@@ -66,6 +66,8 @@ const cases: Record<string, Case[]> = {
     { file: 'mirror/probe.ts', code: "import { createSyncActivities } from '../activities/sync.ts';\nexport const x = createSyncActivities;", crosses: true },
     { file: 'mirror/probe.ts', code: "import { rootMessage } from '../workflows/shared.ts';\nexport const x = rootMessage;", crosses: true },
     { file: 'mirror/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
+    { file: 'mirror/reads/probe.ts', code: "import { buildApp } from '../../api/app.ts';\nexport const x = buildApp;", crosses: true },
+    { file: 'mirror/reads/probe.ts', code: "import { createPool } from '../db/pool.ts';\nexport const x = createPool;", crosses: false },
     {
       file: 'mirror/probe.ts',
       code: `import pg from 'pg';\nimport { PrismaPg } from '@prisma/adapter-pg';\nexport const q = \`${sql}\`;\nexport const x = [pg, PrismaPg];`,
@@ -73,10 +75,10 @@ const cases: Record<string, Case[]> = {
     },
   ],
   'connectors/ takes mirror/ as types only, and knows nothing above it': [
-    { file: 'connectors/probe.ts', code: "import { createPool } from '../mirror/pool.ts';\nexport const x = createPool;", crosses: true },
+    { file: 'connectors/probe.ts', code: "import { createPool } from '../mirror/db/pool.ts';\nexport const x = createPool;", crosses: true },
     {
       file: 'connectors/governor/probe.ts',
-      code: "import { PostgresRateBudgets } from '../../mirror/rate-budgets.ts';\nexport const x = PostgresRateBudgets;",
+      code: "import { PostgresRateBudgets } from '../../mirror/control/rate-budgets.ts';\nexport const x = PostgresRateBudgets;",
       crosses: true,
     },
     { file: 'connectors/probe.ts', code: "import { buildApp } from '../api/app.ts';\nexport const x = buildApp;", crosses: true },
@@ -91,7 +93,7 @@ const cases: Record<string, Case[]> = {
     { file: 'connectors/probe.ts', code: `export const q = '${sql}';`, crosses: true },
     {
       file: 'connectors/probe.ts',
-      code: "import type { Pool } from '../mirror/pool.ts';\nimport { request } from 'undici';\nexport type X = Pool;\nexport const x = request;",
+      code: "import type { Pool } from '../mirror/db/pool.ts';\nimport { request } from 'undici';\nexport type X = Pool;\nexport const x = request;",
       crosses: false,
     },
   ],
@@ -100,7 +102,7 @@ const cases: Record<string, Case[]> = {
     { file: 'activities/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
     {
       file: 'activities/probe.ts',
-      code: "import { listPage } from '../connectors/operations.ts';\nimport { liveRecordIds } from '../mirror/known-ids.ts';\nexport const x = [listPage, liveRecordIds];",
+      code: "import { listPage } from '../connectors/operations.ts';\nimport { liveRecordIds } from '../mirror/streams/known-ids.ts';\nexport const x = [listPage, liveRecordIds];",
       crosses: false,
     },
   ],
@@ -113,7 +115,7 @@ const cases: Record<string, Case[]> = {
     { file: 'api/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
     {
       file: 'api/routes/probe.ts',
-      code: "import { listRecords } from '../../mirror/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [listRecords, header];",
+      code: "import { listRecords } from '../../mirror/reads/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [listRecords, header];",
       crosses: false,
     },
   ],
@@ -147,18 +149,18 @@ const cases: Record<string, Case[]> = {
     },
     { file: 'activities/probe.ts', code: "import pg from 'pg';\nexport const x = pg;", crosses: true },
     { file: 'api/probe.ts', code: "import { PrismaPg } from '@prisma/adapter-pg';\nexport const x = PrismaPg;", crosses: true },
-    { file: 'api/probe.ts', code: "import { createPrisma } from '../mirror/prisma.ts';\nexport const x = createPrisma;", crosses: true },
+    { file: 'api/probe.ts', code: "import { createPrisma } from '../mirror/db/prisma.ts';\nexport const x = createPrisma;", crosses: true },
     { file: 'activities/probe.ts', code: "import { PrismaClient } from '../prisma/generated/client.ts';\nexport const x = PrismaClient;", crosses: true },
     { file: 'bin/commands/probe.ts', code: "import pg from 'pg';\nexport const x = pg;", crosses: true },
     // What stays allowed: types of mirror/ everywhere, bin/ wiring the client, words that are not SQL.
     {
       file: 'api/probe.ts',
-      code: "import type { PrismaClient } from '../mirror/prisma.ts';\nimport { findSubscription } from '../mirror/subscriptions.ts';\nexport const f = (prisma: PrismaClient) => findSubscription(prisma, 'x');",
+      code: "import type { PrismaClient } from '../mirror/db/prisma.ts';\nimport { findSubscription } from '../mirror/control/subscriptions.ts';\nexport const f = (prisma: PrismaClient) => findSubscription(prisma, 'x');",
       crosses: false,
     },
     {
       file: 'bin/probe.ts',
-      code: "import { createPrisma } from '../mirror/prisma.ts';\nexport async function f() {\n  const prisma = createPrisma('postgres://x');\n  await prisma.$disconnect();\n}",
+      code: "import { createPrisma } from '../mirror/db/prisma.ts';\nexport async function f() {\n  const prisma = createPrisma('postgres://x');\n  await prisma.$disconnect();\n}",
       crosses: false,
     },
     {

@@ -2,7 +2,7 @@
 // of value): here, the cost of the rows that carry no value, and of numbers. No I/O.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { aggregateSql } from '../../../mirror/aggregates.ts';
+import { aggregateSql } from '../../../mirror/reads/aggregates.ts';
 
 const sql = (field: string) =>
   aggregateSql({ accountId: 'a', resource: 'customers', scopes: 'all', includeDeleted: false, filters: [], measures: [{ fn: 'sum', field }], limit: 10 }).sql;

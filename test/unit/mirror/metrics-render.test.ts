@@ -2,7 +2,7 @@
 // counters (requests by status class, 429s per source system).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { renderFamilies } from '../../../mirror/metrics.ts';
+import { renderFamilies } from '../../../mirror/ops/metrics.ts';
 import { createProcessMetrics } from '../../../lib/process-metrics.ts';
 
 describe('metrics text format', () => {

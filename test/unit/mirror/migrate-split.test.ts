@@ -1,8 +1,8 @@
-// splitStatements (mirror/migrate.ts): a migration that runs outside a transaction is sent one statement
+// splitStatements (mirror/db/migrate.ts): a migration that runs outside a transaction is sent one statement
 // at a time, so its split must not cut inside strings, quoted names, dollar quotes or comments.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { noTransactionMarker, runsOutsideTransaction, splitStatements } from '../../../mirror/migrate.ts';
+import { noTransactionMarker, runsOutsideTransaction, splitStatements } from '../../../mirror/db/migrate.ts';
 
 test('splits at the semicolons that end statements only', () => {
   const sql = `${noTransactionMarker}

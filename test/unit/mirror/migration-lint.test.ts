@@ -7,7 +7,7 @@
 // (a build of an index that blocks a pass's writes for minutes on a big mirror, a rewrite of a table).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { readMigrations, runsOutsideTransaction, splitStatements } from '../../../mirror/migrate.ts';
+import { readMigrations, runsOutsideTransaction, splitStatements } from '../../../mirror/db/migrate.ts';
 
 /** The last migration written before the check: older ones are applied in the field and never edited. */
 export const lintFrom = '20261126020000_stream_polling';

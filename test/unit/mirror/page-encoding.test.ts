@@ -1,11 +1,11 @@
-// How a page's records are encoded for Postgres (mirror/page-encoding.ts): a body as jsonb's version
+// How a page's records are encoded for Postgres (mirror/records/page-encoding.ts): a body as jsonb's version
 // byte and the bytes that came, or split from its source data; from reused buffers; a body Postgres
 // refuses parsed in the worker, a malformed one a retryable upstream error.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { scanListBody } from '../../../connectors/list-scan.ts';
 import { MalformedResponseError } from '../../../lib/errors.ts';
-import { encodeBody, encodeObjects, isBodyRefusal, parseBody, rowSources, splitSourceData } from '../../../mirror/page-encoding.ts';
+import { encodeBody, encodeObjects, isBodyRefusal, parseBody, rowSources, splitSourceData } from '../../../mirror/records/page-encoding.ts';
 
 const records = [
   { id: 'a', name: 'first', source_data: { raw: [1, { x: '"}' }] } },

@@ -2,7 +2,7 @@
 // off in step (linked at once, never changing) are listed at most `pollsPerPass` a pass beyond the ones
 // that must be (named by an event, changed last poll, at the full-pass bound), the most overdue first,
 // and none is ever staler than the full-pass period. The simulation runs the same functions the sweep's
-// decision runs (mirror/polling.ts): `pollClass`, `withinBudget`, `pollingAfter`.
+// decision runs (mirror/streams/polling.ts): `pollClass`, `withinBudget`, `pollingAfter`.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
@@ -15,7 +15,7 @@ import {
   type PollClass,
   type PollState,
   type PollingPolicy,
-} from '../../../mirror/polling.ts';
+} from '../../../mirror/streams/polling.ts';
 
 const minute = 60_000;
 const policy: PollingPolicy = { incrementalMs: 15 * minute, fullMs: 24 * 60 * minute, pollsPerPass: 13 };

@@ -2,7 +2,7 @@
 // full-pass period, and the reason written with each stream.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatEvery, pollInterval, pollKind, pollingAfter, type PollOutcome } from '../../../mirror/polling.ts';
+import { formatEvery, pollInterval, pollKind, pollingAfter, type PollOutcome } from '../../../mirror/streams/polling.ts';
 
 const policy = { incrementalMs: 15 * 60_000, fullMs: 24 * 3_600_000 };
 const at = new Date('2026-11-25T10:00:00Z');

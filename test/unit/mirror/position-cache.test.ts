@@ -1,8 +1,8 @@
-// Held position chunks (mirror/position-cache.ts): each list packed into one string, read back item by
+// Held position chunks (mirror/reads/position-cache.ts): each list packed into one string, read back item by
 // item exactly as it was, whatever the lengths of the ids. No I/O.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CachedChunk } from '../../../mirror/position-cache.ts';
+import { CachedChunk } from '../../../mirror/reads/position-cache.ts';
 
 describe('held position chunks', () => {
   it('give back every id and ordinal as they were read, and find the objects of the rows that are the records they name', () => {
