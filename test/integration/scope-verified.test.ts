@@ -1,10 +1,10 @@
-// When a scope was last verified upstream (mirror/freshness.ts), on the real Postgres: a list's own
+// When a scope was last verified upstream (mirror/streams/freshness.ts), on the real Postgres: a list's own
 // completed pass, a project's list verified by the list across projects, children by their parent's
 // list, whichever is latest; never verified is null.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { listStaleness, scopeLastVerifiedAt, stalenessStats } from '../../mirror/freshness.ts';
-import { createPool, type Pool } from '../../mirror/pool.ts';
+import { listStaleness, scopeLastVerifiedAt, stalenessStats } from '../../mirror/streams/freshness.ts';
+import { createPool, type Pool } from '../../mirror/db/pool.ts';
 import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 
 describe('scope last verified', () => {

@@ -3,8 +3,8 @@
 // a change made upstream after that may not be in it). A list across projects verifies each project's
 // list (its pass writes theirs, records-store.ts coverProjects); a parent's children are verified with
 // their parent (children change only with it: an incremental pass lists them under a changed parent).
-import { allProjectsScope, parseScope, formatScope } from '../lib/resources.ts';
-import type { Pool } from './pool.ts';
+import { allProjectsScope, parseScope, formatScope } from '../../lib/resources.ts';
+import type { Pool } from '../db/pool.ts';
 import type { StreamKey } from './streams.ts';
 
 /**
