@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 // Bootstrap of the `mirror` command: on a fresh clone it installs the npm dependencies and generates
 // the Prisma client, then runs the TypeScript CLI (bin/cli.ts) through tsx. Plain JavaScript on
-// purpose: it must run before anything is installed.
+// purpose: it must run before anything is installed. In a release (`npm run build` copies this file
+// into dist/bin/, beside the compiled cli.js) it runs the compiled CLI with node alone: nothing is
+// installed, generated or compiled at run time.
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const mtime = (p) => (existsSync(p) ? statSync(p).mtimeMs : 0);
+const release = existsSync(fileURLToPath(new URL('./cli.js', import.meta.url)));
 
 function run(cmd, args, env = process.env) {
   const r = spawnSync(cmd, args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], env });
@@ -18,13 +21,13 @@ function run(cmd, args, env = process.env) {
 }
 
 const installed = `${root}node_modules/.package-lock.json`;
-if (mtime(installed) < mtime(`${root}package-lock.json`)) {
+if (!release && mtime(installed) < mtime(`${root}package-lock.json`)) {
   console.error('mirror: installing npm dependencies (npm ci) ...');
   run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error']);
 }
 
 const generated = `${root}prisma/generated/client.ts`;
-if (mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
+if (!release && mtime(generated) < mtime(`${root}prisma/schema.prisma`)) {
   // Prisma's CLI fetches a native schema engine first; `generate` does not need it, so any
   // executable stands in where none can be downloaded.
   const env = { ...process.env };
@@ -68,6 +71,10 @@ async function relaunch(missing) {
   process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
 }
 
-const { register } = await import('tsx/esm/api');
-register();
-await import('./cli.ts');
+if (release) {
+  await import('./cli.js');
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./cli.ts');
+}

@@ -62,6 +62,7 @@ export async function setup(options: { temporal?: boolean; log?: (l: string) => 
     await prisma.$disconnect();
   }
   const temporalCli = options.temporal === false ? undefined : ensureTemporalCli(log);
-  mkdirSync(join(projectRoot, '.data'), { recursive: true });
+  // The dev server's state (the demo's): only where it runs, so a release's sandbox writes nothing beside its code.
+  if (temporalCli) mkdirSync(join(projectRoot, '.data'), { recursive: true });
   return { config, temporalCli, createdDatabase, migrations: applied, generatedSecrets };
 }

@@ -1,6 +1,7 @@
 // The workflow code bundle, built once per version of the source and cached: bundling (webpack) in
 // every worker process would cost each one seconds of start-up and a hundred-odd MB of memory it
-// never gives back. The bundle is built in a child process, so its memory goes with it.
+// never gives back. The bundle is built in a child process, so its memory goes with it. A release
+// (`npm run build`) carries its bundle, built with it: its workers use that one.
 import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,8 @@ import { promisify } from 'node:util';
 const root = new URL('..', import.meta.url).pathname;
 export const workflowsPath = join(root, 'workflows/index.ts');
 const cacheDir = join(root, 'node_modules/.cache/workflow-bundles');
+/** The release's bundle, beside its compiled code (dist/). */
+export const prebuiltBundleName = 'workflows.bundle.js';
 
 /** Every source the workflows could import, and the lock file (the SDK's version). */
 function sourceHash(): string {
@@ -27,6 +30,8 @@ function sourceHash(): string {
 
 /** The path of the bundle of the current sources: built now (in a child process) if missing. */
 export async function workflowBundlePath(): Promise<string> {
+  const prebuilt = join(root, prebuiltBundleName);
+  if (existsSync(prebuilt)) return prebuilt;
   const path = join(cacheDir, `workflows-${sourceHash()}.js`);
   if (existsSync(path)) return path;
   mkdirSync(cacheDir, { recursive: true });
