@@ -13,7 +13,8 @@ import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
 import { markApplied, pendingEvents, type PendingEvent } from '../mirror/streams/inbox.ts';
 import { liveRecordIds } from '../mirror/streams/known-ids.ts';
-import { applyObjects, markDeleted } from '../mirror/records/records-store.ts';
+import { markDeleted } from '../mirror/records/deletes.ts';
+import { applyObjects } from '../mirror/records/object-writes.ts';
 import type { StreamKey } from '../mirror/streams/streams.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
 import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
@@ -101,7 +102,7 @@ export function createEventActivities(deps: EventDeps) {
      * Applies up to `limit` pending events, coalesced by object: the objects are fetched
      * concurrently (within the account's budget: every request goes through the governor), then
      * written in one statement per stream and marked applied in one per outcome. An object fetched
-     * before a newer state was written never overwrites it (records-store's guard).
+     * before a newer state was written never overwrites it (the record write's guard).
      */
     async applyInbox(input: { accountId: string; limit?: number; concurrency?: number; drainMs?: number }): Promise<ApplyResult> {
       return asActivity(async () => {

@@ -7,7 +7,7 @@ import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 import { AsyncRequestExpiredError, MirrorError, UpstreamError, UpstreamRateLimitedError } from '../lib/errors.ts';
 import type { ListPage } from '../lib/list-page.ts';
-import { CrossProjectScopeError } from '../mirror/records/records-store.ts';
+import { CrossProjectScopeError } from '../mirror/records/page-write.ts';
 
 export interface PageFetcherOptions {
   upstream: UpstreamClient;

@@ -1,8 +1,8 @@
 // The writing side of a slice (activities/sync-slice.ts): pages of a stream written a few at a time,
 // each committed with its checkpoint only after the page before it committed, so the checkpoint
-// never skips a page. A page is staged (its records written, its transaction open: mirror/records/records-store.ts)
+// never skips a page. A page is staged (its records written, its transaction open: mirror/records/page-write.ts)
 // as soon as there is room, and committed in order here.
-import type { StagedPage, WriteCounts } from '../mirror/records/records-store.ts';
+import type { StagedPage, WriteCounts } from '../mirror/records/page-write.ts';
 import type { Checkpoint } from '../mirror/streams/streams.ts';
 
 /**
@@ -42,7 +42,7 @@ export class PageWriter {
   /**
    * @param committed the counts of the checkpoint the slice resumed from
    * @param insertOnly the pass began on a stream without a live record: its pages are inserted
-   *   rather than upserted, until a record turns out to be there after all (mirror/records/records-store.ts)
+   *   rather than upserted, until a record turns out to be there after all (mirror/records/page-write.ts)
    * @param written this slice's counts, added to as pages commit
    * @param onCommitted told of each page committed (the activity's heartbeat)
    */

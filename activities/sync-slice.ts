@@ -15,7 +15,9 @@ import type { Logger } from '../lib/logger.ts';
 import { allProjectsScope } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
-import { crossProjectKey, finishPass, knownPages, stageKeptPage, stagePage, type KnownPage } from '../mirror/records/records-store.ts';
+import { finishPass } from '../mirror/records/finish-pass.ts';
+import { knownPages, stageKeptPage, type KnownPage } from '../mirror/records/kept-pages.ts';
+import { crossProjectKey, stagePage } from '../mirror/records/page-write.ts';
 import {
   beginOrResumePass,
   committedPageIds,

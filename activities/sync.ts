@@ -13,7 +13,8 @@ import type { AccountStore } from '../mirror/control/accounts.ts';
 import { liveRecordIds } from '../mirror/streams/known-ids.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import { crossProjectSupport, rememberCrossProject } from '../mirror/streams/cross-project.ts';
-import { CrossProjectScopeError, retireRemovedProjects } from '../mirror/records/records-store.ts';
+import { retireRemovedProjects } from '../mirror/records/finish-pass.ts';
+import { CrossProjectScopeError } from '../mirror/records/page-write.ts';
 import { markStreamFailed, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams/streams.ts';
 import {
   defaultPollingPolicy,
@@ -294,7 +295,7 @@ export function createSyncActivities(deps: SyncDeps) {
 
     /**
      * After a full pass whose projects' stream completed: the records of projects it no longer found
-     * are marked deleted (mirror/records/records-store.ts `retireRemovedProjects`). Returns how many.
+     * are marked deleted (mirror/records/finish-pass.ts `retireRemovedProjects`). Returns how many.
      */
     async retireRemovedProjects(input: { accountId: string; passKey: string }): Promise<number> {
       return withHeartbeat(() => asActivity(() => retireRemovedProjects(pool, input.accountId, input.passKey)));

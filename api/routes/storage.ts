@@ -16,7 +16,7 @@ import { listPath, parseScope, resourceDef } from '../../lib/resources.ts';
 import type { AccountStore } from '../../mirror/control/accounts.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
 import type { PrismaClient } from '../../mirror/db/prisma.ts';
-import { refreshUrlFields } from '../../mirror/records/records-store.ts';
+import { refreshUrlFields } from '../../mirror/records/object-writes.ts';
 import { recordStorageAccess, storedRecordData } from '../../mirror/control/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
 import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';

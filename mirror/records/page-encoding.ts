@@ -47,7 +47,7 @@ const splitRows = (rows: string) => `
 
 /**
  * The row source of each layout, given the parameter that holds the rows (`$n`): a write's statement
- * (mirror/records/records-store.ts) selects its input from one of them.
+ * (mirror/records/page-write.ts) selects its input from one of them.
  */
 export const rowSources = { objects: objectRows, body: bodyRows, split: splitRows };
 export type RowsKind = keyof typeof rowSources;

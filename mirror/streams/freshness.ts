@@ -1,7 +1,7 @@
 // Freshness: when each list (stream) was last verified against the upstream, and how stale the lists
 // of an account and resource are. A list is verified by a completed pass of it (as of the pass's start:
 // a change made upstream after that may not be in it). A list across projects verifies each project's
-// list (its pass writes theirs, records-store.ts coverProjects); a parent's children are verified with
+// list (its pass writes theirs, mirror/records/finish-pass.ts coverProjects); a parent's children are verified with
 // their parent (children change only with it: an incremental pass lists them under a changed parent).
 import { allProjectsScope, parseScope, formatScope } from '../../lib/resources.ts';
 import type { Pool } from '../db/pool.ts';

@@ -1,5 +1,5 @@
 // Stream state: which pass a stream is in, where it stopped, and how it ended. A checkpoint is
-// written in the same transaction as the page it follows (see records-store.ts).
+// written in the same transaction as the page it follows (see mirror/records/page-write.ts).
 import { z } from 'zod';
 import { MirrorError } from '../../lib/errors.ts';
 import { allProjectsScope } from '../../lib/resources.ts';

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { buildOverview } from '../../api/status-page/overview.ts';
 import { renderMain } from '../../api/status-page/page.ts';
-import { applyObjects } from '../../mirror/records/records-store.ts';
+import { applyObjects } from '../../mirror/records/object-writes.ts';
 import { cliEnv, sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 
 const minute = 60_000;

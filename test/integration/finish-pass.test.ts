@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { applyObjects, finishPass, writePage } from '../../mirror/records/records-store.ts';
+import { finishPass } from '../../mirror/records/finish-pass.ts';
+import { applyObjects } from '../../mirror/records/object-writes.ts';
+import { writePage } from '../../mirror/records/page-write.ts';
 import { beginOrResumePass, StalePassError, type StreamKey } from '../../mirror/streams/streams.ts';
 import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { scanListBody } from '../../connectors/list-scan.ts';
 import type { PageRecords } from '../../lib/list-page.ts';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { writePage } from '../../mirror/records/records-store.ts';
+import { writePage } from '../../mirror/records/page-write.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
 describe('page bodies written as received', () => {

@@ -9,7 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
 import { positionsRead } from '../../mirror/reads/position-cache.ts';
 import { listReadPaths, listRecords, type ListQuery } from '../../mirror/reads/records-read.ts';
-import { applyObjects, finishPass, markDeleted, writePage } from '../../mirror/records/records-store.ts';
+import { markDeleted } from '../../mirror/records/deletes.ts';
+import { finishPass } from '../../mirror/records/finish-pass.ts';
+import { applyObjects } from '../../mirror/records/object-writes.ts';
+import { writePage } from '../../mirror/records/page-write.ts';
 import { beginOrResumePass, type StreamKey } from '../../mirror/streams/streams.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 

@@ -1,10 +1,12 @@
-// The store's two-phase write of a pass's page (mirror/records/records-store.ts): a staged page's records are
+// The store's two-phase write of a pass's page (mirror/records/page-write.ts, kept-pages.ts): a staged page's records are
 // written in a transaction left open, seen by no one until the page commits with its checkpoint, in
 // the order its caller commits pages; abandoned, nothing of it remains. Real Postgres throughout.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { applyObjects, knownPages, stageKeptPage, stagePage } from '../../mirror/records/records-store.ts';
+import { knownPages, stageKeptPage } from '../../mirror/records/kept-pages.ts';
+import { applyObjects } from '../../mirror/records/object-writes.ts';
+import { stagePage } from '../../mirror/records/page-write.ts';
 import { beginOrResumePass, StalePassError, type Checkpoint, type StreamKey } from '../../mirror/streams/streams.ts';
 import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 

@@ -4,7 +4,7 @@
 // upstream every time, and which pages were kept (a kept page keeps the time it was written).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { markDeleted } from '../../mirror/records/records-store.ts';
+import { markDeleted } from '../../mirror/records/deletes.ts';
 import { sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 
 const customers = 2_500; // three pages of 1,000

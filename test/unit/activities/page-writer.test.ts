@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { PageWriter, writeDepth, type WrittenCounts } from '../../../activities/page-writer.ts';
-import type { StagedPage, WriteCounts } from '../../../mirror/records/records-store.ts';
+import type { StagedPage, WriteCounts } from '../../../mirror/records/page-write.ts';
 import type { Checkpoint } from '../../../mirror/streams/streams.ts';
 
 const base: Checkpoint = {
