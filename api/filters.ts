@@ -19,11 +19,21 @@ export const maxOrderKeys = MAX_ORDER_KEYS;
 /** The first instant Postgres takes (0001-01-01): the rule's parse reaches year 0, which it refuses. */
 const firstInstant = -62135596800000;
 
-/** An instant (ms, with microseconds as a fraction) as ISO 8601 text Postgres reads exactly. */
+/**
+ * An instant (ms, with microseconds as a fraction) as ISO 8601 text Postgres reads exactly, for every
+ * instant a filter value can name (year 1 to the first day of year 10000: `9999-12-31T24:00:00-23:59`).
+ * Date#toISOString writes a year past 9999 in ECMAScript's expanded form (`+010000-01-01T...`), which
+ * Postgres refuses; it reads the year's digits alone (`10000-01-01T...`).
+ */
 export function isoMicros(t: number): string {
-  const ms = Math.floor(t);
-  const micros = Math.round((t - ms) * 1000);
-  const base = new Date(ms).toISOString();
+  let ms = Math.floor(t);
+  let micros = Math.round((t - ms) * 1000);
+  // A fraction that rounds up to a whole millisecond is the next millisecond.
+  if (micros === 1000) {
+    ms += 1;
+    micros = 0;
+  }
+  const base = new Date(ms).toISOString().replace(/^\+0*(?=\d{5})/, '');
   return micros === 0 ? base : `${base.slice(0, -1)}${String(micros).padStart(3, '0')}Z`;
 }
 
