@@ -142,20 +142,27 @@ function connectionTokensOf(value: string | string[] | undefined): Set<string> {
   );
 }
 
-export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget, auth: UpstreamAuth): Record<string, string> {
-  const out: Record<string, string> = { 'api-version': target.apiVersion };
+/**
+ * The headers of a forwarded request, in the order they are sent: the API version and the credential
+ * the forwarder chose first, then the caller's own headers as they came. An HTTP server reads a
+ * bounded number of headers (Node's reads the first thousand and ignores the rest), so a request
+ * with many headers must not push the credential past that bound. A Map keeps that order for every
+ * name (an object would put names that look like integers first).
+ */
+export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTarget, auth: UpstreamAuth): Map<string, string> {
+  const out = new Map<string, string>([['api-version', target.apiVersion]]);
+  if (auth.kind === 'session') {
+    out.set('session', auth.session);
+  } else {
+    out.set('client-id', target.clientId);
+    out.set('client-secret', target.clientSecret);
+    if (auth.kind === 'account') out.set('account-token', auth.accountToken);
+  }
   const hopByHop = connectionTokensOf(incoming.connection);
   for (const [name, value] of Object.entries(incoming)) {
     const lower = name.toLowerCase();
     if (value === undefined || lower === 'api-version' || !passedUpstream(lower, hopByHop)) continue;
-    out[lower] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  if (auth.kind === 'session') {
-    out.session = auth.session;
-  } else {
-    out['client-id'] = target.clientId;
-    out['client-secret'] = target.clientSecret;
-    if (auth.kind === 'account') out['account-token'] = auth.accountToken;
+    out.set(lower, Array.isArray(value) ? value.join(', ') : value);
   }
   return out;
 }
@@ -280,8 +287,8 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
   let body: UpstreamStreamCall['body'];
   if (options.json !== undefined) {
     body = JSON.stringify(options.json);
-    headers['content-type'] = 'application/json';
-    delete headers['content-length'];
+    headers.set('content-type', 'application/json');
+    headers.delete('content-length');
   } else if (method !== 'HEAD') {
     const raw = request.body ?? unparsedBody(request);
     if (raw instanceof Readable) body = raw;
@@ -289,10 +296,10 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
     else if (typeof raw === 'string') {
       // A parsed text body is re-encoded (bytes that were not UTF-8 change length): let undici count it.
       body = raw;
-      delete headers['content-length'];
+      headers.delete('content-length');
     } else if (raw !== undefined && raw !== null) {
       body = JSON.stringify(raw);
-      delete headers['content-length'];
+      headers.delete('content-length');
     }
   }
   const account = options.account;

@@ -153,8 +153,11 @@ export interface UpstreamStreamCall {
    * with the given headers only; its budget is the storage's (`budget.origin`).
    */
   url?: string;
-  /** Every request header, as sent: stream mode adds none (no client credentials either). */
-  headers: Record<string, string>;
+  /**
+   * Every request header, as sent and in this order (a Map keeps the order of every name): stream
+   * mode adds none (no client credentials either).
+   */
+  headers: Record<string, string> | ReadonlyMap<string, string>;
   /** A stream is sent once (never retried: it cannot be replayed); a buffer or string may be resent. */
   body?: Readable | Buffer | string;
   budget?: Omit<GovernorKeys, 'client' | 'priority'>;

@@ -6,7 +6,7 @@
 // upstream.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
@@ -45,6 +45,18 @@ async function recordingProxy(target: () => string): Promise<{ url: string; seen
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+/** An HTTP/1.0 GET with exactly these header lines (and Host), read to the end of the connection. */
+async function rawGet(base: string, path: string, lines: string[]): Promise<{ status: number; body: string }> {
+  const url = new URL(base);
+  const socket = connect(Number(url.port), url.hostname);
+  socket.write(`GET ${path} HTTP/1.0\r\nhost: ${url.host}\r\n${lines.map((l) => `${l}\r\n`).join('')}\r\n`);
+  const chunks: Buffer[] = [];
+  for await (const chunk of socket) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  const split = text.indexOf('\r\n\r\n');
+  return { status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1]), body: text.slice(split + 4) };
 }
 
 describe('drop-in: what the mirror does not hold is forwarded as it came', { timeout: 240_000 }, () => {
@@ -94,6 +106,27 @@ describe('drop-in: what the mirror does not hold is forwarded as it came', { tim
     assert.equal(res.text, await direct.text(), 'and its body');
     // RFIs are in the catalog, but GraphLedger serves none: the mirror holds nothing of them for this account.
     assert.match(res.header('svc-warnings'), /^answered by the upstream: GraphLedger does not serve rfis/);
+  });
+
+  it('forwards a read with many headers with its credential, and answers as the upstream does', async () => {
+    // An HTTP server reads a bounded number of headers (Node, as the sandbox, about the first
+    // thousand) and ignores the rest. A read with 1,200 small headers, the credential first as
+    // clients send it, is answered by the upstream, directly and through the mirror; one whose
+    // credential comes past the bound is refused by both. Sent as HTTP/1.0 without a Connection
+    // header (as curl and others send), so that the mirror's own request to the upstream (which adds
+    // one) holds one header more than the mirror read.
+    const pads = Array.from({ length: 1200 }, (_, i) => `x-pad-${i}: v`);
+    const credential = (auth: Record<string, string>) => [...Object.entries(auth), ['account-token', token]].map(([k, v]) => `${k}: ${v}`);
+    const direct = await rawGet(h.sandbox.url, '/vendors?per_page=3', [...credential(h.upstreamHeaders), ...pads]);
+    assert.equal(direct.status, 200, `the sandbox reads a credential sent first: ${direct.body}`);
+    const res = await rawGet(h.apiUrl, '/vendors?per_page=3', [...credential(h.clientHeaders), ...pads]);
+    assert.equal(res.status, 200, `the mirror forwards it with its credential: ${res.body}`);
+    assert.equal(lastSeen('/vendors?per_page=3')?.headers['account-token'], token);
+    assert.deepEqual(JSON.parse(res.body), JSON.parse(direct.body), "the upstream's answer");
+
+    const late = (auth: Record<string, string>) => [...pads, ...credential(auth)];
+    assert.equal((await rawGet(h.sandbox.url, '/vendors?per_page=3', late(h.upstreamHeaders))).status, 401, 'the sandbox ignores headers past its bound');
+    assert.equal((await rawGet(h.apiUrl, '/vendors?per_page=3', late(h.clientHeaders))).status, 401, 'and so does the mirror');
   });
 
   it("forwards a JSON body sent on a GET, as the real service's clients send filters", async () => {

@@ -42,22 +42,38 @@ const incoming = {
 describe('forwarded request headers', () => {
   it("sends an account request with the operator's client credentials and the account token given", () => {
     const h = forwardHeaders(incoming, target, { kind: 'account', accountToken: 'stored-token' });
-    assert.deepEqual(h, {
-      'api-version': '2021-11-21',
-      'client-id': 'operator-id',
-      'client-secret': 'operator-secret',
-      'account-token': 'stored-token',
-      'project-id': 'p1',
-      'include-source-data': 'true',
-      'passthrough-path': '/x',
-      'line-items-expand': 'true',
-      'return-source-id': 'true',
-      'x-other': 'kept',
-    });
+    assert.deepEqual(
+      [...h],
+      [
+        ['api-version', '2021-11-21'],
+        ['client-id', 'operator-id'],
+        ['client-secret', 'operator-secret'],
+        ['account-token', 'stored-token'],
+        ['project-id', 'p1'],
+        ['include-source-data', 'true'],
+        ['passthrough-path', '/x'],
+        ['line-items-expand', 'true'],
+        ['return-source-id', 'true'],
+        ['x-other', 'kept'],
+      ],
+    );
+  });
+
+  it("sends the credential before the caller's headers, however many and whatever their names", () => {
+    // A server reads a bounded number of headers (Node: the first thousand): the credential must come first.
+    const many: Record<string, string> = { ...incoming };
+    for (let i = 0; i < 1200; i++) many[i % 2 === 0 ? String(i) : `x-pad-${i}`] = 'v';
+    for (const auth of [{ kind: 'client' as const }, { kind: 'account' as const, accountToken: 't' }, { kind: 'session' as const, session: 's' }]) {
+      const names = [...forwardHeaders(many, target, auth).keys()];
+      const credential =
+        auth.kind === 'session' ? ['session'] : auth.kind === 'client' ? ['client-id', 'client-secret'] : ['client-id', 'client-secret', 'account-token'];
+      assert.deepEqual(names.slice(0, 1 + credential.length), ['api-version', ...credential], auth.kind);
+      assert.equal(names.length, 1 + credential.length + 6 + 1200, `${auth.kind}: every other header is passed`);
+    }
   });
 
   it("passes every header it does not know, never hop-by-hop ones or what describes the caller's connection", () => {
-    const h = forwardHeaders(incoming, target, { kind: 'account', accountToken: 't' });
+    const h = Object.fromEntries(forwardHeaders(incoming, target, { kind: 'account', accountToken: 't' }));
     assert.equal(h['return-source-id'], 'true');
     assert.equal(h['x-other'], 'kept');
     for (const name of ['x-forwarded-for', 'x-forwarded-host', 'forwarded', 'connection', 'x-hop', 'transfer-encoding', 'accept-encoding'])
@@ -65,13 +81,13 @@ describe('forwarded request headers', () => {
   });
 
   it('sends a link session alone: no client secret, no account token', () => {
-    const h = forwardHeaders(incoming, target, { kind: 'session', session: 'sess_caller' });
+    const h = Object.fromEntries(forwardHeaders(incoming, target, { kind: 'session', session: 'sess_caller' }));
     assert.equal(h.session, 'sess_caller');
     for (const name of ['client-id', 'client-secret', 'account-token']) assert.equal(h[name], undefined, name);
   });
 
   it('sends client credentials alone for a client call, whatever account token the caller added', () => {
-    const h = forwardHeaders(incoming, target, { kind: 'client' });
+    const h = Object.fromEntries(forwardHeaders(incoming, target, { kind: 'client' }));
     assert.equal(h['client-secret'], 'operator-secret');
     assert.equal(h['account-token'], undefined);
     assert.equal(h.session, undefined);
@@ -79,7 +95,7 @@ describe('forwarded request headers', () => {
 
   it('never passes the internal credential, cookies, Authorization or Host upstream', () => {
     for (const auth of [{ kind: 'client' as const }, { kind: 'account' as const, accountToken: 't' }, { kind: 'session' as const, session: 's' }]) {
-      const h = forwardHeaders({ ...incoming, [`${internalHeader}-expand`]: 'x' }, target, auth);
+      const h = Object.fromEntries(forwardHeaders({ ...incoming, [`${internalHeader}-expand`]: 'x' }, target, auth));
       for (const name of [internalHeader, `${internalHeader}-expand`, 'authorization', 'cookie', 'host'])
         assert.equal(h[name], undefined, `${auth.kind}: ${name}`);
       assert.ok(!Object.values(h).includes('acct.hmac'), `${auth.kind}: the internal credential's value is nowhere`);
