@@ -194,6 +194,7 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
       sync: deps.sync,
       encryptionKey: deps.encryptionKey,
       callbacks: createCallbackGuard(deps.callbacks),
+      projects,
     });
   if (deps.upstream) {
     registerForwardedRoutes(app, {

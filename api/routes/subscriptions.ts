@@ -11,7 +11,8 @@ import { resourceForWebhookType } from '../../lib/resources.ts';
 import { subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { createSubscription, deleteSubscription, findSubscription, subscriptionsOf, type SubscriptionRow } from '../../mirror/control/subscriptions.ts';
-import { credentialsFirst, type Authenticator } from '../auth.ts';
+import { credentialsFirst, header, type Authenticator } from '../auth.ts';
+import type { ProjectIds } from '../project-ids.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { errorAnswer, headersOf, json, metaSchema, pathParams, projectHeader } from '../route-schema.ts';
 
@@ -49,9 +50,13 @@ const schemas = {
       'Every change the mirror applies to a matching record is delivered, in order and at least once, to `callback_url` with your `authorization_header`.',
     tags: ['webhooks'],
     access: 'account',
-    headers: headersOf(projectHeader('Only changes in this project.')),
+    headers: headersOf(projectHeader("Only changes in this project (its id or `source_id:<id>`): one of the account's projects.")),
     body: createSchema,
-    response: { 201: json('The subscription.', webhookSchema), 400: errorAnswer('Invalid body.') },
+    response: {
+      201: json('The subscription.', webhookSchema),
+      400: errorAnswer('Invalid body, or a Project-Id that is not a project id.'),
+      404: errorAnswer('The account has no such project.'),
+    },
   },
   list: {
     summary: 'List subscriptions',
@@ -82,6 +87,8 @@ export interface SubscriptionDeps {
   encryptionKey: Buffer;
   /** Where callbacks may point (lib/address-guard.ts, MIRROR_CALLBACK_ALLOW). */
   callbacks: CallbackGuard;
+  /** Settles which of the account's projects a Project-Id names (as the reads do). */
+  projects: ProjectIds;
 }
 
 function shape(row: SubscriptionRow) {
@@ -106,10 +113,14 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
       const body = request.body;
       if (!resourceForWebhookType(body.type))
         throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+      // A project-level subscription names one of the account's own projects, as the upstream's
+      // webhooks do (a project it does not have is a 404); kept by its service id, which is what
+      // changes are matched on, also when it was named by `source_id:`.
+      const projectRef = header(request, 'project-id')?.trim();
+      const projectId = projectRef ? await deps.projects.resolve(account, projectRef) : null;
       // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
       const verdict = await deps.callbacks.checkUrl(body.callback_url);
       if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
-      const projectHeader = request.headers['project-id'];
       const id = randomUUID();
       const row = await createSubscription(deps.prisma, {
         id,
@@ -118,7 +129,7 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
         authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
         event: body.event,
         type: body.type,
-        projectId: typeof projectHeader === 'string' && projectHeader !== '' ? projectHeader : null,
+        projectId,
       });
       await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', {
         taskQueue: deps.sync.taskQueue,

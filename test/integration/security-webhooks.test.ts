@@ -156,6 +156,42 @@ describe('security: webhooks', { timeout: 300_000 }, () => {
     );
   });
 
+  it("refuses a subscription to another account's project, as the upstream does", async () => {
+    const other = await h.link('buildpro', 'webhooks-other');
+    const firstProject = async (token: string) => (await upstreamAll(h, '/projects', { 'account-token': token }, 5))[0]!;
+    const theirs = String((await firstProject(other.accountToken)).id);
+    const mine = await firstProject(account.accountToken);
+    const subscribe = async (base: string, auth: Record<string, string>, projectId: string) => {
+      const res = await fetch(`${base}/webhooks`, {
+        method: 'POST',
+        headers: { ...auth, 'account-token': account.accountToken, 'project-id': projectId, 'content-type': 'application/json' },
+        body: JSON.stringify({ callback_url: 'http://127.0.0.1:9/hook', event: 'CREATE', type: 'file' }),
+      });
+      return { status: res.status, body: (await res.json()) as { id?: string; project_id?: string; message?: string } };
+    };
+    const upstream = await subscribe(h.sandbox.url, h.upstreamHeaders, theirs);
+    assert.equal(upstream.status, 404, `the sandbox refuses it: ${JSON.stringify(upstream.body)}`);
+    const refused = await subscribe(h.apiUrl, h.clientHeaders, theirs);
+    assert.equal(refused.status, upstream.status, `the mirror answers as the upstream: ${JSON.stringify(refused.body)}`);
+    assert.match(refused.body.message ?? '', new RegExp(theirs));
+    const listed = (await (await fetch(`${h.apiUrl}/webhooks`, { headers: headers() })).json()) as { data: { project_id?: string }[] };
+    assert.ok(!listed.data.some((w) => w.project_id === theirs), "no subscription names the other account's project");
+
+    // One of its own projects, named by its source id: kept by its service id, as the upstream answers it.
+    const bySourceId = `source_id:${String(mine.source_id)}`;
+    const upstreamOwn = await subscribe(h.sandbox.url, h.upstreamHeaders, bySourceId);
+    const own = await subscribe(h.apiUrl, h.clientHeaders, bySourceId);
+    assert.equal(upstreamOwn.status, 201, JSON.stringify(upstreamOwn.body));
+    assert.equal(own.status, 201, JSON.stringify(own.body));
+    assert.equal(upstreamOwn.body.project_id, mine.id);
+    assert.equal(own.body.project_id, upstreamOwn.body.project_id);
+    await fetch(`${h.sandbox.url}/webhooks/${upstreamOwn.body.id}`, {
+      method: 'DELETE',
+      headers: { ...h.upstreamHeaders, 'account-token': account.accountToken },
+    });
+    await fetch(`${h.apiUrl}/webhooks/${own.body.id}`, { method: 'DELETE', headers: headers() });
+  });
+
   it('delivers only to a checked address, and tells the subscriber what failed without the socket error', async () => {
     await scenario(
       group,
