@@ -255,11 +255,17 @@ export function createSyncActivities(deps: SyncDeps) {
       try {
         const coverage = await webhookCoverage(pool, input.accountId);
         // Which streams an adaptive pass lists (a retried sweep decides again: the streams it finished
-        // are this pass's, so due and done), within the pass's poll budget (mirror/streams/polling.ts): by
-        // default as many project lists due only by their clock as the source system serves resources.
+        // are this pass's, so due and done): the project lists the freshness scheduler picks within the
+        // polling budget (mirror/streams/polling.ts), from the source system's published rate where known.
         const adaptive = input.adaptive && input.mode === 'incremental';
         const profile = adaptive ? await profileFor(input.accountId) : undefined;
-        const budget = profile ? { resources: resources.filter((r) => r.name in profile.resources).length } : {};
+        const budget = profile
+          ? {
+              resources: resources.filter((r) => r.name in profile.resources).length,
+              sourceSystem: profile.slug,
+              ...(profile.requestsPerMinute !== undefined ? { requestsPerMinute: profile.requestsPerMinute } : {}),
+            }
+          : {};
         const decisions = adaptive
           ? await pollingDecisions(pool, { accountId: input.accountId, passKey: input.passKey, streams: input.items, policy: polling, coverage, budget })
           : new Map<string, PollDecision>();

@@ -12,6 +12,7 @@ import { workerIdentity } from '../lib/build-info.ts';
 import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
+import { pollingPolicy } from './polling-settings.ts';
 
 /** Activities a worker runs at once: each syncs one stream's slice (or handles an event, a request). */
 export function activitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
@@ -62,13 +63,8 @@ export async function startWorker(
       asyncRequests: new AsyncRequestStore(services.prisma),
       encryptionKey: services.keys.encryptionKey,
       maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
-      // The schedules' periods (api/sync-control.ts): the shortest and longest intervals of adaptive polling.
-      // SYNC_POLLS_PER_PASS: the incremental passes' poll budget (0: the source system's resources).
-      polling: {
-        incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000,
-        fullMs: config.SYNC_FULL_HOURS * 3_600_000,
-        pollsPerPass: config.SYNC_POLLS_PER_PASS,
-      },
+      // The schedules' periods (api/sync-control.ts), the polling share and the freshness target: the freshness scheduler's settings.
+      polling: pollingPolicy(config),
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),

@@ -153,8 +153,23 @@ export const configSchema = z.object({
   SANDBOX_PORT: port.default(4010),
   SYNC_INCREMENTAL_MINUTES: z.coerce.number().positive().default(15),
   SYNC_FULL_HOURS: z.coerce.number().positive().default(24),
-  /** Most project lists due only by their clock that an incremental pass lists (adaptive polling); 0: as many as the source system serves resources. */
+  /** Project lists an incremental pass may visit where the source system's rate is not known; 0: as many as the source system serves resources. */
   SYNC_POLLS_PER_PASS: z.coerce.number().int().min(0).default(0),
+  /** The staleness every list should be kept within ("15m", "1h", "90s"; a bare number is minutes); the mirror says when the budget cannot meet it. */
+  SYNC_FRESHNESS_TARGET: z
+    .string()
+    .default('1h')
+    .transform((v, ctx) => {
+      const m = /^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$/i.exec(v);
+      if (!m || Number(m[1]) <= 0) {
+        ctx.addIssue({ code: 'custom', message: `expected a duration such as 15m, 1h or 90s, got "${v}"` });
+        return z.NEVER;
+      }
+      const unit = (m[2] ?? 'm').toLowerCase();
+      return Number(m[1]) * (unit === 's' ? 1_000 : unit === 'h' ? 3_600_000 : 60_000);
+    }),
+  /** The most of the sync's budget incremental polling may spend (the rest: full passes, backfills, events). */
+  SYNC_POLLING_SHARE: z.coerce.number().gt(0, 'must be above 0').max(1, 'must be at most 1').default(0.5),
   SYNC_STREAM_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   /** Most pages one pass of a stream may take before it stops with an error (an upstream whose pages never end). */
   SYNC_MAX_PAGES_PER_PASS: z.coerce.number().int().positive().default(100_000),

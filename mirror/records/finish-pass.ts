@@ -6,6 +6,7 @@ import { inTransaction, type Pool, type PoolClient } from '../db/pool.ts';
 import { analyzeFirstLoad } from '../streams/first-load-statistics.ts';
 import { computePositions, invalidatePositions } from '../reads/record-positions.ts';
 import { recordScopeSql, StalePassError, type Checkpoint, type StreamKey } from '../streams/streams.ts';
+import { observeChangesSql } from '../streams/freshness.ts';
 
 /**
  * Completes a pass. A full pass marks every live record it did not see as deleted: safe only here,
@@ -63,11 +64,14 @@ function finishPassInTransaction(pool: Pool, key: StreamKey, pass: { streamId: n
     }
     const c = checkpoint.counts;
     const done: Checkpoint = { ...checkpoint, done: true, counts: { ...c, deleted } };
+    // An incremental pass's changes and the time since the pass before go into the list's change
+    // history (the freshness scheduler learns its rate from them: mirror/streams/freshness-plan.ts); a
+    // full pass (a first load, a resync) says nothing of how often the list changes.
     const { rowCount } = await client.query(
       `UPDATE streams SET state = 'synced', checkpoint = $3, last_fresh_at = now(), last_pass_started_at = pass_started_at,
-              last_error = NULL, updated_at = now()
+              last_error = NULL, updated_at = now(), ${observeChangesSql('$5', '$6')}
         WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $4`,
-      [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey],
+      [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey, checkpoint.mode === 'incremental', c.inserted + c.updated + deleted],
     );
     if (rowCount !== 1) throw StalePassError.of(pass.streamId);
     if (key.scope === allProjectsScope) await coverProjects(client, key, pass.streamId);

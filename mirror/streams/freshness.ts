@@ -4,6 +4,8 @@
 // list (its pass writes theirs, mirror/records/finish-pass.ts coverProjects); a parent's children are verified with
 // their parent (children change only with it: an incremental pass lists them under a changed parent).
 import { allProjectsScope, parseScope, formatScope } from '../../lib/resources.ts';
+import { rateMemoryMs, targetReport } from './freshness-plan.ts';
+import { planAccountVisits, webhookCoverage, type PollingPolicy } from './polling.ts';
 import type { Pool } from '../db/pool.ts';
 import type { StreamKey } from './streams.ts';
 
@@ -110,3 +112,123 @@ export async function listStaleness(pool: Pool, filter: { accountId?: string } =
   }
   return out;
 }
+
+/**
+ * The SET clause of a completed pass that adds it to the list's change history (`observe` in
+ * mirror/streams/freshness-plan.ts, the same arithmetic): the time since the pass before (`last_pass_started_at`
+ * as it was) and the records the pass changed, `counts` (a boolean parameter) only for an incremental
+ * pass after an earlier one. `changes` is the parameter with the count.
+ */
+export function observeChangesSql(counts: string, changes: string): string {
+  const interval = `greatest(0, extract(epoch FROM pass_started_at - last_pass_started_at) * 1000)`;
+  const decay = `exp(-${interval} / ${rateMemoryMs})`;
+  const when = `${counts}::boolean AND last_pass_started_at IS NOT NULL AND pass_started_at IS NOT NULL`;
+  return (
+    `seen_changes = CASE WHEN ${when} THEN seen_changes * ${decay} + ${changes}::float8 ELSE seen_changes END, ` +
+    `observed_ms = CASE WHEN ${when} THEN observed_ms * ${decay} + ${interval} ELSE observed_ms END`
+  );
+}
+
+/** What the freshness views need besides Postgres: the polling policy, and each source system's published rate (connectors' profiles). */
+export interface FreshnessSettings {
+  policy: PollingPolicy;
+  publishedRate(sourceSystem: string): number | undefined;
+}
+
+export interface ResourceFreshness extends StalenessStats {
+  accountId: string;
+  sourceSystem: string;
+  resource: string;
+  targetSeconds: number;
+  /** Every list of the resource verified within the target. */
+  met: boolean;
+}
+
+export interface AccountFreshness {
+  accountId: string;
+  sourceSystem: string;
+  targetSeconds: number;
+  /** The scheduler's plan keeps every polled project list within the target. */
+  met: boolean;
+  /** Project lists the scheduler weighs, and those whose planned interval is longer than the target (the first few, and how many). */
+  polledLists: number;
+  missing: string[];
+  missingCount: number;
+  /** The source system's requests a minute (reported by the upstream, else published); null: not known. */
+  requestsPerMinute: number | null;
+  visitsPerMinute: number;
+  /** Lists / visits a minute, and the longest a list waits (twice that), in seconds. */
+  cycleSeconds: number;
+  floorSeconds: number;
+  /** Visits a minute that would meet the target, and the polling share (SYNC_POLLING_SHARE) that would give them (null: rate not known, or above 1). */
+  visitsPerMinuteNeeded: number;
+  pollingShareNeeded: number | null;
+}
+
+const missingShown = 10;
+
+/**
+ * Freshness per account and resource (staleness p50/p95/max of its lists, and whether each is within
+ * the target) and per account (whether the scheduler's plan meets the target, which lists miss it, and
+ * what budget would meet it).
+ */
+export async function freshnessOverview(
+  pool: Pool,
+  s: FreshnessSettings,
+  filter: { accountId?: string } = {},
+): Promise<{ resources: ResourceFreshness[]; accounts: AccountFreshness[] }> {
+  const targetMs = s.policy.freshnessTargetMs ?? 60 * 60_000;
+  const lists = await listStaleness(pool, filter);
+  const byResource = new Map<string, ListStaleness[]>();
+  for (const l of lists) {
+    const key = `${l.accountId}\n${l.resource}`;
+    byResource.set(key, [...(byResource.get(key) ?? []), l]);
+  }
+  const resources: ResourceFreshness[] = [...byResource.values()].map((group) => {
+    const stats = stalenessStats(group.map((l) => l.stalenessSeconds));
+    return {
+      accountId: group[0]!.accountId,
+      sourceSystem: group[0]!.sourceSystem,
+      resource: group[0]!.resource,
+      ...stats,
+      targetSeconds: targetMs / 1000,
+      met: stats.never === 0 && (stats.max ?? 0) * 1000 <= targetMs,
+    };
+  });
+  const accounts: AccountFreshness[] = [];
+  const seen = new Map<string, string>();
+  for (const l of lists) seen.set(l.accountId, l.sourceSystem);
+  for (const [accountId, sourceSystem] of seen) {
+    const coverage = await webhookCoverage(pool, accountId);
+    const published = s.publishedRate(sourceSystem);
+    const { plan, visitsPerMinute, requestsPerMinute, everyPass } = await planAccountVisits(pool, {
+      accountId,
+      policy: s.policy,
+      coverage,
+      sourceSystem,
+      ...(published !== undefined ? { requestsPerMinute: published } : {}),
+    });
+    const report = targetReport(plan, targetMs, s.policy.incrementalMs);
+    const share = (s.policy.syncShare ?? 0.8) * (requestsPerMinute ?? 0);
+    const neededShare = share > 0 ? (report.visitsPerMinuteNeeded + everyPass / (s.policy.incrementalMs / 60_000)) / share : null;
+    accounts.push({
+      accountId,
+      sourceSystem,
+      targetSeconds: targetMs / 1000,
+      met: report.met,
+      polledLists: plan.lists.length,
+      missing: report.missing.slice(0, missingShown).map((k) => k.replace('\n', ' ')),
+      missingCount: report.missing.length,
+      requestsPerMinute,
+      visitsPerMinute,
+      cycleSeconds: plan.cycleMs / 1000,
+      floorSeconds: plan.floorMs / 1000,
+      visitsPerMinuteNeeded: report.visitsPerMinuteNeeded,
+      pollingShareNeeded: neededShare !== null && neededShare <= 1 ? neededShare : null,
+    });
+  }
+  return { resources, accounts };
+}
+
+/** Seconds; a list's staleness (the /metrics histogram's buckets). */
+export const stalenessBuckets = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];

@@ -1,30 +1,42 @@
-// Adaptive polling (issue 22, item 5): when an incremental pass asks the upstream for a stream again,
-// and why. A project's own list (one request per project and pass, whatever changed) that found nothing
-// changed is asked less often: its interval doubles with each such poll, from the incremental period up
-// to the full-pass period (so it is never staler than that, full passes or not), and starts over when a
-// poll finds a change or an event names the scope. A stream the upstream's webhooks cover (the account
-// registered CREATE, UPDATE and DELETE for its type and project) is listed by full passes only. Full
-// passes list everything, due or not. The decision and its reason are kept with the stream.
-// Project lists that back off in step (hundreds of projects linked at once) would all come due at the
-// same pass: an incremental pass lists at most a budget of the lists due only by their clock (the most
-// overdue first), and the rest wait, still due, for the next pass (see {@link withinBudget}).
+// Polling: when an incremental pass asks the upstream for a stream again, and why. An account-wide list
+// and a list across projects cost one request each an idle pass: every incremental pass lists them. A
+// project's own list (one request per project and pass, whatever changed) is listed when the freshness
+// scheduler picks it (mirror/streams/freshness-plan.ts): the pass's share of the polling budget goes to the
+// lists an event named, the lists about to pass the floor (twice the cycle the budget allows), and the
+// lists most overdue by their own interval (set by the square root of the change rate the mirror saw).
+// A stream the upstream's webhooks cover is still visited at the floor (a webhook may be lost); an
+// account-wide or cross-project one the webhooks cover is listed by full passes only. Full passes list
+// everything. The decision and its reason are kept with the stream.
 import { allProjectsScope, parseScope, resourceForWebhookType } from '../../lib/resources.ts';
 import { checkpointSchema, type StreamKey } from './streams.ts';
+import { changeRate, planVisits, type FreshnessPlan } from './freshness-plan.ts';
 import { inTransaction, type Pool } from '../db/pool.ts';
 
 export interface PollingPolicy {
-  /** The incremental passes' period (SYNC_INCREMENTAL_MINUTES): the shortest interval. */
+  /** The incremental passes' period (SYNC_INCREMENTAL_MINUTES): the time between two passes. */
   incrementalMs: number;
-  /** The full passes' period (SYNC_FULL_HOURS): the longest interval, the bound on staleness. */
+  /** The full passes' period (SYNC_FULL_HOURS). */
   fullMs: number;
   /**
-   * Most project lists due only by their clock that an incremental pass lists (SYNC_POLLS_PER_PASS);
+   * Project lists a pass may visit where the source system's rate is not known (SYNC_POLLS_PER_PASS);
    * 0 or unset: the number of resources the account's source system serves (see {@link pollsPerPass}).
    */
   pollsPerPass?: number;
+  /** The share of each window the sync may spend (MIRROR_SYNC_BUDGET_SHARE). */
+  syncShare?: number;
+  /** The most of the sync's budget incremental polling may spend (SYNC_POLLING_SHARE). */
+  pollingShare?: number;
+  /** The staleness an operator wants every list kept within (SYNC_FRESHNESS_TARGET). */
+  freshnessTargetMs?: number;
 }
 
-export const defaultPollingPolicy: PollingPolicy = { incrementalMs: 15 * 60_000, fullMs: 24 * 3_600_000 };
+export const defaultPollingPolicy: PollingPolicy = {
+  incrementalMs: 15 * 60_000,
+  fullMs: 24 * 3_600_000,
+  syncShare: 0.8,
+  pollingShare: 0.5,
+  freshnessTargetMs: 60 * 60_000,
+};
 
 /**
  * How a stream is polled: `project`, a project's own list (adaptive); `account`, an account-wide list
@@ -44,24 +56,9 @@ export function pollKind(scope: string): PollKind {
 export const webhookCoveredReason = 'webhook-covered: full pass only';
 export const acrossReason = 'listed across projects';
 /** A project list's poll that found a change (or an event named it): listed at the next pass, budget or not. */
-export const changedReason = 'changed last poll';
 export const firstReason = 'first listed';
-
-/**
- * A pass's sweep may be due a little early: passes start on a schedule but reach a stream minutes in,
- * so a stream due at 10:15:20 would otherwise wait for the 10:30 pass when the 10:15 one reaches it at
- * 10:15:05. Half the incremental period: the stream is listed by the pass nearest its due time.
- */
-export function dueSlackMs(policy: PollingPolicy): number {
-  return policy.incrementalMs / 2;
-}
-
-/** The interval after `unchanged` polls in a row found nothing: the incremental period doubled each time, at most the full-pass period. */
-export function pollInterval(policy: PollingPolicy, unchanged: number): number {
-  const bound = Math.max(policy.incrementalMs, policy.fullMs);
-  // 2^30 periods is past any bound; the exponent is kept small so the product stays exact.
-  return Math.min(bound, policy.incrementalMs * 2 ** Math.min(unchanged, 30));
-}
+/** A project's list, between two passes: the scheduler weighs it again at the next one. */
+export const scheduledReason = 'freshness scheduler: weighed at each pass';
 
 /** "15 min", "2 h", "1.5 h", "3 d". */
 export function formatEvery(ms: number): string {
@@ -100,17 +97,11 @@ export function pollingAfter(o: PollOutcome, policy: PollingPolicy): PollPlan {
   const unchangedPolls = o.changed || o.first ? 0 : o.unchangedBefore + 1;
   const at = (ms: number) => new Date(o.polledAt.getTime() + ms);
   if (o.kind === 'children') return { unchangedPolls, nextDueAt: null, reason: 'children: listed when their parent changes' };
-  if (o.covered) return { unchangedPolls, nextDueAt: at(Math.max(policy.incrementalMs, policy.fullMs)), reason: webhookCoveredReason };
+  if (o.covered && o.kind !== 'project') return { unchangedPolls, nextDueAt: at(Math.max(policy.incrementalMs, policy.fullMs)), reason: webhookCoveredReason };
   if (o.kind === 'account') return { unchangedPolls, nextDueAt: at(policy.incrementalMs), reason: 'account-wide list: every incremental pass' };
   if (o.kind === 'across') return { unchangedPolls, nextDueAt: at(policy.incrementalMs), reason: `${acrossReason}: every incremental pass` };
-  const interval = pollInterval(policy, unchangedPolls);
-  const every = `every ${formatEvery(interval)}${interval >= policy.fullMs && unchangedPolls > 0 ? ' (the bound: the full-pass period)' : ''}`;
-  const reason = o.first
-    ? `${firstReason}: ${every}`
-    : o.changed
-      ? `${changedReason}: ${every}`
-      : `unchanged ${unchangedPolls} poll${unchangedPolls === 1 ? '' : 's'}: ${every}`;
-  return { unchangedPolls, nextDueAt: at(interval), reason };
+  // A project's list: the freshness scheduler sets its next visit at each pass (see {@link pollingDecisions}).
+  return { unchangedPolls, nextDueAt: null, reason: o.first ? `${firstReason}: ${scheduledReason}` : scheduledReason };
 }
 
 /** Which streams of an account the upstream's webhooks cover: every event of their type, for their project. */
@@ -168,77 +159,31 @@ export interface PollDecision {
 const keyOf = (resource: string, scope: string) => `${resource}\n${scope}`;
 
 /**
- * How a project's list stands at an incremental pass: `not-due` (its next due time is not reached,
- * within {@link dueSlackMs}); due because an `event` named it since its last poll, because its last poll
- * `changed` something (or none was recorded), because its last poll is as old as the bound allows
- * (`forced`: the full-pass period minus the slack, so it is never staler than that period), or only by
- * its `clock`: the one kind a pass's poll budget may defer ({@link withinBudget}).
- */
-export type PollClass = 'not-due' | 'event' | 'changed' | 'forced' | 'clock';
-
-export interface PollState {
-  /** The last poll's start (`last_pass_started_at`). */
-  lastPolledAt: Date;
-  nextDueAt: Date | null;
-  unchangedPolls: number;
-  reason: string | null;
-  /** When a record of the stream was last changed outside a pass (an event). */
-  touchedAt: Date | null;
-}
-
-export function pollClass(s: PollState, now: Date, policy: PollingPolicy): PollClass {
-  const slack = dueSlackMs(policy);
-  if (s.touchedAt && s.touchedAt >= s.lastPolledAt) return 'event';
-  if (now.getTime() - s.lastPolledAt.getTime() >= Math.max(policy.incrementalMs, policy.fullMs) - slack) return 'forced';
-  if (s.nextDueAt && s.nextDueAt.getTime() > now.getTime() + slack) return 'not-due';
-  if (!s.nextDueAt || (s.unchangedPolls === 0 && s.reason?.startsWith(changedReason))) return 'changed';
-  return 'clock';
-}
-
-/**
- * Project lists due only by their clock that one incremental pass lists: SYNC_POLLS_PER_PASS, else the
- * number of resources the account's source system serves, so that an idle pass costs at most about
- * twice that (one request per account-wide or cross-project list, plus these).
+ * Project lists a pass may visit where the source system's rate is not known: SYNC_POLLS_PER_PASS, else
+ * the number of resources the account's source system serves.
  */
 export function pollsPerPass(policy: PollingPolicy, resourcesServed: number): number {
   return policy.pollsPerPass !== undefined && policy.pollsPerPass > 0 ? Math.floor(policy.pollsPerPass) : Math.max(1, resourcesServed);
 }
 
-/** FNV-1a (32 bits) of a stream's resource and scope: the same order every pass, another in every account. */
-export function scopeHash(resource: string, scope: string): number {
-  let h = 0x811c9dc5;
-  const text = keyOf(resource, scope);
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h;
-}
-
-export interface BudgetCandidate {
-  resource: string;
-  scope: string;
-  nextDueAt: Date | null;
-}
-
 /**
- * A pass's poll budget: of the lists due only by their clock, the `room` most overdue (earliest next
- * due time; ties in the order of {@link scopeHash}) are listed, the others deferred. A deferred list
- * keeps its next due time, so it is ahead of the lists that come due after it at the next pass.
+ * Visits a minute incremental polling may spend on an account's project lists: the source system's
+ * requests a minute (as the upstream reported them, else as its profile publishes them) times the
+ * sync's share and the polling share, less the lists every pass lists anyway (one request each). Null
+ * where the rate is not known.
  */
-export function withinBudget<T extends BudgetCandidate>(candidates: readonly T[], room: number): { granted: T[]; deferred: T[] } {
-  const ordered = [...candidates].sort(
-    (a, b) =>
-      (a.nextDueAt?.getTime() ?? 0) - (b.nextDueAt?.getTime() ?? 0) ||
-      scopeHash(a.resource, a.scope) - scopeHash(b.resource, b.scope) ||
-      (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0),
-  );
-  const n = Math.max(0, room);
-  return { granted: ordered.slice(0, n), deferred: ordered.slice(n) };
+export function pollingVisitsPerMinute(policy: PollingPolicy, q: { requestsPerMinute: number | null; everyPass: number }): number | null {
+  if (q.requestsPerMinute === null || !(q.requestsPerMinute > 0)) return null;
+  const share = (policy.syncShare ?? 0.8) * (policy.pollingShare ?? 0.5);
+  const fixed = q.everyPass / (policy.incrementalMs / 60_000);
+  // At least a visit a pass: a budget spent whole by the lists every pass lists would starve the others.
+  return Math.max(60_000 / policy.incrementalMs, q.requestsPerMinute * share - fixed);
 }
 
-export function deferredReason(perPass: number): string {
-  return `deferred: this pass's poll budget (${perPass} list${perPass === 1 ? '' : 's'}) went to longer-waiting ones`;
+/** "every ~42 min (learned: 3.1 changes a day)": why a list is visited when it is. */
+export function scheduledWhy(why: string, intervalMs: number, ratePerMs: number): string {
+  const perDay = ratePerMs * 86_400_000;
+  return `freshness: ${why}, every ~${formatEvery(intervalMs)} (learned: ${perDay < 10 ? perDay.toFixed(1) : Math.round(perDay)} changes a day)`;
 }
 
 interface DecisionRow {
@@ -250,46 +195,36 @@ interface DecisionRow {
   touched_at: Date | null;
   next_due_at: Date | null;
   due_reason: string | null;
-  unchanged_polls: number;
   poll_budget: string | null;
+  seen_changes: number;
+  observed_ms: number;
   now: Date;
 }
 
 const decisionColumns = `s.resource, s.scope, s.state, s.checkpoint->>'passKey' AS pass_key, s.last_pass_started_at, s.touched_at, s.next_due_at,
-       s.due_reason, s.unchanged_polls, s.poll_budget, now() AS now`;
+       s.due_reason, s.poll_budget, s.seen_changes, s.observed_ms, now() AS now`;
 
-const stateOf = (r: DecisionRow & { last_pass_started_at: Date }): PollState => ({
-  lastPolledAt: r.last_pass_started_at,
-  nextDueAt: r.next_due_at,
-  unchangedPolls: r.unchanged_polls,
-  reason: r.due_reason,
-  touchedAt: r.touched_at,
-});
+/** A project list the freshness scheduler weighs: completed once, not listed across projects (webhook-covered or not). */
+const scheduledList = (r: DecisionRow): r is DecisionRow & { last_pass_started_at: Date } =>
+  r.state === 'synced' && r.last_pass_started_at !== null && pollKind(r.scope) === 'project' && !r.due_reason?.startsWith(acrossReason);
 
-/** A project list an adaptive pass polls on a clock (not covered by webhooks, not listed across projects). */
-const adaptiveProjectList = (r: DecisionRow, coverage: WebhookCoverage): r is DecisionRow & { last_pass_started_at: Date } =>
-  r.state === 'synced' &&
-  r.last_pass_started_at !== null &&
-  pollKind(r.scope) === 'project' &&
-  !coverage.covers(r.resource, r.scope) &&
-  r.due_reason !== webhookCoveredReason &&
-  !r.due_reason?.startsWith(acrossReason);
+/** An event named the list since its last visit. */
+const eventNamed = (r: DecisionRow & { last_pass_started_at: Date }) => r.touched_at !== null && r.touched_at >= r.last_pass_started_at;
 
 /**
- * Which of an account's streams an adaptive incremental pass lists now. Not due: a stream the
- * upstream's webhooks cover (full passes list it: its events bring its changes meanwhile), and a
- * project's list whose next due time is not reached (within {@link dueSlackMs}) and that no event named
- * since its last poll. Everything else is due, and so is any stream never completed, failed or
- * interrupted, or already begun by this pass. Children are left to `parentsToRefresh`. A covered
- * stream's reason and due time (its next full pass, about) are written here when coverage came after its
- * last poll (webhooks are registered after the first pass).
+ * Which of an account's streams an adaptive incremental pass lists now. Not due: an account-wide or
+ * cross-project stream the upstream's webhooks cover (full passes list it: its events bring its changes
+ * meanwhile), and a project's list the freshness scheduler does not pick this pass. Everything else is
+ * due, and so is any stream never completed, failed or interrupted, or already begun by this pass.
+ * Children are left to `parentsToRefresh`. A covered stream's reason and due time (its next full pass,
+ * about) are written here when coverage came after its last poll (webhooks are registered after the
+ * first pass).
  *
- * With `budget` (a sweep of an account's pass): of the project lists due only by their clock, the pass
- * lists at most its poll budget ({@link pollsPerPass}), decided over the whole account, since the
- * pass's sweeps each hold a part of its lists and run side by side. The first sweep to meet such lists
- * decides for all of the account's (under a lock per account) and writes each grant or deferral with the
- * stream (`poll_budget`, with the pass key); the others, and a retried sweep, read them, and give what
- * budget is left to lists that came due since.
+ * With `budget` (a sweep of an account's pass): the project lists are weighed by the freshness scheduler
+ * over the whole account, since the pass's sweeps each hold a part of its lists and run side by side.
+ * The first sweep to meet such lists plans for all of the account's (under a lock per account) and
+ * writes each visit or deferral with the stream (`poll_budget`, with the pass key); the others, and a
+ * retried sweep, read them. Without it (a stream run on its own), a project's list is listed.
  */
 export async function pollingDecisions(
   pool: Pool,
@@ -299,8 +234,8 @@ export async function pollingDecisions(
     streams: readonly { resource: string; scope: string }[];
     policy: PollingPolicy;
     coverage?: WebhookCoverage;
-    /** Apply the pass's poll budget; `resources`: the resources the account's source system serves, when known. */
-    budget?: { resources?: number };
+    /** Plan the pass's visits; `resources`: the resources the account's source system serves; `requestsPerMinute`: its published rate. */
+    budget?: { resources?: number; requestsPerMinute?: number; sourceSystem?: string };
   },
 ): Promise<Map<string, PollDecision>> {
   const out = new Map<string, PollDecision>();
@@ -316,16 +251,15 @@ export async function pollingDecisions(
   );
   const bound = Math.max(q.policy.incrementalMs, q.policy.fullMs);
   const newlyCovered: { resource: string; scope: string; nextDueAt: Date }[] = [];
-  /** Lists of this sweep due only by their clock: the pass's budget decides. */
-  const byClock: DecisionRow[] = [];
+  /** Project lists of this sweep that no event named: the scheduler decides. */
+  const weighed: DecisionRow[] = [];
   for (const r of rows) {
     const key = keyOf(r.resource, r.scope);
     if (r.state !== 'synced' || !r.last_pass_started_at || r.pass_key === q.passKey) continue;
     const kind = pollKind(r.scope);
-    const covered = coverage.covers(r.resource, r.scope);
-    let nextDueAt = r.next_due_at;
-    let reason = r.due_reason;
-    if (covered) {
+    if (kind !== 'project' && coverage.covers(r.resource, r.scope)) {
+      let nextDueAt = r.next_due_at;
+      let reason = r.due_reason;
       if (reason !== webhookCoveredReason) {
         // Covered since its last poll (webhooks are registered after the first pass): the next full pass lists it.
         nextDueAt = new Date(r.last_pass_started_at.getTime() + bound);
@@ -335,12 +269,10 @@ export async function pollingDecisions(
       out.set(key, { due: false, reason, nextDueAt: (nextDueAt ?? new Date(r.last_pass_started_at.getTime() + bound)).toISOString() });
       continue;
     }
-    // Not adaptive, or polled until now as covered or across projects: listed.
-    if (kind !== 'project' || reason === webhookCoveredReason || reason?.startsWith(acrossReason)) continue;
-    const cls = pollClass(stateOf({ ...r, last_pass_started_at: r.last_pass_started_at }), r.now, q.policy);
-    if (cls === 'event') out.set(key, { due: true, event: true });
-    else if (cls === 'not-due') out.set(key, { due: false, reason: reason ?? 'not due', nextDueAt: nextDueAt!.toISOString() });
-    else if (cls === 'clock' && q.budget) byClock.push(r);
+    // Account-wide and cross-project lists (every pass), and project lists of a resource listed across projects: listed.
+    if (!scheduledList(r)) continue;
+    if (eventNamed(r)) out.set(key, { due: true, event: true });
+    else if (q.budget) weighed.push(r);
   }
   if (newlyCovered.length > 0) {
     await pool.query(
@@ -349,79 +281,146 @@ export async function pollingDecisions(
       [q.accountId, newlyCovered.map((c) => c.resource), newlyCovered.map((c) => c.scope), newlyCovered.map((c) => c.nextDueAt), webhookCoveredReason],
     );
   }
-  if (byClock.length > 0 && q.budget) {
-    const budget = await passBudget(pool, { accountId: q.accountId, passKey: q.passKey, policy: q.policy, coverage, resources: q.budget.resources });
-    for (const r of byClock) {
-      const verdict = budget.verdicts.get(keyOf(r.resource, r.scope));
-      // Not among the account's lists the budget weighed (its project is gone from the mirror): listed as before.
-      if (verdict !== 'deferred') continue;
-      out.set(keyOf(r.resource, r.scope), {
-        due: false,
-        reason: deferredReason(budget.perPass),
-        ...(r.next_due_at ? { nextDueAt: r.next_due_at.toISOString() } : {}),
-      });
+  if (weighed.length > 0 && q.budget) {
+    const verdicts = await passPlan(pool, { accountId: q.accountId, passKey: q.passKey, policy: q.policy, coverage, ...q.budget });
+    for (const r of weighed) {
+      const verdict = verdicts.get(keyOf(r.resource, r.scope));
+      // Not among the account's lists the plan weighed (its project is gone from the mirror): listed as before.
+      if (!verdict || verdict.visit) continue;
+      out.set(keyOf(r.resource, r.scope), { due: false, reason: verdict.reason, ...(verdict.nextDueAt ? { nextDueAt: verdict.nextDueAt.toISOString() } : {}) });
     }
   }
   return out;
 }
 
+/** The account's project lists of live projects (a removed project's lists are not swept: they would hold budget the pass never spends). */
+const accountListsSql = `SELECT ${decisionColumns}
+   FROM streams s
+  WHERE s.account_id = $1 AND s.scope LIKE 'project=%' AND s.scope <> $2 AND position('/' in s.scope) = 0
+    AND EXISTS (SELECT 1 FROM records p WHERE p.account_id = s.account_id AND p.resource = 'projects' AND p.scope = ''
+                   AND p.deleted_at IS NULL AND s.scope = 'project=' || p.id)`;
+
+/** Lists every incremental pass lists whatever the scheduler says: account-wide and cross-project ones the webhooks do not cover. */
+async function everyPassLists(pool: Pick<Pool, 'query'>, accountId: string, coverage: WebhookCoverage): Promise<number> {
+  const { rows } = await pool.query<{ resource: string; scope: string }>(
+    `SELECT resource, scope FROM streams WHERE account_id = $1 AND (scope = '' OR scope = $2) AND state <> 'never_synced'`,
+    [accountId, allProjectsScope],
+  );
+  return rows.filter((r) => !coverage.covers(r.resource, r.scope)).length;
+}
+
+/** The source system's requests a minute: as the upstream reported its window (rate_budgets), else `published`. */
+async function requestsPerMinute(
+  pool: Pick<Pool, 'query'>,
+  accountId: string,
+  sourceSystem: string | undefined,
+  published: number | undefined,
+): Promise<number | null> {
+  if (sourceSystem) {
+    const { rows } = await pool.query<{ total: number | null; window_ms: number | null }>(`SELECT total, window_ms FROM rate_budgets WHERE key = $1`, [
+      `source:${accountId}:${sourceSystem.toLowerCase()}`,
+    ]);
+    const r = rows[0];
+    if (r?.total && r.window_ms) return (r.total * 60_000) / r.window_ms;
+  }
+  return published ?? null;
+}
+
+export interface AccountPlanInput {
+  accountId: string;
+  policy: PollingPolicy;
+  coverage: WebhookCoverage;
+  resources?: number;
+  requestsPerMinute?: number;
+  sourceSystem?: string;
+}
+
 /**
- * The pass's poll budget over all of the account's project lists (see {@link pollingDecisions}): grants
- * and deferrals already written for this pass stand; lists due only by their clock and not yet weighed
- * share what is left, the most overdue first. Serialised per account, so two sweeps never both spend it.
+ * The freshness scheduler's plan for an account's project lists now: each list's staleness and learned
+ * rate, the visits a minute the budget allows, and which the pass visits. Read-only: the status views
+ * call it to say whether the target is met.
  */
-async function passBudget(
-  pool: Pool,
-  q: { accountId: string; passKey: string; policy: PollingPolicy; coverage: WebhookCoverage; resources: number | undefined },
-): Promise<{ perPass: number; verdicts: Map<string, 'granted' | 'deferred'> }> {
+export async function planAccountVisits(
+  pool: Pick<Pool, 'query'>,
+  q: AccountPlanInput,
+): Promise<{
+  plan: FreshnessPlan;
+  rows: (DecisionRow & { last_pass_started_at: Date })[];
+  visitsPerMinute: number;
+  requestsPerMinute: number | null;
+  /** Lists every pass lists anyway (a request each). */
+  everyPass: number;
+}> {
+  const { rows } = await pool.query<DecisionRow>(accountListsSql, [q.accountId, allProjectsScope]);
+  const lists = rows.filter(scheduledList);
+  const rpm = await requestsPerMinute(pool, q.accountId, q.sourceSystem, q.requestsPerMinute);
+  const everyPass = await everyPassLists(pool, q.accountId, q.coverage);
+  const known = pollingVisitsPerMinute(q.policy, { requestsPerMinute: rpm, everyPass });
+  // The rate not known: as many visits a pass as SYNC_POLLS_PER_PASS (or the resources served) say.
+  const visitsPerMinute = known ?? pollsPerPass(q.policy, q.resources ?? 1) / (q.policy.incrementalMs / 60_000);
+  const plan = planVisits({
+    lists: lists.map((r) => ({
+      key: keyOf(r.resource, r.scope),
+      stalenessMs: Math.max(0, r.now.getTime() - r.last_pass_started_at.getTime()),
+      rate: changeRate({ changes: r.seen_changes, observedMs: r.observed_ms }),
+      event: eventNamed(r),
+    })),
+    visitsPerMinute,
+    passMs: q.policy.incrementalMs,
+  });
+  return { plan, rows: lists, visitsPerMinute, requestsPerMinute: rpm, everyPass };
+}
+
+interface Verdict {
+  visit: boolean;
+  reason: string;
+  nextDueAt: Date | null;
+}
+
+/**
+ * The pass's plan over all of the account's project lists (see {@link pollingDecisions}): visits and
+ * deferrals already written for this pass stand; otherwise the scheduler plans now and writes each
+ * list's verdict, reason and the time its interval brings it round again. Serialised per account, so
+ * two sweeps never both spend the budget.
+ */
+async function passPlan(pool: Pool, q: AccountPlanInput & { passKey: string }): Promise<Map<string, Verdict>> {
   return inTransaction(pool, async (client) => {
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`poll-budget:${q.accountId}`]);
-    let resources = q.resources;
-    if (resources === undefined) {
-      const { rows } = await client.query<{ n: number }>(`SELECT count(DISTINCT resource)::int AS n FROM streams WHERE account_id = $1`, [q.accountId]);
-      resources = rows[0]!.n;
-    }
-    const perPass = pollsPerPass(q.policy, resources);
-    // The account's project lists of live projects (a removed project's lists are not swept: they
-    // would hold budget the pass never spends).
-    const { rows } = await client.query<DecisionRow>(
-      `SELECT ${decisionColumns}
-         FROM streams s
-        WHERE s.account_id = $1 AND s.scope LIKE 'project=%' AND s.scope <> $2 AND position('/' in s.scope) = 0
-          AND EXISTS (SELECT 1 FROM records p WHERE p.account_id = s.account_id AND p.resource = 'projects' AND p.scope = ''
-                         AND p.deleted_at IS NULL AND s.scope = 'project=' || p.id)`,
-      [q.accountId, allProjectsScope],
-    );
     const granted = `granted:${q.passKey}`;
     const deferred = `deferred:${q.passKey}`;
-    const verdicts = new Map<string, 'granted' | 'deferred'>();
-    let spent = 0;
-    const open: (DecisionRow & BudgetCandidate)[] = [];
-    for (const r of rows) {
-      if (r.poll_budget === granted) {
-        verdicts.set(keyOf(r.resource, r.scope), 'granted');
-        spent++;
-      } else if (r.poll_budget === deferred) {
-        verdicts.set(keyOf(r.resource, r.scope), 'deferred');
-      } else if (r.pass_key !== q.passKey && adaptiveProjectList(r, q.coverage) && pollClass(stateOf(r), r.now, q.policy) === 'clock') {
-        open.push({ ...r, nextDueAt: r.next_due_at });
-      }
+    const verdicts = new Map<string, Verdict>();
+    const { rows: decided } = await client.query<{ resource: string; scope: string; poll_budget: string; due_reason: string | null; next_due_at: Date | null }>(
+      `SELECT resource, scope, poll_budget, due_reason, next_due_at FROM streams WHERE account_id = $1 AND poll_budget = ANY($2::text[])`,
+      [q.accountId, [granted, deferred]],
+    );
+    if (decided.length > 0) {
+      for (const r of decided)
+        verdicts.set(keyOf(r.resource, r.scope), { visit: r.poll_budget === granted, reason: r.due_reason ?? '', nextDueAt: r.next_due_at });
+      return verdicts;
     }
-    const split = withinBudget(open, perPass - spent);
-    for (const r of split.granted) verdicts.set(keyOf(r.resource, r.scope), 'granted');
-    for (const r of split.deferred) verdicts.set(keyOf(r.resource, r.scope), 'deferred');
-    const write = async (list: readonly DecisionRow[], value: string, reason: string | null) => {
-      if (list.length === 0) return;
+    const { plan, rows } = await planAccountVisits(client, q);
+    const write = { resource: [] as string[], scope: [] as string[], budget: [] as string[], reason: [] as string[], due: [] as Date[] };
+    plan.lists.forEach((p, i) => {
+      const r = rows[i]!;
+      const rate = changeRate({ changes: r.seen_changes, observedMs: r.observed_ms });
+      const reason = scheduledWhy(p.visit ? `visited (${p.why})` : 'deferred', p.intervalMs, rate);
+      const nextDueAt = new Date(r.last_pass_started_at.getTime() + Math.min(p.intervalMs, plan.floorMs));
+      verdicts.set(p.key, { visit: p.visit, reason, nextDueAt });
+      write.resource.push(r.resource);
+      write.scope.push(r.scope);
+      write.budget.push(p.visit ? granted : deferred);
+      write.reason.push(reason);
+      write.due.push(nextDueAt);
+    });
+    if (write.resource.length > 0) {
       await client.query(
-        `UPDATE streams s SET poll_budget = $4, due_reason = coalesce($5, s.due_reason) FROM unnest($2::text[], $3::text[]) AS k(resource, scope)
+        `UPDATE streams s SET poll_budget = k.budget, due_reason = k.reason, next_due_at = k.due
+           FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS k(resource, scope, budget, reason, due)
           WHERE s.account_id = $1 AND s.resource = k.resource AND s.scope = k.scope`,
-        [q.accountId, list.map((r) => r.resource), list.map((r) => r.scope), value, reason],
+        [q.accountId, write.resource, write.scope, write.budget, write.reason, write.due],
       );
-    };
-    await write(split.granted, granted, null);
-    // The deferred keep their next due time (the most overdue come first next pass); their reason says why.
-    await write(split.deferred, deferred, deferredReason(perPass));
-    return { perPass, verdicts };
+    }
+    return verdicts;
   });
 }
 
@@ -465,12 +464,13 @@ export async function recordPoll(pool: Pool, key: StreamKey, o: { policy: Pollin
       },
       o.policy,
     );
-    await client.query(`UPDATE streams SET unchanged_polls = $2, next_due_at = $3, due_reason = $4, polled_generation = generation WHERE id = $1`, [
-      row.id,
-      plan.unchangedPolls,
-      plan.nextDueAt,
-      plan.reason,
-    ]);
+    // A project's list keeps the due time and reason the scheduler wrote when it planned the pass.
+    const planned = pollKind(key.scope) === 'project' && row.polled_generation !== null;
+    await client.query(
+      `UPDATE streams SET unchanged_polls = $2, next_due_at = CASE WHEN $5 THEN next_due_at ELSE $3 END,
+              due_reason = CASE WHEN $5 THEN due_reason ELSE $4 END, polled_generation = generation WHERE id = $1`,
+      [row.id, plan.unchangedPolls, plan.nextDueAt, plan.reason, planned],
+    );
     if (key.scope === allProjectsScope) {
       await client.query(
         `UPDATE streams SET next_due_at = $3, due_reason = $4 WHERE account_id = $1 AND resource = $2 AND scope LIKE 'project=%' AND scope <> $5 AND position('/' in scope) = 0`,

@@ -1,0 +1,157 @@
+// The freshness scheduler's rule, without I/O: which of an account's polled lists an incremental pass
+// visits, given when each was last verified, the changes the mirror saw in it, and the visits the
+// polling budget allows. Lists are visited at rates proportional to the square root of their change
+// rates (the schedule with the lowest mean staleness under a fixed visit budget), with a floor: every
+// list at least once per twice the cycle the budget allows (lists / visits a minute), so a list that
+// never changes is never starved. Lists an event named come first, then lists that would pass the floor
+// before the next pass, then the most overdue by their own interval.
+
+/** How long the changes the mirror saw keep their weight: a change a day old counts e^-1 as much. */
+export const rateMemoryMs = 24 * 3_600_000;
+
+/**
+ * The estimate's prior: a list never seen changing is assumed to change about once a day, with the
+ * weight of a fifth of a day's observation, so the first few polls do not decide alone.
+ */
+const priorChanges = 0.2;
+const priorMs = 0.2 * 24 * 3_600_000;
+
+/** What the mirror saw of a list's changes: weights decayed by {@link rateMemoryMs}. */
+export interface ChangeHistory {
+  /** Changes seen (records changed by a poll), decayed. */
+  changes: number;
+  /** Time observed (the polls' intervals), decayed, in milliseconds. */
+  observedMs: number;
+}
+
+export const emptyHistory: ChangeHistory = { changes: 0, observedMs: 0 };
+
+/** The history after a poll that covered `intervalMs` since the one before and found `changes` records changed. */
+export function observe(h: ChangeHistory, intervalMs: number, changes: number): ChangeHistory {
+  const interval = Math.max(0, intervalMs);
+  const decay = Math.exp(-interval / rateMemoryMs);
+  return { changes: h.changes * decay + Math.max(0, changes), observedMs: h.observedMs * decay + interval };
+}
+
+/** Changes a millisecond the history says the list sees. */
+export function changeRate(h: ChangeHistory): number {
+  return (h.changes + priorChanges) / (h.observedMs + priorMs);
+}
+
+export interface PlanList {
+  key: string;
+  /** Milliseconds since the list was last verified. */
+  stalenessMs: number;
+  /** Estimated changes a millisecond ({@link changeRate}). */
+  rate: number;
+  /** An event named the list since its last visit. */
+  event?: boolean;
+}
+
+export interface PlanInput {
+  lists: readonly PlanList[];
+  /** Visits a minute the polling budget allows for these lists. */
+  visitsPerMinute: number;
+  /** The time between two incremental passes. */
+  passMs: number;
+}
+
+export interface PlannedList {
+  key: string;
+  visit: boolean;
+  /** Why: `event`, `floor` (would pass the floor before the next pass), `due` (by its interval), `deferred`. */
+  why: 'event' | 'floor' | 'due' | 'deferred';
+  /** The interval between visits the schedule aims at for this list. */
+  intervalMs: number;
+}
+
+export interface FreshnessPlan {
+  lists: PlannedList[];
+  /** Visits this pass may make (the budget for one pass). */
+  budget: number;
+  /** Lists / visits a minute: every list visited in turn, once each per this time. */
+  cycleMs: number;
+  /** The longest interval the schedule lets a list go unvisited: twice the cycle. */
+  floorMs: number;
+}
+
+/**
+ * Visit rates (per millisecond) proportional to the square root of each rate, none below `floor`, adding
+ * up to `total` (water-filling: the lists whose share would fall under the floor get the floor, the rest
+ * share what is left by their square roots). Where no list changes, every list gets an equal share.
+ */
+export function sqrtRates(rates: readonly number[], total: number, floor: number): number[] {
+  const roots = rates.map((r) => Math.sqrt(Math.max(0, r)));
+  const n = rates.length;
+  if (n === 0) return [];
+  if (floor * n >= total || roots.every((r) => r === 0)) return rates.map(() => total / n);
+  // The lists at the floor are those with the smallest roots: try k of them, for k from 0 up.
+  const order = roots.map((_, i) => i).sort((a, b) => roots[a]! - roots[b]!);
+  const position = new Array<number>(n);
+  order.forEach((i, at) => (position[i] = at));
+  let rootSum = roots.reduce((a, b) => a + b, 0);
+  for (let k = 0; k < n; k++) {
+    const scale = (total - k * floor) / rootSum;
+    if (roots[order[k]!]! * scale >= floor) return roots.map((r, i) => (position[i]! < k ? floor : r * scale));
+    rootSum -= roots[order[k]!]!;
+    if (rootSum <= 0) break;
+  }
+  return rates.map(() => total / n);
+}
+
+/**
+ * Which lists this pass visits. The budget is the visits a minute times the pass period (at least one);
+ * lists an event named and lists that would otherwise pass the floor by the next pass are visited even
+ * past it (the floor is the promise; it takes at most half the budget when the lists are spread out).
+ */
+export function planVisits(input: PlanInput): FreshnessPlan {
+  const n = input.lists.length;
+  const perMs = Math.max(1e-12, input.visitsPerMinute / 60_000);
+  const cycleMs = n / perMs;
+  const floorMs = 2 * cycleMs;
+  const budget = Math.max(1, Math.round(perMs * input.passMs));
+  const rates = sqrtRates(
+    input.lists.map((l) => l.rate),
+    perMs,
+    1 / floorMs,
+  );
+  const scored = input.lists.map((l, i) => {
+    const intervalMs = 1 / rates[i]!;
+    const rank = l.event ? 0 : l.stalenessMs + input.passMs >= floorMs ? 1 : 2;
+    return { l, intervalMs, rank, score: l.stalenessMs / intervalMs };
+  });
+  const order = [...scored].sort((a, b) => a.rank - b.rank || b.score - a.score || b.l.stalenessMs - a.l.stalenessMs || (a.l.key < b.l.key ? -1 : 1));
+  const out = new Map<string, PlannedList>();
+  let spent = 0;
+  for (const s of order) {
+    const must = s.rank < 2;
+    const visit = must || spent < budget;
+    if (visit) spent++;
+    out.set(s.l.key, { key: s.l.key, visit, why: !visit ? 'deferred' : s.rank === 0 ? 'event' : s.rank === 1 ? 'floor' : 'due', intervalMs: s.intervalMs });
+  }
+  return { lists: input.lists.map((l) => out.get(l.key)!), budget, cycleMs, floorMs };
+}
+
+export interface TargetReport {
+  targetMs: number;
+  /** Lists whose planned interval is longer than the target (each may then be that stale). */
+  missing: string[];
+  /** Visits a minute that would keep every list within the target (each at least once per target, in whole passes). */
+  visitsPerMinuteNeeded: number;
+  met: boolean;
+}
+
+/**
+ * Whether the plan keeps every list within the target: a list is verified at least once per its
+ * planned interval, so one whose interval is longer than the target misses it. Visiting every list once
+ * per target is what meets it: lists / target visits a minute (no schedule meets it with fewer).
+ */
+export function targetReport(plan: FreshnessPlan, targetMs: number, passMs: number): TargetReport {
+  // Lists are visited at passes: a list's longest wait is its interval rounded up to whole passes.
+  const passes = (ms: number) => Math.max(1, Math.ceil(ms / passMs - 1e-9)) * passMs;
+  const missing = plan.lists.filter((l) => passes(Math.min(l.intervalMs, plan.floorMs)) > targetMs).map((l) => l.key);
+  // Every list once per the longest whole number of passes within the target (a target shorter than
+  // a pass cannot be met by passes: every list at every pass is then what comes closest).
+  const within = Math.max(1, Math.floor(targetMs / passMs + 1e-9)) * passMs;
+  return { targetMs, missing, visitsPerMinuteNeeded: (plan.lists.length * 60_000) / within, met: missing.length === 0 };
+}

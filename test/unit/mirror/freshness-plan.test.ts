@@ -1,0 +1,152 @@
+// The freshness scheduler's rule (mirror/streams/freshness-plan.ts), without a database: which lists a pass
+// visits, and, over a simulated day of skewed changes it is not told, how close its mean staleness comes
+// to the best schedule for the true rates, that no list waits past twice the cycle the budget allows,
+// and what the target report says.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  changeRate,
+  emptyHistory,
+  observe,
+  planVisits,
+  sqrtRates,
+  targetReport,
+  type ChangeHistory,
+  type PlanList,
+} from '../../../mirror/streams/freshness-plan.ts';
+
+const minute = 60_000;
+const hour = 60 * minute;
+const day = 24 * hour;
+
+/** A small deterministic generator (mulberry32), so the simulation is the same every run. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('freshness plan', () => {
+  it('shares visits by the square root of the rates, none under the floor, adding up to the budget', () => {
+    const rates = sqrtRates([16, 1, 0, 4], 10, 1);
+    assert.ok(Math.abs(rates.reduce((a, b) => a + b, 0) - 10) < 1e-9);
+    assert.equal(rates[2], 1);
+    // The others by their square roots: 4 : 1 : 2.
+    assert.ok(Math.abs(rates[0]! / rates[1]! - 4) < 1e-9 && Math.abs(rates[3]! / rates[1]! - 2) < 1e-9);
+    // Nothing changes: an equal share each.
+    assert.deepEqual(sqrtRates([0, 0], 4, 1), [2, 2]);
+  });
+
+  it('visits lists an event named, then lists at the floor, then the most overdue by their interval, within the budget', () => {
+    const lists: PlanList[] = [
+      { key: 'quiet-old', stalenessMs: 59 * minute, rate: 1e-12 },
+      { key: 'hot', stalenessMs: 10 * minute, rate: 10 / hour },
+      { key: 'warm', stalenessMs: 10 * minute, rate: 1 / hour },
+      { key: 'event', stalenessMs: 1 * minute, rate: 1e-12, event: true },
+      { key: 'quiet', stalenessMs: 5 * minute, rate: 1e-12 },
+    ];
+    // 5 lists, 10 visits an hour: a cycle of 30 minutes, the floor 60; a pass every 5 minutes may visit one list.
+    const plan = planVisits({ lists, visitsPerMinute: 10 / 60, passMs: 5 * minute });
+    assert.equal(plan.budget, 1);
+    assert.ok(Math.abs(plan.cycleMs - 30 * minute) < 1);
+    assert.ok(Math.abs(plan.floorMs - 60 * minute) < 1);
+    const by = new Map(plan.lists.map((l) => [l.key, l]));
+    assert.equal(by.get('event')!.why, 'event');
+    assert.equal(by.get('quiet-old')!.why, 'floor');
+    // The budget of one went to the event; past it, only the list at the floor.
+    assert.equal(by.get('hot')!.visit, false);
+    assert.equal(by.get('warm')!.why, 'deferred');
+    // With room for one more, the hot list (the most overdue by its interval) before the warm one.
+    const more = planVisits({ lists: lists.filter((l) => !l.event), visitsPerMinute: 20 / 60, passMs: 5 * minute });
+    const visits = new Map(more.lists.map((l) => [l.key, l.why]));
+    assert.equal(visits.get('hot'), 'due');
+    assert.equal(visits.get('warm'), 'deferred');
+    assert.ok(by.get('hot')!.intervalMs < by.get('warm')!.intervalMs && by.get('warm')!.intervalMs < by.get('quiet')!.intervalMs);
+  });
+
+  it('learns a rate from the changes it saw, the recent ones weighing more', () => {
+    let h: ChangeHistory = emptyHistory;
+    for (let i = 0; i < 48; i++) h = observe(h, 30 * minute, i % 2); // one change an hour for a day
+    const perHour = changeRate(h) * hour;
+    assert.ok(perHour > 0.7 && perHour < 1.1, `${perHour}`);
+    let quiet: ChangeHistory = emptyHistory;
+    for (let i = 0; i < 48; i++) quiet = observe(quiet, 30 * minute, 0);
+    assert.ok(changeRate(quiet) * day < 0.25);
+  });
+
+  it('says which lists miss the target and what visits a minute would meet it', () => {
+    const lists: PlanList[] = Array.from({ length: 100 }, (_, i) => ({ key: `l${i}`, stalenessMs: 0, rate: i < 10 ? 1 / minute : 1e-12 }));
+    // 100 lists, 2 visits a minute: the cycle is 50 minutes; passes every 5 minutes.
+    const plan = planVisits({ lists, visitsPerMinute: 2, passMs: 5 * minute });
+    const report = targetReport(plan, 15 * minute, 5 * minute);
+    assert.equal(report.met, false);
+    // The quiet lists sit at the floor (100 minutes): they miss 15 minutes; the hot ones do not.
+    assert.equal(report.missing.length, 90);
+    assert.ok(!report.missing.includes('l0'));
+    // Every list once per 15 minutes (three passes): 100 / 15 visits a minute.
+    assert.ok(Math.abs(report.visitsPerMinuteNeeded - 100 / 15) < 1e-9);
+    const enough = targetReport(planVisits({ lists, visitsPerMinute: report.visitsPerMinuteNeeded * 2, passMs: 5 * minute }), 15 * minute, 5 * minute);
+    assert.equal(enough.met, true);
+  });
+
+  it('comes within 1.25x of the best schedule for the true rates over a simulated day, and starves no list', () => {
+    const rnd = random(7);
+    // 500 lists: a fifth get 80% of 2,000 changes a day, three fifths the rest, a fifth never change.
+    const n = 500;
+    const truth = Array.from({ length: n }, (_, i) => (i < 100 ? (0.8 * 2000) / 100 : i < 400 ? (0.2 * 2000) / 300 : 0) / day);
+    const passMs = 15 * minute;
+    const visitsPerMinute = 4.8;
+    const state = truth.map(() => ({ verified: 0, history: emptyHistory, pending: [] as number[] }));
+    const staleness: number[] = [];
+    let maxGap = 0;
+    let visits = 0;
+    const days = 2;
+    for (let now = passMs; now <= days * day; now += passMs) {
+      // Changes arrive (Poisson) until this pass.
+      truth.forEach((rate, i) => {
+        let t = now - passMs;
+        for (;;) {
+          t += -Math.log(1 - rnd()) / rate;
+          if (!(t <= now)) break;
+          state[i]!.pending.push(t);
+        }
+      });
+      const plan = planVisits({
+        lists: state.map((s, i) => ({ key: String(i), stalenessMs: now - s.verified, rate: changeRate(s.history) })),
+        visitsPerMinute,
+        passMs,
+      });
+      plan.lists.forEach((p, i) => {
+        if (!p.visit) return;
+        const s = state[i]!;
+        visits++;
+        maxGap = Math.max(maxGap, now - s.verified);
+        // Measured on the second day (the first one teaches the rates).
+        if (now > day) for (const t of s.pending) staleness.push(now - t);
+        s.history = observe(s.history, now - s.verified, s.pending.length);
+        s.pending = [];
+        s.verified = now;
+      });
+    }
+    const mean = staleness.reduce((a, b) => a + b, 0) / staleness.length;
+    // The best schedule for the true rates with the same visits: each list at a rate proportional to the
+    // square root of its rate; a change waits half its list's interval on average.
+    const spent = visits / ((days * day) / minute);
+    const roots = truth.map(Math.sqrt);
+    const rootSum = roots.reduce((a, b) => a + b, 0);
+    const totalRate = truth.reduce((a, b) => a + b, 0);
+    const optimum = truth.reduce((a, r, i) => (r === 0 ? a : a + (r * (rootSum / (roots[i]! * (spent / minute)))) / 2), 0) / totalRate;
+    const cycle = (n / visitsPerMinute) * minute;
+    assert.ok(spent <= visitsPerMinute * 1.01, `visits a minute ${spent}`);
+    assert.ok(mean <= 1.25 * optimum, `mean ${(mean / minute).toFixed(1)} min, optimum ${(optimum / minute).toFixed(1)} min`);
+    assert.ok(maxGap <= 2 * cycle, `longest gap ${(maxGap / minute).toFixed(0)} min, cycle ${(cycle / minute).toFixed(0)} min`);
+    console.log(
+      `mean ${(mean / minute).toFixed(1)} min, optimum ${(optimum / minute).toFixed(1)} min (${(mean / optimum).toFixed(2)}x), longest gap ${(maxGap / minute).toFixed(0)} min of ${((2 * cycle) / minute).toFixed(0)}`,
+    );
+  });
+});
