@@ -71,7 +71,7 @@ export function buildOpenApiDocument(
   for (const route of routes) {
     const method = route.method.toUpperCase();
     // The catch-all that forwards the rest of the upstream's surface is the document's description, not a path.
-    if (method === 'HEAD' || method === 'OPTIONS' || route.url.includes('*')) continue;
+    if (method === 'HEAD' || route.url.includes('*')) continue;
     const key = `${method} ${route.url}`;
     if (seen.has(key)) continue;
     seen.add(key);

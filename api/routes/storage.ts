@@ -19,6 +19,7 @@ import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { refreshUrlFields } from '../../mirror/records/object-writes.ts';
 import { recordStorageAccess, storedRecordData } from '../../mirror/control/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
+import { notFound } from '../errors.ts';
 import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';
 
 export interface StorageRouteDeps {
@@ -30,6 +31,18 @@ export interface StorageRouteDeps {
   /** The upstream's storage URLs (UPSTREAM_STORAGE_URL): the only places file bytes are fetched from. */
   storageUrls: readonly string[];
 }
+
+/**
+ * The CORS headers of a link, as the upstream's storage gives them: a preview allows any origin (so
+ * viewers and frames can embed it, and a viewer's preflight for its Range and If-None-Match requests
+ * is answered); a download carries none, and its preflight is a 404 as the upstream's is.
+ */
+const previewFields: ReadonlySet<string> = new Set(['preview_url']);
+const previewPreflight = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, HEAD, OPTIONS',
+  'access-control-allow-headers': 'Range, If-None-Match',
+};
 
 const relayed = ['content-type', 'content-length', 'content-range', 'accept-ranges', 'etag', 'last-modified', 'cache-control'];
 
@@ -51,7 +64,7 @@ const linkQuery = z.looseObject({
 const storageSchema = {
   summary: "A file behind one of the mirror's signed links (url, preview_url, file_url)",
   description:
-    'Streamed from the upstream (a stored URL that expired is refreshed transparently); `Range` and `If-None-Match` honoured; `Content-Disposition` inline for previews, attachment for downloads; CORS open. The links come in the records the mirror serves and expire after an hour; every access is recorded.',
+    "Streamed from the upstream (a stored URL that expired is refreshed transparently); `Range` and `If-None-Match` honoured; `Content-Disposition` inline for previews, attachment for downloads; previews allow any origin (`Access-Control-Allow-Origin: *`), as the upstream's do. The links come in the records the mirror serves and expire after an hour; every access is recorded.",
   tags: ['storage'],
   access: 'public',
   params: pathParams('resource', 'id', 'field'),
@@ -66,6 +79,15 @@ const storageSchema = {
     304: answer('Not modified (If-None-Match).'),
     403: errorAnswer('A link with a bad signature, or expired.'),
   },
+} satisfies FastifySchema;
+const preflightSchema = {
+  summary: "A browser's CORS preflight for one of the mirror's preview links",
+  description: "Previews allow any origin, with `Range` and `If-None-Match`; a download link has no preflight (404), as the upstream's.",
+  tags: ['storage'],
+  access: 'public',
+  params: pathParams('resource', 'id', 'field'),
+  querystring: linkQuery,
+  response: { 204: answer('Allowed: any origin, GET and HEAD, Range and If-None-Match.'), 404: errorAnswer('Not a preview link.') },
 } satisfies FastifySchema;
 
 export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDeps): void {
@@ -138,8 +160,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
     '/storage/:resource/:id/:field',
     { schema: storageSchema },
     async (request, reply: FastifyReply) => {
-      void reply.header('Access-Control-Allow-Origin', '*');
-      void reply.header('Access-Control-Expose-Headers', 'Content-Disposition, Content-Range, ETag');
+      if (previewFields.has(request.params.field)) void reply.header('access-control-allow-origin', '*');
       const q = request.query;
       const check = verifyLink(deps.key, { ...request.params, account: q.account, scope: q.scope, expiresAt: q.expires_at, signature: q.signature });
       if (!check.ok) throw new ForbiddenError(check.reason);
@@ -214,6 +235,17 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
         return reply.status(304).send();
       }
       return reply.status(res.status).send(res.body);
+    },
+  );
+
+  // The signature is not checked: a preflight carries no credential and answers nothing of the file.
+  app.options<{ Params: { resource: string; id: string; field: string } }>(
+    '/storage/:resource/:id/:field',
+    { schema: preflightSchema },
+    async (request, reply: FastifyReply) => {
+      const { resource, field } = request.params;
+      if (!previewFields.has(field) || !resourceDef(resource)?.urlFields?.includes(field)) return notFound(request, reply);
+      return reply.status(204).headers(previewPreflight).send();
     },
   );
 }

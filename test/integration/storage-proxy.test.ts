@@ -58,7 +58,7 @@ describe('storage proxy', { timeout: 240_000 }, () => {
     const whole = await fetch(file.url);
     assert.equal(whole.status, 200);
     assert.match(whole.headers.get('content-disposition') ?? '', /^attachment/);
-    assert.equal(whole.headers.get('access-control-allow-origin'), '*');
+    assert.equal(whole.headers.get('access-control-allow-origin'), null, 'a download allows no other origin, as the upstream storage');
     assert.equal(sha(await whole.arrayBuffer()), sha(await upstreamBytes(file.id)), 'the same bytes as upstream');
 
     const part = await fetch(file.url, { headers: { range: 'bytes=10-99' } });
@@ -69,6 +69,7 @@ describe('storage proxy', { timeout: 240_000 }, () => {
     const preview = await fetch(file.preview_url);
     assert.equal(preview.status, 200);
     assert.match(preview.headers.get('content-disposition') ?? '', /^inline/);
+    assert.equal(preview.headers.get('access-control-allow-origin'), '*', 'a preview allows any origin');
     await preview.arrayBuffer();
   });
 
