@@ -12,7 +12,8 @@ export const workerCommand: Command = {
   help:
     'Run as many as you like against one Temporal server and one Postgres: rate budgets are shared through Postgres.\n' +
     "--metrics-port (or WORKER_METRICS_PORT) serves this worker's Prometheus metrics at /metrics: upstream requests, 429s and latency per source system. " +
-    "Cluster-wide figures (records written, pages, lag, budgets) come from the API's /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token.",
+    "Cluster-wide figures (records written, pages, lag, budgets) come from the API's /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token. " +
+    'The same port answers /healthz (no token): 200 while the worker polls its queue.',
   options: { 'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' } },
   async run(v) {
     const config = cliConfig();
@@ -22,6 +23,7 @@ export const workerCommand: Command = {
     const { startWorker, workerPoolSize } = await import('../temporal-worker.ts');
     const services = createServices(config, { name: 'worker', poolSize: workerPoolSize(config) });
     let server: Server | undefined;
+    let handle: Awaited<ReturnType<typeof startWorker>> | undefined = undefined;
     if (port !== undefined) {
       const metrics = createProcessMetrics({ process: 'worker' });
       services.upstream.observe((o) => metrics.observeUpstream(o));
@@ -31,7 +33,14 @@ export const workerCommand: Command = {
       server = createServer((req, res) => {
         const token = config.OPERATOR_TOKEN;
         const presented = (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
-        if (req.url !== '/metrics') return void res.writeHead(404).end('Not found: scrape /metrics\n');
+        // A container's health check: 200 while the worker polls its queue, 503 while it starts or stops.
+        if (req.url === '/healthz') {
+          const state = handle?.worker.getState() ?? 'STARTING';
+          return void res
+            .writeHead(state === 'RUNNING' ? 200 : 503, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ ok: state === 'RUNNING', state }));
+        }
+        if (req.url !== '/metrics') return void res.writeHead(404).end('Not found: scrape /metrics (or /healthz)\n');
         if (token && !safeEqual(sha256Hex(presented), sha256Hex(token)))
           return void res.writeHead(401, { 'www-authenticate': 'Bearer' }).end('Send OPERATOR_TOKEN as a Bearer token.\n');
         metrics.registry.metrics().then(
@@ -44,7 +53,7 @@ export const workerCommand: Command = {
       const address = server.address();
       services.logger.info({ metrics: `http://${host}:${typeof address === 'object' && address ? address.port : port}/metrics` }, 'worker metrics');
     }
-    const handle = await startWorker(services);
+    handle = await startWorker(services);
     services.logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, address: config.TEMPORAL_ADDRESS }, 'worker running');
     await Promise.race([untilSignal(), handle.running]);
     await handle.shutdown();
