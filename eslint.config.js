@@ -2,7 +2,7 @@
 // TypeScript files get typescript-eslint's type-checked recommended rules through the project service
 // (tsconfig.json); plain JavaScript gets the untyped recommended rules. Workflow code additionally may not
 // import anything that does I/O: it runs inside Temporal's deterministic workflow sandbox. Every other
-// folder has its walls too (see `walls` below, issue 21): SQL, Prisma and pg only in mirror/, upstream HTTP
+// folder has its walls too (see `walls` below): SQL, Prisma and pg only in mirror/, upstream HTTP
 // only in connectors/, lib/ beneath everything, sandbox/ (the fake upstream) on lib/ alone.
 // test/unit/lint/walls.test.ts crosses each wall and checks that it is reported.
 import { builtinModules } from 'node:module';

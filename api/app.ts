@@ -135,7 +135,7 @@ class LazyChildLogger {
 }
 
 export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
-  // Every upstream call the API makes has an application waiting on it: interactive (issue 23).
+  // Every upstream call the API makes has an application waiting on it: interactive.
   const deps: ApiDeps = input.upstream ? { ...input, upstream: { ...input.upstream, client: input.upstream.client.withPriority('interactive') } } : input;
   const prefix = deps.headerPrefix ?? 'Svc';
   const app: FastifyInstance = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({

@@ -21,7 +21,7 @@ export const demoSourceSystems = ['buildpro', 'sqlerp', 'crmcloud', 'fieldops'] 
 
 /**
  * Per linked account: how many resources its source system serves (the mirror's profile of it),
- * how many the pass mirrored records of, and which it mirrored none of (issue 25: the demo mirrors
+ * how many the pass mirrored records of, and which it mirrored none of (the demo mirrors
  * records of every resource it links).
  */
 export function coverageOf(sourceSystem: string, byResource: Readonly<Record<string, number>>): { served: number; mirrored: number; missing: string[] } {

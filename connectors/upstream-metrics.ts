@@ -1,4 +1,4 @@
-// The upstream client's figures by class of request (issue 23), for a process's Prometheus registry:
+// The upstream client's figures by class of request, for a process's Prometheus registry:
 // how many requests the sync and the applications sent, and what the governor made each class wait
 // for (a concurrency slot, or a send slot: the window's pace, a spent window, the sync's share) or
 // refused. Counted in this process; the API process holds the applications' calls, workers the sync's.

@@ -1,4 +1,4 @@
-// Takes the README's screenshot of the status page during a sync: a whole mirror in process (its own
+// Takes docs/operating.md's screenshot of the status page during a sync: a whole mirror in process (its own
 // database, the sandbox slowed down so the sync can be watched, a Temporal dev server, a worker and
 // the API), four linked accounts syncing, one stream failing; headless Chromium shoots /status.
 //   node --import tsx scripts/screenshot-status.ts [--out docs/status-page.png]

@@ -16,7 +16,7 @@ import { streamSyncWorkflow } from './stream-sync.ts';
 
 // These heartbeat every 5 s (activities/heartbeat.ts): a killed worker's plan is retried after 20 s
 // instead of the 2-minute start-to-close. Activity options change no command: no patched() guard
-// (README "Changing workflow code").
+// (CONTRIBUTING.md "Changing workflow code").
 const { planAccount, listParentIds, retireRemovedProjects, planChildren } = proxyActivities<SyncActivities>({
   startToCloseTimeout: '2 minutes',
   heartbeatTimeout: '20 seconds',

@@ -5,7 +5,7 @@ import type { DeliveryActivities } from '../activities/delivery.ts';
 
 // The activity heartbeats every 5 s (activities/heartbeat.ts): a worker killed mid-delivery has it
 // retried after 20 s, not after the 2-minute start-to-close. Activity options change no command, so
-// this needs no patched() guard (README "Changing workflow code").
+// this needs no patched() guard (CONTRIBUTING.md "Changing workflow code").
 const { deliverChanges } = proxyActivities<DeliveryActivities>({
   startToCloseTimeout: '2 minutes',
   heartbeatTimeout: '20 seconds',

@@ -1,6 +1,6 @@
 // The benchmark's one table: figure, value, limit or baseline, ratio, target, result. Printed as a
-// Markdown table (pasted as is into the README) and written as JSON.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// Markdown table and written as JSON; a saved default run also writes its table into docs/benchmarks.md.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from './processes.ts';
@@ -109,8 +109,36 @@ export function writeReport(report: Report, options: { save: boolean }): string[
     const dated = join(dir, `${report.startedAt.slice(0, 10)}${report.mode === 'quick' ? '-quick' : ''}.json`);
     writeFileSync(dated, text);
     written.push(dated);
+    if (report.mode === 'default') {
+      const doc = join(projectRoot, 'docs', 'benchmarks.md');
+      writeFileSync(doc, withLatestRun(readFileSync(doc, 'utf8'), report, `bench/results/${report.startedAt.slice(0, 10)}.json`));
+      written.push(doc);
+    }
   }
   return written;
+}
+
+const latestStart = '<!-- latest run: written by `npm run bench -- --save`; edits between these lines are replaced -->';
+const latestEnd = '<!-- latest run: end -->';
+
+/** The benchmarks document with its latest-run section (between its two marker lines) replaced by this run's table. */
+export function withLatestRun(doc: string, report: Report, saved: string): string {
+  const from = doc.indexOf(latestStart);
+  const to = doc.indexOf(latestEnd);
+  if (from < 0 || to < from) throw new Error(`docs/benchmarks.md: the latest run goes between the lines '${latestStart}' and '${latestEnd}'`);
+  const m = report.machine;
+  const section = [
+    latestStart,
+    '',
+    `The latest saved default run: ${report.startedAt.slice(0, 10)} (\`${saved}\`; ${m.cpus} cores, Node ${m.node.replace(/^v/, '')}, ` +
+      `PostgreSQL ${m.postgres ?? 'unknown'}; ${fmt(report.wallSeconds)} s wall time). Compare the ratios, measured side by side in the ` +
+      'same run; the absolute figures and the latency rows judged against fixed limits move between runs.',
+    '',
+    formatTable(report.rows),
+    '',
+    latestEnd,
+  ].join('\n');
+  return doc.slice(0, from) + section + doc.slice(to + latestEnd.length);
 }
 
 /** Percentile (0..100) of unsorted samples, nearest rank. */

@@ -1,4 +1,4 @@
-// Scenario 11 (issue 26, part 2): on [5]'s list of customers, a `source_data` filter through the read
+// Scenario 11 (part 2): on [5]'s list of customers, a `source_data` filter through the read
 // API and a grouped aggregate through `/mirror/aggregates`, each against a raw `pg` + `node:http`
 // baseline answering the same query on the same table (bench/filters-baseline-server.ts): HTTP on
 // both sides, the same result rows checked first, req/s and p99 measured with autocannon.

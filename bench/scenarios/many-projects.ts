@@ -269,7 +269,7 @@ async function elapse(env: MirrorEnv, account: Linked, ms: number): Promise<void
  */
 async function limitedFullPass(env: MirrorEnv, workers: WorkerSet, account: Linked, system: string, unlimited: PassFigures): Promise<LimitedPass> {
   const published = profileOf(system)!.rateLimit;
-  // The sync may spend only this share of each window (issue 23: the rest is the application's): the
+  // The sync may spend only this share of each window (the rest is the application's): the
   // time the limit imposes is judged against it, as scenario 4 does.
   const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(
     env.childEnv(workers.taskQueue).MIRROR_SYNC_BUDGET_SHARE ?? process.env.MIRROR_SYNC_BUDGET_SHARE,

@@ -1,6 +1,6 @@
 // Scenario 5: the read API against a minimal raw `pg` + `node:http` baseline on the same rows, side by
 // side: single-object GET, 100-record list GET at random pages, and the same list's page 1 (what a random
-// page should cost: issue 26), req/s and p99, each measured with autocannon. With them, on the baseline
+// page should cost), req/s and p99, each measured with autocannon. With them, on the baseline
 // alone, the same two pages as raw ranges of the list's index (random places, and its start): what
 // Postgres itself makes of a random page against page 1 on this machine, the floor of the mirror's ratio.
 import { join } from 'node:path';

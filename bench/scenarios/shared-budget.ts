@@ -1,4 +1,4 @@
-// Scenario 10 (issue 23): one budget for the sync and the application. A full sync at the limit (the
+// Scenario 10: one budget for the sync and the application. A full sync at the limit (the
 // short windows of scenario 4) by a worker process, while a simulated application sends pass-through
 // calls through the API process at a steady 10% of the allowance. The sandbox's answers say which
 // window each request fell in; from them, per window: what the sync and the application got, and the

@@ -62,7 +62,7 @@ export async function diagnose(env: Record<string, string | undefined>, options:
       detail: details.length ? details.join('; ') : oneLine((error as Error).message),
       fix: onlySecrets
         ? 'run `npx mirror setup` (it generates the missing secrets into .env.local), or set them in the environment.'
-        : 'set these in the environment or in .env.local (the README lists every variable).',
+        : 'set these in the environment or in .env.local (docs/configuration.md lists every variable).',
     });
     if (!onlySecrets) return checks;
     // Go on with stand-ins for the broken secrets: Postgres and Temporal need none of them.
@@ -354,7 +354,7 @@ async function checkCredentials(db: DiagnosticConnection, config: Config, timeou
       name: 'accounts',
       status: 'fail',
       detail: 'MIRROR_ENCRYPTION_KEY cannot decrypt the stored account tokens',
-      fix: 'restore the MIRROR_ENCRYPTION_KEY that encrypted them (the README explains rotating it), or link the accounts again.',
+      fix: 'restore the MIRROR_ENCRYPTION_KEY that encrypted them (docs/operating.md explains rotating it), or link the accounts again.',
     });
     return;
   }

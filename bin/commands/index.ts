@@ -41,7 +41,7 @@ export const commands: Record<string, Command> = {
     summary: 'Run the benchmarks: one table of figures against limits, baselines and targets (also bench/results/latest.json)',
     usage:
       'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',
-    help: 'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). See README "Benchmarks".',
+    help: 'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). See docs/benchmarks.md.',
     options: {
       quick: { type: 'boolean' },
       records: { type: 'string' },

@@ -16,7 +16,7 @@ export interface Command {
   run(values: Values, positionals: string[]): Promise<number | void>;
 }
 
-/** Exit codes every command keeps to (README "Exit codes"). */
+/** Exit codes every command keeps to (docs/operating.md "Operating the mirror"). */
 export const exitCode = {
   ok: 0,
   /** The command ran and something failed: a stream, a check, a delivery. */

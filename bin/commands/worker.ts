@@ -27,7 +27,7 @@ export const workerCommand: Command = {
     if (port !== undefined) {
       const metrics = createProcessMetrics({ process: 'worker' });
       services.upstream.observe((o) => metrics.observeUpstream(o));
-      // The sync's requests and what the governor made them wait, by class (issue 23).
+      // The sync's requests and what the governor made them wait, by class.
       const { registerUpstreamClassMetrics } = await import('../../connectors/upstream-metrics.ts');
       registerUpstreamClassMetrics(metrics.registry, services.upstream);
       server = createServer((req, res) => {

@@ -1,7 +1,7 @@
 // What the in-memory and the Postgres governors share: concurrency caps in this process, the order of
 // acquiring (caps first, then one send slot in every budget the request spends), what each response's
 // headers do to the pace, and the bookkeeping of our own requests the upstream has not counted yet.
-// Two classes of request (issue 23): interactive ones (an application waits) go first, may spend a
+// Two classes of request: interactive ones (an application waits) go first, may spend a
 // whole window and are refused rather than held long; background ones also take a slot in each
 // budget's background lane, which keeps them to the sync share of every window. Subclasses decide
 // where the schedules live.

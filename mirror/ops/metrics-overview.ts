@@ -179,7 +179,7 @@ export interface BudgetRow {
   key: string;
   kind: 'service' | 'source-system';
   /**
-   * `all`: the budget every request spends; `sync`: its background lane (issue 23), the schedule that
+   * `all`: the budget every request spends; `sync`: its background lane, the schedule that
    * keeps background work to MIRROR_SYNC_BUDGET_SHARE of each window (its counts are the budget's).
    */
   lane: 'all' | 'sync';

@@ -72,7 +72,7 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
   ]);
 
   const budgetLabels = (key: string) => {
-    // `|background` names a budget's sync lane (issue 23): the schedule that keeps background work to its share.
+    // `|background` names a budget's sync lane: the schedule that keeps background work to its share.
     const lane = key.endsWith('|background') ? 'sync' : 'all';
     const parts = key.replace(/\|background$/, '').split(':');
     return parts[0] === 'source'

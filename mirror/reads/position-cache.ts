@@ -1,4 +1,4 @@
-// Dense positions kept in the reading process (issue 26: any page as fast as the first). A stream's
+// Dense positions kept in the reading process (any page as fast as the first). A stream's
 // position chunks (record-positions.ts) change only when a pass computes them again, and that always
 // bumps the set's version; so chunks read once, with the version and time they were computed at, can
 // serve later pages as they are. A page is then the records' range alone (records-read.ts), with the

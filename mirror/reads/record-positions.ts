@@ -1,4 +1,4 @@
-// Dense positions per stream (issue 26: any page as fast as the first). A stream's live record ids in
+// Dense positions per stream (any page as fast as the first). A stream's live record ids in
 // the upstream's order (ordinal, then id) are kept in record_position_chunks, `positionChunk` to a row,
 // so a list page at any offset is a slice of one or two rows and its records by primary key, instead of
 // an OFFSET that reads and sorts every key before it (976 ms cold, ~200 ms warm at offset 150k of 200k).

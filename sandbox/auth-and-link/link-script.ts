@@ -1,4 +1,4 @@
-// The Link front-end script (issue 25): `GET /link/init.js` defines a global `<Brand>Link` (the brand is
+// The Link front-end script: `GET /link/init.js` defines a global `<Brand>Link` (the brand is
 // the configured header prefix: `Svc` gives `SvcLink`) with `openLink({ linkToken, onSuccess(publicToken),
 // onExit(error?), sourceSystem?, category?, showSandboxSourceSystems?, showProductionSourceSystems? })`,
 // as the real service's official component does. It opens the sandbox's Link page (link-page.ts) in a

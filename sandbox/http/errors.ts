@@ -2,7 +2,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isMirrorError, MirrorError } from '../../lib/errors.ts';
 
-/** A 404 for a resource the linked source system does not offer (documented in the README). */
+/** A 404 for a resource the linked source system does not offer (documented in sandbox/README.md). */
 export class NotSupportedError extends MirrorError {
   override readonly statusCode = 404;
   override readonly code = 'not_supported';

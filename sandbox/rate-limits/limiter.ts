@@ -12,7 +12,7 @@ export interface RateLimitSettings {
   sourceSystemLimits: Record<string, number>;
   /**
    * Source systems (by slug) that enforce several windows at once, in place of their one window: a
-   * cloud construction PM system with an hourly and a 10-second limit (issue 25). Every request counts
+   * cloud construction PM system with an hourly and a 10-second limit. Every request counts
    * in each; the headers report the one nearer to running out (see {@link nearer}).
    */
   sourceSystemWindows?: Record<string, readonly SourceSystemWindow[]>;

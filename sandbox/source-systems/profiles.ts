@@ -368,7 +368,7 @@ export const sourceSystemProfiles: readonly SourceSystemProfile[] = [
     sourceContentType: 'application/json',
     largeFiles: false,
   },
-  // Shaped like the systems construction companies actually connect (issue 25). Each is its own
+  // Shaped like the systems construction companies actually connect. Each is its own
   // account key space, so adding them changes no record of the systems above.
   {
     // A cloud construction project-management system: RFIs, submittals, observations, daily logs,
@@ -528,7 +528,7 @@ export function supports(profile: SourceSystemProfile, resource: ResourceName): 
   return profile.resources[resource];
 }
 
-/** The public description served at `GET /_admin/source-systems` and written in the README. */
+/** The public description served at `GET /_admin/source-systems` and written in sandbox/README.md. */
 export function describeProfile(p: SourceSystemProfile) {
   return {
     slug: p.slug,

@@ -1,4 +1,4 @@
-// Security (issue 28, findings 2 and 10a): the storage proxy fetches only URLs under the upstream's
+// Security: the storage proxy fetches only URLs under the upstream's
 // storage URL, whatever a record holds, and never follows a redirect; signed storage links are built
 // on the mirror's configured base, never on the caller's Host header. A separate local listener
 // stands for an internal service: it fails the scenario if anything reaches it.

@@ -1,4 +1,4 @@
-// Security (issue 28, finding 7): the API process must not let a caller hold a connection (and a body
+// Security: the API process must not let a caller hold a connection (and a body
 // buffer) by sending slowly or not at all. Against the real `mirror api` process on its port, with
 // short timeouts configured: a silent connection, headers trickled a byte at a time (slowloris), a
 // body announced and never sent, a body dripped under the idle timeout, an idle kept-alive

@@ -1,4 +1,4 @@
-// Security (issue 28, finding 9): the worker takes no more of an upstream's answer than it can use.
+// Security: the worker takes no more of an upstream's answer than it can use.
 // A page far over the body cap, a gzip bomb, a body that trickles forever, pages that cycle
 // (1, 2, 1, 2, ...) and full pages that never end (`has_more_results: null`) each end the stream's
 // pass, or the request, at a bound: with a clear error naming the stream, the stream marked failed,

@@ -1,4 +1,4 @@
-// Chaos: an upgrade with work in flight (issue 27). The previous release's worker, checked out from git
+// Chaos: an upgrade with work in flight. The previous release's worker, checked out from git
 // into a temporary folder, runs passes, the change workflow (webhook events), a subscription's
 // deliveries and the accounts' schedules; it is killed mid-pass and today's worker takes over. Every
 // pass must complete with exactly the upstream's records, every event be applied once and delivered,

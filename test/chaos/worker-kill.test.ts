@@ -1,5 +1,5 @@
 // Chaos: the worker process is killed with SIGKILL in the middle of a stream and started again
-// (issues 5 and 9). The stream must finish with exactly the upstream's records, no duplicates and no
+//. The stream must finish with exactly the upstream's records, no duplicates and no
 // gaps, without refetching the pages it had committed (the sandbox counts every page it served), and
 // `streams.pages` must count each page once. Deletions: a record deleted upstream is marked deleted
 // after the next complete full pass, never after a failed one.

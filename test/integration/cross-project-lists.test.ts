@@ -1,4 +1,4 @@
-// Lists across projects (`Project-Id: *`, issue 22): where the source system takes it, a
+// Lists across projects (`Project-Id: *`): where the source system takes it, a
 // project-scoped resource is one stream for the whole account, and its records land in their own
 // projects' scopes exactly as per-project streams put them; a refusal falls back to per-project
 // streams and is remembered; deletes follow complete passes only, and a project removed upstream

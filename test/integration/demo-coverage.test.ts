@@ -1,4 +1,4 @@
-// Issue 25's must-show for the demo: `npm run demo -- --once` mirrors records of every resource it
+// The demo's coverage: `npm run demo -- --once` mirrors records of every resource it
 // links. The demo's own code path (bin/demo-run.ts: linkDemoAccount for each of its source systems, one
 // full pass each through SyncControl, coverageOf over the pass's counts), on a small sandbox, checked
 // twice: by the pass's own counts and by what the mirror's `records` hold per account and resource.

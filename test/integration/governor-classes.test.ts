@@ -1,4 +1,4 @@
-// One budget for everything the mirror sends upstream (issue 23), end to end against the sandbox's
+// One budget for everything the mirror sends upstream, end to end against the sandbox's
 // rate limits (CRM Cloud: 10 requests per 5 s window per account): forwarded calls of every variant go
 // through the governor and spend the same budget as the sync; a 429 from the upstream on a forwarded
 // call is relayed with its headers and teaches the governor, which then answers the next call itself;

@@ -1,4 +1,4 @@
-// Issue 23, "the share holds with two worker processes and one API process": the same budget as
+// The share holds with two worker processes and one API process: the same budget as
 // governor-classes.test.ts, but with real OS processes (`node bin/mirror.js worker` twice and
 // `node bin/mirror.js api`, from test/helpers/processes.ts) that share nothing but Postgres and the
 // Temporal task queue. The sandbox allows CRM Cloud 10 requests per 5 s window per account; with

@@ -1,4 +1,4 @@
-// A delivery whose worker is killed mid-activity is retried within its heartbeat timeout (issue 27):
+// A delivery whose worker is killed mid-activity is retried within its heartbeat timeout:
 // the delivery activity beats every 5 s (activities/heartbeat.ts) and the workflow gives it a 20 s
 // heartbeat timeout (workflows/delivery.ts). Without them Temporal waits out the 2-minute
 // start-to-close timeout before it retries, and the subscriber hears nothing for two minutes.

@@ -1,4 +1,4 @@
-// Online migrations (issue 27): every migration, applied to a mirror of 200k records while the API
+// Online migrations: every migration, applied to a mirror of 200k records while the API
 // serves it, fails no read. In an upgrade `mirror migrate` runs while the release before it still
 // serves; its API is the one that must not notice. So the reads during migration M go to the API of
 // the release before M: the parent of the commit that added M, or this checkout's HEAD for a migration

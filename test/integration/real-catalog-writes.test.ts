@@ -1,4 +1,4 @@
-// Issue 25: writes of the real service's other resources through the mirror. The sandbox takes the
+// Writes of the real service's other resources through the mirror. The sandbox takes the
 // writes the reference lists for their collection paths (an RFI's create; a subcontract line item's
 // create, update and delete), the mirror forwards them and applies what the upstream answered, and a
 // read right after is served from the mirror's own copy (no `{Prefix}-Warnings` header a forwarded

@@ -1,4 +1,4 @@
-// Issue 25's must-show: every listable collection path of the real service (the committed copy of
+// Every listable collection path of the real service (the committed copy of
 // the reference, lib/real-catalog.generated.ts) is served by the mirror from its own copy after a
 // sync, for a source system that serves it: answered 200 without the `{Prefix}-Warnings` header a
 // forwarded answer carries, and equal to the upstream's answer (storage URLs by presence, since the

@@ -1,4 +1,4 @@
-// Dense positions per stream (issue 26): once a pass finishes, every plain page of a list is read by
+// Dense positions per stream: once a pass finishes, every plain page of a list is read by
 // position (a range, not an OFFSET) and is byte for byte the page the OFFSET query serves, at every page
 // size; any write that changes the stream's records (a pass's page, an event, a delete) makes readers
 // fall back to OFFSET until the next pass finishes, and they stay correct meanwhile. `listReadPaths`

@@ -1,4 +1,4 @@
-// Security of linked accounts (issue 28, findings 3, 4 and 10d): an account belongs to the mirror
+// Security of linked accounts: an account belongs to the mirror
 // client that linked it, and a re-link hands its data to a new token only when the same client
 // re-links and the upstream names the same linked company and user; link sessions end with an unlink
 // and with the upstream; account-token lookup hashes live in their own hash domain (legacy hashes

@@ -1,4 +1,4 @@
-// Security (issue 28, finding 9): a page that repeats an earlier page of its pass stops the pass,
+// Security: a page that repeats an earlier page of its pass stops the pass,
 // also when the earlier page was committed before a resume in another worker (whose memory holds
 // nothing of the pass). Two activity instances stand for two workers: the first commits pages 1 and
 // 2 of a stream whose upstream pages cycle (1, 2, 1, 2, ...), the second resumes at page 3. A full

@@ -1,4 +1,4 @@
-// Security (issue 28, finding 6): a `Project-Id` (or a parent id) the mirror does not know must not
+// Security: a `Project-Id` (or a parent id) the mirror does not know must not
 // start a sync. Every read of a scope the mirror has not synced answers from the upstream and starts
 // a sync of that scope; when the scope is named by the caller, each new value would cost a workflow
 // and upstream requests. Checked against a whole mirror (sandbox upstream, real Temporal, worker):

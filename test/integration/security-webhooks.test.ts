@@ -1,4 +1,4 @@
-// Security of webhooks, both ways (issue 28, findings 5, 8 and 10c): subscriber callback URLs may not
+// Security of webhooks, both ways: subscriber callback URLs may not
 // point inside the operator's network, in any spelling, neither when created nor when delivered (the
 // name is resolved again); delivery errors shown to subscribers carry no raw socket error; inbound
 // upstream events are checked against their registration and a DELETE is confirmed with the

@@ -1,4 +1,4 @@
-// The sandbox's lists across projects (`Project-Id: *`, issue 22): accepted for most project-scoped
+// The sandbox's lists across projects (`Project-Id: *`): accepted for most project-scoped
 // resources of BuildPro, refused with a 400 that says what to do for those a source system cannot
 // list so (budget line items carry no project_id; DocVault lists one project at a time), as the
 // profiles say; and accounts shaped like real ones (`projectSkew`: a few big projects, many small).

@@ -1,4 +1,4 @@
-// Contract test of a source system that enforces two windows at once (issue 25: an hourly and a
+// Contract test of a source system that enforces two windows at once (an hourly and a
 // 10-second limit, scaled down here to 6 per 3 s and 3 per 1 s): every request counts in both, a
 // request is refused when either is spent, and the headers report the window nearer to running out
 // (the fewest left; of two as near, the one that resets later).

@@ -1,4 +1,4 @@
-// The Link front-end script in a real browser (issue 25): a page of the application's own origin loads
+// The Link front-end script in a real browser: a page of the application's own origin loads
 // the sandbox's `/link/init.js`, calls `SvcLink.openLink(...)` as a front end written for the real
 // component does, and a person signs in inside the modal. onSuccess gets a public token that
 // `/link/token/exchange` accepts; onExit fires when the person closes the modal (its × or the page's

@@ -1,4 +1,4 @@
-// Issue 25 in the sandbox: the three source systems shaped like those the market connects (a cloud
+// In the sandbox: the three source systems shaped like those the market connects (a cloud
 // construction PM system, an on-premises construction ERP serving one request at a time, a cloud
 // accounting system) serve their resources; the real service's other resources take the writes the
 // reference lists for their paths (and only those); churn that names no resources keeps to the

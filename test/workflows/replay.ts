@@ -71,7 +71,7 @@ export function divergence(file: string, history: { events: JsonEvent[] }, error
   const said = /message: "([^"]+)"/.exec(error.message)?.[1] ?? error.message;
   const message =
     `The history ${file} of ${workflowType} no longer replays: the current code diverges at ${where}. ` +
-    `A change that alters a running workflow's commands needs \`patched()\` (README "Contributing"). ` +
+    `A change that alters a running workflow's commands needs \`patched()\` (CONTRIBUTING.md). ` +
     `Temporal says (${error.name}): ${said}`;
   return new ReplayDivergence(file, workflowType, id, message);
 }

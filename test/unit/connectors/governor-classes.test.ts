@@ -1,4 +1,4 @@
-// The governor's two classes of request (issue 23): background work (the sync) spends at most its
+// The governor's two classes of request: background work (the sync) spends at most its
 // share of each window; interactive requests (an application's forwarded calls) go first, may use the
 // rest, wait at most about one spacing for their slot, and are refused at once (with what the governor
 // knows of the windows) rather than held longer than the bound. On a manual clock, against a fixed

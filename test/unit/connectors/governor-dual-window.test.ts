@@ -1,4 +1,4 @@
-// A source system with two limits at once (issue 25: a cloud construction PM system with an hourly
+// A source system with two limits at once (a cloud construction PM system with an hourly
 // and a 10-second limit) whose headers report whichever window is nearer to running out: the
 // governor learns limits only from headers, so the window it paces by switches under it. On a manual
 // clock, scaled down: 10 per 1 s and 40 per 10 s.

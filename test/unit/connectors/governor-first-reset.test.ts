@@ -1,4 +1,4 @@
-// The first reset of a window whose length is still a guess (issue 23, bench [10]'s late call): a
+// The first reset of a window whose length is still a guess (bench [10]'s late call): a
 // source system's headers give no window length, so the governor assumed 60 s until two resets
 // showed it. Past the first window's reset a slot was then taken at the guessed pace (3 s apart for 20
 // per window), which the length learned a moment later could not take back, and an application's

@@ -1,4 +1,4 @@
-// The edge of a window (issue 23): the sandbox reports a reset in whole seconds, so where a window
+// The edge of a window: the sandbox reports a reset in whole seconds, so where a window
 // ends is known only to a second, and a sync request sent in that second may fall in the next
 // window. The sync's lane banked up to a spacing for a late slot; banked across the edge, a late first
 // request of a window and the ones banked behind it made one more than the share (6 of 5 in

@@ -1,4 +1,4 @@
-// The client takes no more of an answer than it can use (issue 28, finding 9): a body over the cap,
+// The client takes no more of an answer than it can use: a body over the cap,
 // announced or not, stops being read at the cap and closes its connection; a gzip body is inflated to
 // the cap at most; an answer that trickles in is cut at the attempt's deadline although it is never
 // idle for long. Against a local HTTP server that counts what it managed to send.

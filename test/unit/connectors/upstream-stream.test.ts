@@ -1,4 +1,4 @@
-// The upstream client's stream mode (issue 21: the forwarder is a streaming mode of the one client):
+// The upstream client's stream mode (the forwarder is a streaming mode of the one client):
 // a forwarded call goes through the governor as an interactive request (a slot before, the answer's
 // rate-limit headers after, the slot held until the body is done), keeps to the base URL, has the
 // same total deadline, is never resent with a body stream, and streams its answer unread. Against a

@@ -1,4 +1,4 @@
-// The signing key's keyed hashes are domain-separated (issue 28, finding 10d): every use hashes
+// The signing key's keyed hashes are domain-separated: every use hashes
 // `<its prefix><value>`, no prefix begins another, and an account token's lookup hash is not the
 // unprefixed hash older versions stored.
 import assert from 'node:assert/strict';

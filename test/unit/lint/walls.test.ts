@@ -1,4 +1,4 @@
-// The walls between the folders (eslint.config.js, issue 21): a snippet that crosses each wall, linted
+// The walls between the folders (eslint.config.js): a snippet that crosses each wall, linted
 // as if it were a file of that folder, is reported; one that keeps to its side is not. Runs ESLint's
 // Node API on the repository's own config (type-aware rules off: the walls need no types, and the
 // snippets are not files of the TypeScript project). Also: no import circle among the source files.

@@ -1,4 +1,4 @@
-// The account pass's decisions, tested on the workflow alone (issue 21): the real workflow code runs on
+// The account pass's decisions, tested on the workflow alone: the real workflow code runs on
 // Temporal's test environment (the run's dev server) with its activities replaced by small fakes that
 // record what they were asked. What is checked is what the workflow decides: order (projects before
 // anything project-scoped), lists across projects and the per-project fallback when one is refused,

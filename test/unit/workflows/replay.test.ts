@@ -1,8 +1,8 @@
 // Workflows already running in users' deployments replay under new code. Every history recorded for a
 // release (test/workflows/histories/<release>/, `npx mirror record-histories --release <name>`) must
 // replay against the current workflows without a nondeterminism error: changes to the commands of a
-// running workflow go behind `patched()` (README "Contributing"). Among them: passes recorded before
-// issue 22 and before adaptive polling, and today's full and incremental passes, stream passes of
+// running workflow go behind `patched()` (CONTRIBUTING.md). Among them: passes recorded before
+// lists across projects and before adaptive polling, and today's full and incremental passes, stream passes of
 // several slices and of async pages, the change workflow across a continue-as-new, a delivery and an
 // async request.
 import assert from 'node:assert/strict';
