@@ -1,5 +1,5 @@
-// Chaos: the worker process is killed with SIGKILL in the middle of a sweep of small streams (issue
-// 22: many per-project lists synced inside one activity instead of a workflow each). The sweep must
+// Chaos: the worker process is killed with SIGKILL in the middle of a sweep of small streams
+// (many per-project lists synced inside one activity instead of a workflow each). The sweep must
 // be resumed by Temporal's retry and finish with exactly the upstream's records, without asking the
 // upstream again for any stream it had committed before the kill.
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 // Online-migration lint: migrations newer than the last one of the release that introduced this check
-// (20261126020000_stream_polling) must not block or rewrite big tables while the API serves them (issue
-// 27; CONTRIBUTING.md "Changing the database"). Each statement of prisma/migrations/*/migration.sql is checked for
+// (20261126020000_stream_polling) must not block or rewrite big tables while the API serves them
+// (CONTRIBUTING.md "Changing the database"). Each statement of prisma/migrations/*/migration.sql is checked for
 // the patterns that do; a statement may carry `-- online-migration: allow <rule> because <reason>` when
 // the table is known to be small or the lock is wanted. test/integration/online-migrations.test.ts shows
 // the migrations under read load; this catches what a 200k-record test database would not show
