@@ -87,6 +87,8 @@ export interface ChaosMirrorOptions {
   /** Extra environment for the mirror processes. */
   env?: Record<string, string>;
   startApi?: boolean;
+  /** Where the worker and API run from: a release's dist/ (the production drill); the sources by default. */
+  root?: string;
 }
 
 /** JSON with object keys sorted: Postgres jsonb does not keep the upstream's key order. */
@@ -191,8 +193,9 @@ export class ChaosMirror {
     this.upstreamHeaders = { 'api-version': '2021-11-21', 'client-id': upstreamId, 'client-secret': upstreamSecret };
     this.clientHeaders = { 'api-version': '2021-11-21', 'client-id': config.MIRROR_CLIENT_ID, 'client-secret': config.MIRROR_CLIENT_SECRET };
     // Supervised as in production: a process that crashes is started again (and the crash recorded).
-    this.worker = new MirrorProcess({ command: 'worker', env: this.env, logs: this.logs, restartOnCrash: true });
-    this.api = new MirrorProcess({ command: 'api', env: this.env, logs: this.logs, port: this.apiPort, restartOnCrash: true });
+    const root = o.root ? { root: o.root } : {};
+    this.worker = new MirrorProcess({ command: 'worker', env: this.env, logs: this.logs, restartOnCrash: true, ...root });
+    this.api = new MirrorProcess({ command: 'api', env: this.env, logs: this.logs, port: this.apiPort, restartOnCrash: true, ...root });
     this.closers.push(
       () => this.worker.stop(),
       () => this.api.stop(),
