@@ -10,7 +10,7 @@ import { realServiceCollections } from '../lib/upstream-surface.ts';
 import type { AccountSummary } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import { changesSince } from '../mirror/reads/changes.ts';
-import { getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/reads/records-read.ts';
+import { AcrossOrderUnknown, getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/reads/records-read.ts';
 import { idStanding } from '../mirror/streams/known-ids.ts';
 import type { RecordFilter } from '../mirror/reads/record-filters.ts';
 import { assertForwardable, forward, type UpstreamTarget } from './forward.ts';
@@ -123,6 +123,10 @@ async function scopesFor(
 export function pageBody(rows: readonly string[], page: number, hasMore: boolean): string {
   return `{"data":[${rows.join(',')}],"meta":{"current_page":${page},"has_more_results":${hasMore}}}`;
 }
+
+/** Why a list across projects is forwarded when the mirror does not know its order (ResourceReads.readPage). */
+export const acrossOrderUnknown = (resource: string): string =>
+  `the order of ${resource} across projects (Project-Id: *) is the upstream's, and the mirror knows it only from a full pass across projects that no change has followed since`;
 
 /** A read's answer: its JSON text and when the mirror last retrieved what it holds (a header). */
 export interface Answer {
@@ -269,8 +273,12 @@ export class ResourceReads {
     return (json: string, scope: string) => rewriteStorageUrls(reshaped(json), resource, scope, ctx);
   }
 
-  /** One page of a list, as the plan asks it (filters, order, paging), in the envelope. */
-  async readPage(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', q: Omit<ListPlan, 'hasFilterForms'>): Promise<Answer> {
+  /**
+   * One page of a list, as the plan asks it (filters, order, paging), in the envelope; undefined for a
+   * list across projects whose order the mirror does not know to be the upstream's (mirror/records-read.ts):
+   * the caller forwards it ({@link acrossOrderUnknown}).
+   */
+  async readPage(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', q: Omit<ListPlan, 'hasFilterForms'>): Promise<Answer | undefined> {
     const result = await listRecords(this.deps.pool, {
       accountId: r.account.id,
       resource: def.name,
@@ -283,7 +291,11 @@ export class ResourceReads {
       filters: q.filters,
       orderBy: q.orderBy,
       ...(this.deps.indexed ? { indexed: this.deps.indexed(def.name) } : {}),
+    }).catch((error: unknown) => {
+      if (error instanceof AcrossOrderUnknown) return undefined;
+      throw error;
     });
+    if (result === undefined) return undefined;
     const shape = this.shaper(r, def.name);
     return {
       body: pageBody(

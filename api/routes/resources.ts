@@ -13,7 +13,7 @@ import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { resources, resourceDef, type ResourceDef } from '../../lib/resources.ts';
 import { credentialsFirst } from '../auth.ts';
 import { planGet, planList, planPagesOnly } from '../read-plan.ts';
-import { isUpstreamCollection, readGetBody, ResourceReads, sendJson, type ResourceRouteDeps } from '../resource-reads.ts';
+import { acrossOrderUnknown, isUpstreamCollection, readGetBody, ResourceReads, sendJson, type ResourceRouteDeps } from '../resource-reads.ts';
 import {
   asyncHeader,
   errorAnswer,
@@ -163,7 +163,8 @@ function handlers(reads: ResourceReads) {
       const narrowing = await reads.projectNarrowing(r, def);
       if (typeof narrowing === 'string') return reads.forwarded(r, reply, narrowing);
       if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
-      return sendJson(reply, prefix, await reads.readPage(r, def, scopes, narrowing ? { ...q, filters: [...q.filters, narrowing] } : q));
+      const page = await reads.readPage(r, def, scopes, narrowing ? { ...q, filters: [...q.filters, narrowing] } : q);
+      return page ? sendJson(reply, prefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(def.name));
     };
 
   const get =
@@ -221,7 +222,8 @@ function handlers(reads: ResourceReads) {
       const folderId = await reads.folderId(r, scope, request.params.id);
       const field = sub === 'files' ? 'folder_id' : 'parent_id';
       const q = { ...plan.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
-      return sendJson(reply, prefix, await reads.readPage(r, resourceDef(sub)!, [scope], q));
+      const page = await reads.readPage(r, resourceDef(sub)!, [scope], q);
+      return page ? sendJson(reply, prefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(sub));
     };
 
   const changes = async (request: FastifyRequest<{ Params: { resource: string }; Querystring: z.infer<typeof changesQuerySchema> }>, reply: FastifyReply) => {

@@ -14,6 +14,13 @@
 // it, leaving positions marked valid that miss its records. An upsert, like any UPDATE, waits for the
 // row lock and then applies to the newest committed version, so a write either committed before the
 // computation took the row lock (and the computation's later snapshot sees it) or bumps after it.
+//
+// A list across projects (`Project-Id: *`) has positions of its own, under the scope `project=*`: every
+// project's live records in the order the upstream listed them across projects (the ordinals its last
+// full pass wrote, then scope and id), each named `<scope>|<id>` (ids repeat across projects). Every
+// write to a project's records bumps them too, so they are valid only while every record holds the
+// place that pass gave it: the one proof the mirror has of the upstream's order across projects.
+import { allProjectsScope } from '../../lib/resources.ts';
 import type { PoolClient } from '../db/pool.ts';
 
 /**
@@ -44,8 +51,10 @@ export async function invalidatePositions(
   streams: readonly { resource: string; scope: string }[],
 ): Promise<void> {
   if (streams.length === 0) return;
+  // A project's records are also in the list across projects of their resource.
+  const across = streams.filter((s) => isProjectScope(s.scope)).map((s) => ({ resource: s.resource, scope: allProjectsScope }));
   // One order for every writer, so two that bump the same rows never deadlock.
-  const sorted = [...new Map(streams.map((s) => [`${s.resource}\u0000${s.scope}`, s])).entries()]
+  const sorted = [...new Map([...streams, ...across].map((s) => [`${s.resource}\u0000${s.scope}`, s])).entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, s]) => s);
   await client.query(
@@ -54,6 +63,24 @@ export async function invalidatePositions(
      ON CONFLICT (account_id, resource, scope) DO UPDATE SET version = s.version + 1`,
     [accountId, sorted.map((s) => s.resource), sorted.map((s) => s.scope)],
   );
+}
+
+/** One project's own scope (`project=<id>`): not the list across projects, nor a child's scope. */
+function isProjectScope(scope: string): boolean {
+  return scope.startsWith('project=') && scope !== allProjectsScope && !scope.includes('/');
+}
+
+/**
+ * The live records a set's positions name, with each one's position: one scope's in its order, or, for
+ * the list across projects, every project's (ordinal, then scope and id), named `<scope>|<id>`.
+ */
+function liveSql(scope: string): string {
+  return scope === allProjectsScope
+    ? `SELECT scope || '|' || id AS id, ordinal, (row_number() OVER (ORDER BY ordinal, scope, id) - 1)::int AS pos
+         FROM records WHERE account_id = $1 AND resource = $2 AND scope LIKE 'project=%' AND strpos(scope, '/') = 0 AND scope <> $3
+          AND deleted_at IS NULL`
+    : `SELECT id, ordinal, (row_number() OVER (ORDER BY ordinal, id) - 1)::int AS pos
+         FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL`;
 }
 
 /**
@@ -78,9 +105,7 @@ export async function computePositions(client: Pick<PoolClient, 'query'>, key: P
   // disk at 200k records (1.27 s of which ~0.45 s the spills, on a loaded machine). Until the commit.
   await client.query(`SET LOCAL work_mem = '64MB'`);
   const { rows } = await client.query<{ live: number }>(
-    `WITH live AS MATERIALIZED (
-       SELECT id, ordinal, (row_number() OVER (ORDER BY ordinal, id) - 1)::int AS pos
-         FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL
+    `WITH live AS MATERIALIZED (${liveSql(key.scope)}
      ), chunks AS MATERIALIZED (
        SELECT pos / ${positionChunk} AS chunk, array_agg(id ORDER BY pos) AS ids, array_agg(ordinal ORDER BY pos) AS ordinals FROM live GROUP BY 1
      ), written AS (  -- (data-modifying CTEs run to completion whether read or not)

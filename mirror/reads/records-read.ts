@@ -5,6 +5,7 @@ import type { Pool } from '../db/pool.ts';
 import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './record-filters.ts';
 import { forgetPositions, positionsFor, type CachedPositions } from './position-cache.ts';
 import { positionChunk } from './record-positions.ts';
+import { allProjectsScope } from '../../lib/resources.ts';
 
 export interface ListQuery {
   accountId: string;
@@ -349,6 +350,87 @@ async function pageByPositions(pool: Pool, q: ListQuery, scope: string, table: s
   return (q.perPage <= positionChunk ? await cachedPositionsPage(pool, q, scope, table) : undefined) ?? positionedPage(pool, q, scope, table);
 }
 
+/**
+ * A plain page of a list across projects (`Project-Id: *`) by its positions (record-positions.ts: the
+ * upstream's order across projects as its last full pass left it): the ids of positions [$3, $4] (the
+ * page and one more) out of their chunk rows, and each one's record by primary key. One statement, so
+ * the positions and the records are of one snapshot; no row at all where the positions are not valid in
+ * it, else a head row (position -1) with the list's live records, then a row a position: its record's
+ * object and scope (null where the record is not there: the positions do not hold). Named.
+ */
+function acrossPageStatement(includeSourceData: boolean, table: string): { name: string; text: string } {
+  return namedStatement(`mirror.list-across.${includeSourceData ? 's' : 'd'}.${tableTag(table)}`, () => {
+    const c = positionChunk;
+    return `
+      WITH s AS MATERIALIZED (
+        SELECT live FROM record_position_sets
+         WHERE account_id = $1 AND resource = $2 AND scope = '${allProjectsScope}' AND valid_version = version AND chunk_size = ${c}
+      ), p AS MATERIALIZED (
+        SELECT u.key, (c.chunk * ${c} + u.n - 1)::int AS pos
+          FROM s, record_position_chunks c, unnest(c.ids) WITH ORDINALITY AS u(key, n)
+         WHERE c.account_id = $1 AND c.resource = $2 AND c.scope = '${allProjectsScope}' AND c.chunk BETWEEN $3::int / ${c} AND $4::int / ${c}
+      )
+      SELECT -1 AS pos, s.live, NULL::text AS j, NULL::text AS scope FROM s
+      UNION ALL
+      SELECT p.pos, NULL, ${objectText(includeSourceData, 'r')}, r.scope
+        FROM p LEFT JOIN ${table} r
+          ON r.account_id = $1 AND r.resource = $2 AND r.scope = split_part(p.key, '|', 1)
+         AND r.id = substr(p.key, strpos(p.key, '|') + 1) AND r.deleted_at IS NULL
+       WHERE p.pos BETWEEN $3::int AND $4::int
+      ORDER BY 1`;
+  });
+}
+
+/** A plain page across projects by its positions, or undefined where they are not valid (or do not hold). */
+async function acrossPage(pool: Pool, q: ListQuery, table: string): Promise<{ rows: string[]; scopes: string[]; hasMore: boolean } | undefined> {
+  const offset = (q.page - 1) * q.perPage;
+  if (offset + q.perPage >= 2 ** 31) return undefined;
+  const { rows } = await pool.query<[number, number | null, string | null, string | null]>({
+    ...acrossPageStatement(q.includeSourceData, table),
+    values: [q.accountId, q.resource, offset, offset + q.perPage],
+    rowMode: 'array',
+  });
+  const live = rows[0]?.[0] === -1 ? rows[0][1] : null;
+  if (live === null) return undefined;
+  if (rows.length - 1 !== Math.max(0, Math.min(q.perPage + 1, live - offset))) return undefined;
+  const objects: string[] = [];
+  const scopes: string[] = [];
+  for (let i = 1; i < rows.length; i++) {
+    const [, , j, scope] = rows[i]!;
+    if (j === null || scope === null) return undefined;
+    objects.push(j);
+    scopes.push(scope);
+  }
+  const hasMore = objects.length > q.perPage;
+  if (hasMore) {
+    objects.length = q.perPage;
+    scopes.length = q.perPage;
+  }
+  return { rows: objects, scopes, hasMore };
+}
+
+/** Whether the positions of the list across projects hold (valid), in a statement of its own. */
+async function acrossOrderKnown(pool: Pool, accountId: string, resource: string): Promise<boolean> {
+  const { rows } = await pool.query(
+    `SELECT 1 FROM record_position_sets WHERE account_id = $1 AND resource = $2 AND scope = '${allProjectsScope}' AND valid_version = version`,
+    [accountId, resource],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * A list across projects (`scopes: 'all'`) whose order the mirror cannot prove to be the upstream's: it
+ * knows that order only from a full pass across projects, and only while every record holds the place
+ * that pass gave it (record-positions.ts); a resource listed project by project (the source system
+ * refused `*`) never has one. Such a read is the upstream's to answer.
+ */
+export class AcrossOrderUnknown extends Error {
+  constructor(resource: string) {
+    super(`the order of ${resource} across projects is not known to the mirror`);
+  }
+}
+
+/** A page of a list; throws AcrossOrderUnknown for a list across projects whose order is not known. */
 export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult> {
   const table = await recordsTable(pool, q.resource);
   const params: unknown[] = [q.accountId, q.resource, q.perPage + 1, (q.page - 1) * q.perPage];
@@ -437,16 +519,33 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
       return { rows: positioned.rows, rowScopes: positioned.rows.map(() => scope), hasMore: positioned.hasMore, retrievedAt: at };
     }
   }
+  const across = q.scopes === 'all';
+  if (across && !q.includeDeleted && !q.modifiedAfter && !q.filters?.length && !q.orderBy?.length) {
+    const [page, at] = await Promise.all([acrossPage(pool, q, table), freshness]);
+    if (page === undefined) throw new AcrossOrderUnknown(q.resource);
+    listReadPaths.positioned++;
+    return { rows: page.rows, rowScopes: page.scopes, hasMore: page.hasMore, retrievedAt: at };
+  }
+  // Across projects, the upstream's order is the records' ordinals (its last full pass wrote them in the
+  // order it listed them across projects), read only while its positions say every record holds its place.
+  const own = across ? 'ordinal, scope, id' : 'scope, ordinal, id';
+  const ownOf = (alias: string) => own.replace(/(\w+)/g, `${alias}.$1`);
+  if (across)
+    where.push(
+      `EXISTS (SELECT FROM record_position_sets s WHERE s.account_id = $1 AND s.resource = $2 AND s.scope = '${allProjectsScope}' AND s.valid_version = s.version)`,
+    );
   listReadPaths.offset++;
   const sql = direct
     ? `SELECT ${objectSql(q.includeSourceData)} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY scope, ordinal, id LIMIT $3 OFFSET $4`
     : `SELECT ${objectSql(q.includeSourceData, 'r')}${oneScope === undefined ? ', r.scope' : ''}
                  FROM (SELECT scope, ordinal, id${keys} FROM ${table} WHERE ${where.join(' AND ')}
-                        ORDER BY ${innerOrder}scope, ordinal, id LIMIT $3 OFFSET $4) p
+                        ORDER BY ${innerOrder}${own} LIMIT $3 OFFSET $4) p
                  JOIN ${table} r ON r.account_id = $1 AND r.resource = $2 AND r.scope = p.scope AND r.id = p.id
-                ORDER BY ${outerOrder}p.scope, p.ordinal, p.id`;
+                ORDER BY ${outerOrder}${ownOf('p')}`;
   // Rows as arrays ([object] or [object, scope]): no object made a row.
   const [res, retrievedAt] = await Promise.all([pool.query<[string, string?]>({ ...listStatement(sql), values: params, rowMode: 'array' }), freshness]);
+  // No row across projects: an empty page, or an order not known (the test above held for no row).
+  if (across && res.rows.length === 0 && !(await acrossOrderKnown(pool, q.accountId, q.resource))) throw new AcrossOrderUnknown(q.resource);
   const hasMore = res.rows.length > q.perPage;
   const page = hasMore ? res.rows.slice(0, q.perPage) : res.rows;
   return { rows: page.map((r) => r[0]), rowScopes: page.map((r) => oneScope ?? r[1]!), hasMore, retrievedAt };

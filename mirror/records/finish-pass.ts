@@ -56,8 +56,11 @@ function finishPassInTransaction(pool: Pool, key: StreamKey, pass: { streamId: n
     // The stream's dense positions, for pages at any offset (record-positions.ts): computed here, where
     // its records are as complete as a pass leaves them, before the stream's row is locked (below) so
     // the computation (~1 s at 200k records on a loaded machine) does not hold it. A list across
-    // projects keeps OFFSET reads; its projects' positions are computed by their own passes.
+    // projects' own projects' positions are computed by their own passes. Its positions across projects
+    // (the upstream's order of `Project-Id: *` reads) only after a full pass that no write outside it
+    // overlapped: a record an event inserted meanwhile has a place in that order the mirror does not know.
     if (key.scope !== allProjectsScope) await computePositions(client, key);
+    else if (checkpoint.mode === 'full' && (await untouchedSincePassBegan(client, key, pass.streamId))) await computePositions(client, key);
     if (checkpoint.mode === 'full') {
       // This pass's pages are the next pass's reference; older passes' are not needed any more.
       await client.query('DELETE FROM stream_pages WHERE stream_id = $1 AND generation < $2', [pass.streamId, pass.generation]);
@@ -83,6 +86,21 @@ function finishPassInTransaction(pool: Pool, key: StreamKey, pass: { streamId: n
     );
     return deleted;
   });
+}
+
+/**
+ * Whether no project's records of the resource were written outside a pass since the pass across
+ * projects `streamId` began (writes outside a pass note their project's stream as touched).
+ */
+async function untouchedSincePassBegan(client: Pick<PoolClient, 'query'>, key: StreamKey, streamId: number): Promise<boolean> {
+  const { rows } = await client.query(
+    `SELECT 1 FROM streams p, streams s
+      WHERE s.id = $3 AND p.account_id = $1 AND p.resource = $2 AND p.scope LIKE 'project=%' AND p.id <> s.id
+        AND p.touched_at >= s.pass_started_at
+      LIMIT 1`,
+    [key.accountId, key.resource, streamId],
+  );
+  return rows.length === 0;
 }
 
 /**

@@ -86,6 +86,47 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
     return ((upstream.body as { data?: Json[] }).data ?? []).slice(0, 3);
   }
 
+  // Every resource listed per project, read across projects (`Project-Id: *`) page by page at several
+  // page sizes: the same records on the same page as the upstream's (the upstream's order across
+  // projects, not the mirror's grouping by project); where the upstream refuses `*`, its refusal.
+  for (const slug of systems) {
+    const profile = knownProfile(slug)!;
+    const across = resources.filter((r) => r.name in profile.resources && r.scope !== 'child' && scopeKindIn(profile, r.name, r.scope) === 'project');
+    if (across.length === 0) continue;
+    it(`${slug} lists across projects page by page: ${across.map((r) => r.name).join(', ')}`, async () => {
+      const headers = { 'project-id': '*', 'include-source-data': 'true' };
+      for (const def of across) {
+        const whole = await both(slug, `${def.path}?page=1&per_page=1000`, headers);
+        if (whole.upstream.status !== 200) {
+          // A source system that does not list this resource across projects: its answer, relayed.
+          assert.equal(whole.mirror.status, whole.upstream.status, `${def.path} *: the mirror answered ${JSON.stringify(whole.mirror.body)}`);
+          assert.deepEqual(whole.mirror.body, whole.upstream.body, `${def.path} *: the upstream's refusal`);
+          continue;
+        }
+        assertSame(`${def.path} * per_page=1000`, whole, def);
+        const total = (whole.upstream.body as { data: Json[] }).data.length;
+        assert.ok(total > 0, `${slug} serves some ${def.name} across projects`);
+        for (const perPage of [1, 4, 25]) {
+          const pages = Math.min(Math.ceil(total / perPage) + 1, 40);
+          for (let page = 1; page <= pages; page++) {
+            assertSame(`${def.path} * page ${page} per_page=${perPage}`, await both(slug, `${def.path}?page=${page}&per_page=${perPage}`, headers), def);
+          }
+        }
+        assertSame(`${def.path} * with the source system's page size`, await both(slug, def.path, headers), def);
+        // Filtered and ordered: ties in the upstream's order across projects (or its refusal to filter, relayed).
+        const since = encodeURIComponent(JSON.stringify([{ field: 'source_update_time', operator: '>=', value: '2000-01-01T00:00:00Z' }]));
+        const byName = encodeURIComponent(JSON.stringify([{ field: 'source_create_time', dir: 'DESC' }]));
+        for (const query of [`filters=${since}`, `order_by=${byName}`]) {
+          for (let page = 1; page <= 3; page++) {
+            const a = await both(slug, `${def.path}?${query}&page=${page}&per_page=4`, headers);
+            if (a.upstream.status === 200) assertSame(`${def.path} * ${decodeURIComponent(query)} page ${page}`, a, def);
+            else assert.deepEqual(a.mirror, a.upstream, `${def.path} * ${decodeURIComponent(query)}: the upstream's answer, relayed`);
+          }
+        }
+      }
+    });
+  }
+
   for (const slug of systems) {
     const profile = knownProfile(slug)!;
     for (const def of resources.filter((r) => r.name in profile.resources)) {
