@@ -32,6 +32,7 @@ import { json, useZodSchemas } from './route-schema.ts';
 import { z } from 'zod';
 import { registerMetricsRoutes } from './routes/metrics.ts';
 import { registerStatusRoutes } from './routes/status.ts';
+import type { FreshnessSettings } from '../mirror/streams/freshness.ts';
 
 export interface ApiDeps {
   pool: Pool;
@@ -49,6 +50,8 @@ export interface ApiDeps {
   encryptionKey?: Buffer;
   /** Operator pages: OPERATOR_TOKEN, where the Temporal UI is (links on /status), how often /status refreshes. */
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
+  /** The freshness views' settings (the polling policy and the source systems' published rates): the status page and /metrics show freshness with them. */
+  freshness?: FreshnessSettings;
   /** Base of the absolute links the API answers (storage links): PUBLIC_BASE_URL; unset, the address it listens on. Never a request's Host header. */
   publicBaseUrl?: string;
   /** The upstream's storage URLs (UPSTREAM_STORAGE_URL), the only places the storage proxy fetches from; unset, the upstream base URL's `/storage`. */
@@ -169,8 +172,21 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }),
   };
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
-  registerMetricsRoutes(app, { pool: deps.pool, auth, upstream: deps.upstream?.client, operator: deps.operator });
-  registerStatusRoutes(app, { pool: deps.pool, auth, sync: deps.sync, operator: deps.operator, upstream: deps.upstream?.client });
+  registerMetricsRoutes(app, {
+    pool: deps.pool,
+    auth,
+    upstream: deps.upstream?.client,
+    operator: deps.operator,
+    ...(deps.freshness ? { freshness: deps.freshness } : {}),
+  });
+  registerStatusRoutes(app, {
+    pool: deps.pool,
+    auth,
+    sync: deps.sync,
+    operator: deps.operator,
+    upstream: deps.upstream?.client,
+    ...(deps.freshness ? { freshness: deps.freshness } : {}),
+  });
   app.get('/healthz', { schema: healthzSchema }, async () => ({ ok: true, ...buildInfo() }));
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });

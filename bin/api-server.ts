@@ -5,6 +5,7 @@ import { buildApp } from '../api/app.ts';
 import { SyncControl } from '../api/sync-control.ts';
 import { defaultTemporalUiUrl } from '../api/status-page/temporal.ts';
 import { upstreamTarget, type Services } from './services.ts';
+import { freshnessSettings } from './polling-settings.ts';
 
 /**
  * The Temporal client keeps a call's context (deadline, metadata) in an AsyncLocalStorage that its
@@ -56,6 +57,7 @@ export async function startApi(
     hashKey: services.keys.signingKey,
     indexedFields: config.MIRROR_INDEXED_FIELDS,
     encryptionKey: services.keys.encryptionKey,
+    freshness: freshnessSettings(config),
     operator: {
       token: config.OPERATOR_TOKEN,
       temporalUiUrl: config.TEMPORAL_UI_URL ?? defaultTemporalUiUrl(options.temporalAddress ?? config.TEMPORAL_ADDRESS),

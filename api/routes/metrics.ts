@@ -7,6 +7,7 @@ import { answer } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { registerUpstreamClassMetrics } from '../../connectors/upstream-metrics.ts';
 import { databaseMetrics, renderFamilies } from '../../mirror/ops/metrics.ts';
+import { freshnessMetrics, type FreshnessSettings } from '../../mirror/streams/freshness.ts';
 import { createProcessMetrics, type ProcessMetrics } from '../../lib/process-metrics.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
 import type { Authenticator } from '../auth.ts';
@@ -18,6 +19,8 @@ export interface MetricsRouteDeps {
   /** The upstream client of this process, whose requests are counted. */
   upstream?: UpstreamClient;
   operator?: { token?: string };
+  /** The freshness views' settings: with them, each list's staleness and the target's verdict are exported. */
+  freshness?: FreshnessSettings;
   /** This process's registry; a fresh one by default. */
   metrics?: ProcessMetrics;
   /** Postgres-derived figures are computed at most this often (default 5 s): scrapes stay cheap. */
@@ -41,7 +44,10 @@ export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDe
   let cached: { at: number; text: Promise<string> } | undefined;
   const fromDatabase = () => {
     if (!cached || Date.now() - cached.at > cacheMs) {
-      const text = databaseMetrics(deps.pool).then(renderFamilies);
+      const freshness = deps.freshness;
+      const text = Promise.all([databaseMetrics(deps.pool), freshness ? freshnessMetrics(deps.pool, freshness) : []]).then(([db, fresh]) =>
+        renderFamilies([...db, ...fresh]),
+      );
       cached = { at: Date.now(), text };
       text.catch(() => (cached = undefined));
     }

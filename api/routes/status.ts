@@ -11,6 +11,7 @@ import type { SyncControl } from '../sync-control.ts';
 import { operatorGuard } from '../status-page/auth.ts';
 import { buildOverview } from '../status-page/overview.ts';
 import { renderMain, renderPage } from '../status-page/page.ts';
+import type { FreshnessSettings } from '../../mirror/streams/freshness.ts';
 
 export interface StatusRouteDeps {
   pool: Pool;
@@ -19,13 +20,21 @@ export interface StatusRouteDeps {
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
   /** This process's upstream client: its requests by class (sync, application) are shown. */
   upstream?: UpstreamClient;
+  /** With them, the page shows each account's and resource's freshness against the target. */
+  freshness?: FreshnessSettings;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
   const upstreamUsage = deps.upstream && (() => deps.upstream!.usage());
   const overview = () =>
-    buildOverview({ pool: deps.pool, sync: deps.sync, temporalUiUrl: deps.operator?.temporalUiUrl, ...(upstreamUsage ? { upstreamUsage } : {}) });
+    buildOverview({
+      pool: deps.pool,
+      sync: deps.sync,
+      temporalUiUrl: deps.operator?.temporalUiUrl,
+      ...(upstreamUsage ? { upstreamUsage } : {}),
+      ...(deps.freshness ? { freshness: deps.freshness } : {}),
+    });
 
   const statusPage = {
     summary: 'Status page (HTML)',

@@ -15,6 +15,7 @@ import {
   type StreamProgressRow,
 } from '../../mirror/ops/metrics-overview.ts';
 import { pollingOverview, type DueStream, type PollingGroup } from '../../mirror/ops/status.ts';
+import { freshnessOverview, type AccountFreshness, type FreshnessSettings, type ResourceFreshness } from '../../mirror/streams/freshness.ts';
 import { accountSyncWorkflowId, streamWorkflowId } from '../../lib/workflow-ids.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
 import type { ClassUsage, Priority } from '../../connectors/governor.ts';
@@ -58,6 +59,12 @@ export interface StatusOverview {
    * reason, and the next few due. Small whatever the number of streams.
    */
   polling: { groups: PollingGroup[]; next: DueStream[] };
+  /**
+   * Freshness (with the process's polling settings): per account and resource, the staleness of its
+   * lists and whether each is within the target; per account, whether the scheduler's plan meets the
+   * target, which lists miss it and what budget would meet it. Null without the settings.
+   */
+  freshness: { resources: ResourceFreshness[]; accounts: AccountFreshness[] } | null;
   inbox: InboxOverview[];
   deliveries: DeliveryOverview[];
 }
@@ -68,6 +75,7 @@ export interface OverviewDeps {
   temporalUiUrl?: string;
   /** This process's upstream requests by class (the upstream client's `usage`). */
   upstreamUsage?: () => Record<Priority, ClassUsage> | undefined;
+  freshness?: FreshnessSettings;
 }
 
 export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview> {
@@ -79,7 +87,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
         (error: unknown) => ({ passes: [], error: error instanceof Error ? error.message : String(error) }),
       )
     : Promise.resolve({ passes: [], error: 'not connected to Temporal' });
-  const [accounts, active, budgets, errors, inbox, deliveries, temporal, polling] = await Promise.all([
+  const [accounts, active, budgets, errors, inbox, deliveries, temporal, polling, freshness] = await Promise.all([
     accountsOverview(deps.pool),
     streamProgress(deps.pool, { limit: 50 }),
     rateBudgets(deps.pool, 50),
@@ -88,6 +96,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     deliveriesOverview(deps.pool, 50),
     passes,
     pollingOverview(deps.pool, { next: 8 }),
+    deps.freshness ? freshnessOverview(deps.pool, deps.freshness) : Promise.resolve(null),
   ]);
   const passOf = new Map<string, RunningPass>();
   // The account's own pass first (`account-sync:<id>`), else any scheduled or targeted one.
@@ -130,6 +139,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     upstreamClasses: classesOf(deps.upstreamUsage?.()),
     errors,
     polling,
+    freshness,
     inbox,
     deliveries,
   };

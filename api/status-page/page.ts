@@ -99,6 +99,26 @@ ${nextRows.length ? `<table id="polling-next"><thead><tr><th>account</th><th>res
     : '<p class="muted">No stream yet.</p>'
 }</section>`);
 
+  // Freshness: how long ago each account's and resource's lists were verified, against the target.
+  if (o.freshness) {
+    const f = o.freshness;
+    const accountFresh = f.accounts.map(
+      (a) =>
+        `<tr class="fresh-account" data-met="${a.met}"><td><code>${short(a.accountId)}</code></td><td class="${a.met ? '' : 'bad'}">${a.met ? 'met' : `missed by ${num(a.missingCount)} of ${num(a.polledLists)} lists`}</td><td class="num">${age(a.targetSeconds)}</td><td class="num">${age(a.cycleSeconds)}</td><td class="num">${age(a.floorSeconds)}</td><td class="small">${
+          a.met
+            ? ''
+            : `${escapeHtml(a.missing.join(', '))}${a.missingCount > a.missing.length ? ' …' : ''}; would meet it: ${a.visitsPerMinuteNeeded.toFixed(1)} visits a minute${a.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${a.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget: a higher limit or a longer target)"}`
+        }</td></tr>`,
+    );
+    const resourceFresh = f.resources.map(
+      (r) =>
+        `<tr class="fresh-resource" data-met="${r.met}"><td><code>${short(r.accountId)}</code></td><td>${escapeHtml(r.resource)}</td><td class="num">${num(r.lists)}</td><td class="num">${age(r.p50)}</td><td class="num">${age(r.p95)}</td><td class="num ${r.met ? '' : 'bad'}">${age(r.max)}</td><td>${r.met ? 'yes' : 'no'}</td></tr>`,
+    );
+    parts.push(`<section id="freshness"><h2>Freshness: time since each list was verified upstream</h2>
+${accountFresh.length ? `<table id="freshness-accounts"><thead><tr><th>account</th><th>target</th><th class="num">target</th><th class="num">cycle</th><th class="num">longest wait</th><th>lists that miss it, and what would meet it</th></tr></thead><tbody>${accountFresh.join('\n')}</tbody></table>` : ''}
+${resourceFresh.length ? `<table id="freshness-resources"><thead><tr><th>account</th><th>resource</th><th class="num">lists</th><th class="num">p50</th><th class="num">p95</th><th class="num">max</th><th>within target</th></tr></thead><tbody>${resourceFresh.join('\n')}</tbody></table>` : '<p class="muted">No list verified yet.</p>'}</section>`);
+  }
+
   // Streams syncing now.
   const streamRows = o.active.map(
     (s) => `<tr class="stream" data-records="${s.records}">

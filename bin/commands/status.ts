@@ -1,7 +1,9 @@
-// `mirror status`: per account and stream, state, records, last fresh, lag and last error, and when
-// incremental passes list streams next and why (adaptive polling).
+// `mirror status`: per account and stream, state, records, last fresh, lag and last error, freshness
+// against the target (staleness p50/p95/max per resource), and when incremental passes list streams next and why.
 import { pollingOverview, streamStatuses, summarise, type StreamStatus } from '../../mirror/ops/status.ts';
 import { accountsOverview } from '../../mirror/ops/metrics-overview.ts';
+import { freshnessOverview } from '../../mirror/streams/freshness.ts';
+import { freshnessSettings } from '../polling-settings.ts';
 import { age, cliServices, clip, exitCode, resolveAccount, table, type Command } from './shared.ts';
 
 export const statusCommand: Command = {
@@ -17,10 +19,11 @@ export const statusCommand: Command = {
     const services = await cliServices();
     try {
       const accountId = typeof v.account === 'string' ? await resolveAccount(services, v.account) : undefined;
-      const [accounts, all, polling] = await Promise.all([
+      const [accounts, all, polling, freshness] = await Promise.all([
         accountsOverview(services.pool, { accountId }),
         streamStatuses(services.pool, { accountId }),
         pollingOverview(services.pool, { ...(accountId ? { accountId } : {}), next: 5 }),
+        freshnessOverview(services.pool, freshnessSettings(services.config), accountId ? { accountId } : {}),
       ]);
       const now = Date.now();
       const due = (iso: string | null) => (iso === null ? '-' : Date.parse(iso) <= now ? 'next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
@@ -36,6 +39,10 @@ export const statusCommand: Command = {
                 ...a,
                 resources: summarise(byAccount(a.id)).map(withLag(byAccount(a.id))),
                 polling: polling.groups.filter((g) => g.accountId === a.id),
+                freshness: {
+                  target: freshness.accounts.find((f) => f.accountId === a.id) ?? null,
+                  resources: freshness.resources.filter((r) => r.accountId === a.id),
+                },
                 streams: byAccount(a.id),
               })),
             },
@@ -98,6 +105,30 @@ export const statusCommand: Command = {
               ),
             ),
           );
+          // Freshness: per resource, how long ago its lists were verified; whether the plan meets the target.
+          const target = freshness.accounts.find((f) => f.accountId === a.id);
+          const fresh = freshness.resources.filter((r) => r.accountId === a.id);
+          if (target) {
+            console.log(
+              `\n  Freshness (target ${age(target.targetSeconds)}): ${
+                target.met
+                  ? 'met'
+                  : `missed by ${target.missingCount} of ${target.polledLists} polled lists (${target.missing.slice(0, 3).join(', ')}${target.missingCount > 3 ? ', ...' : ''}); ` +
+                    `would meet it: ${target.visitsPerMinuteNeeded.toFixed(1)} visits a minute` +
+                    (target.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${target.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget)")
+              }; cycle ${age(target.cycleSeconds)}, longest wait ${age(target.floorSeconds)}`,
+            );
+          }
+          if (fresh.length > 0) {
+            console.log(
+              indent(
+                table(
+                  ['resource', '>lists', '>p50', '>p95', '>max', 'within target'],
+                  fresh.map((r) => [r.resource, r.lists, age(r.p50), age(r.p95), age(r.max), r.met ? 'yes' : 'no']),
+                ),
+              ),
+            );
+          }
           // Incremental passes' polling: a few lines whatever the number of streams.
           const groups = polling.groups.filter((g) => g.accountId === a.id);
           const next = polling.next.filter((n) => n.accountId === a.id);

@@ -7,6 +7,7 @@ import { allProjectsScope, parseScope, formatScope } from '../../lib/resources.t
 import { rateMemoryMs, targetReport } from './freshness-plan.ts';
 import { planAccountVisits, webhookCoverage, type PollingPolicy } from './polling.ts';
 import type { Pool } from '../db/pool.ts';
+import type { Family } from '../ops/metrics.ts';
 import type { StreamKey } from './streams.ts';
 
 /**
@@ -232,3 +233,44 @@ export async function freshnessOverview(
 
 /** Seconds; a list's staleness (the /metrics histogram's buckets). */
 export const stalenessBuckets = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];
+
+/** The /metrics families of freshness: each list's staleness as a histogram per account and resource, and whether each account's plan meets the target. */
+export async function freshnessMetrics(pool: Pool, s: FreshnessSettings): Promise<Family[]> {
+  const lists = await listStaleness(pool);
+  const groups = new Map<string, { labels: Record<string, string>; values: number[] }>();
+  for (const l of lists) {
+    if (l.stalenessSeconds === null) continue;
+    const key = `${l.accountId}\n${l.resource}`;
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = { labels: { account: l.accountId, source_system: l.sourceSystem, resource: l.resource }, values: [] }));
+    g.values.push(l.stalenessSeconds);
+  }
+  const histogram: Family = {
+    name: 'mirror_list_staleness_seconds',
+    type: 'histogram',
+    help: 'Time since each list (stream) was last verified against the upstream, per account and resource.',
+    samples: [],
+  };
+  for (const g of groups.values()) {
+    for (const b of stalenessBuckets) histogram.samples.push({ labels: { ...g.labels, le: String(b) }, value: g.values.filter((v) => v <= b).length });
+    histogram.samples.push({ labels: { ...g.labels, le: '+Inf' }, value: g.values.length });
+    histogram.samples.push({ labels: { ...g.labels, __suffix: '_sum' }, value: g.values.reduce((a, b) => a + b, 0) });
+    histogram.samples.push({ labels: { ...g.labels, __suffix: '_count' }, value: g.values.length });
+  }
+  const { accounts } = await freshnessOverview(pool, s);
+  return [
+    histogram,
+    {
+      name: 'mirror_freshness_target_met',
+      type: 'gauge',
+      help: "1 when the freshness scheduler's plan keeps every polled list of the account within SYNC_FRESHNESS_TARGET, else 0.",
+      samples: accounts.map((a) => ({ labels: { account: a.accountId, source_system: a.sourceSystem }, value: a.met ? 1 : 0 })),
+    },
+    {
+      name: 'mirror_freshness_lists_missing_target',
+      type: 'gauge',
+      help: 'Polled lists whose planned interval is longer than SYNC_FRESHNESS_TARGET.',
+      samples: accounts.map((a) => ({ labels: { account: a.accountId, source_system: a.sourceSystem }, value: a.missingCount })),
+    },
+  ];
+}

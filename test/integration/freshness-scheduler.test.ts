@@ -6,15 +6,22 @@
 // list's history; the target report says which lists miss it and what would meet it. Time is simulated
 // by moving the project lists' last verification back ("as if that long had passed").
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { buildOverview } from '../../api/status-page/overview.ts';
+import { renderMain } from '../../api/status-page/page.ts';
+import { renderFamilies } from '../../mirror/ops/metrics.ts';
 import { after, before, describe, it } from 'node:test';
-import { freshnessOverview } from '../../mirror/streams/freshness.ts';
+import { freshnessMetrics, freshnessOverview } from '../../mirror/streams/freshness.ts';
 import { applyObjects } from '../../mirror/records/object-writes.ts';
 import { pollingPolicy } from '../../bin/polling-settings.ts';
 import { configSchema } from '../../lib/config.ts';
-import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
+import { cliEnv, sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 
 const minute = 60_000;
+const mirrorBin = fileURLToPath(new URL('../../bin/mirror.js', import.meta.url));
 const settings = { SYNC_INCREMENTAL_MINUTES: '15', SYNC_FULL_HOURS: '24', SYNC_POLLING_SHARE: '0.01', SYNC_FRESHNESS_TARGET: '15m' };
 
 describe('freshness scheduler', { timeout: 300_000 }, () => {
@@ -51,6 +58,18 @@ describe('freshness scheduler', { timeout: 300_000 }, () => {
       [account.accountId, ms / 1000, only ? only.map((p) => `project=${p}`) : null],
     );
   }
+
+  const freshness = () => ({
+    policy: pollingPolicy({
+      SYNC_INCREMENTAL_MINUTES: 15,
+      SYNC_FULL_HOURS: 24,
+      SYNC_POLLS_PER_PASS: 0,
+      MIRROR_SYNC_BUDGET_SHARE: configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(undefined),
+      SYNC_POLLING_SHARE: 0.01,
+      SYNC_FRESHNESS_TARGET: configSchema.shape.SYNC_FRESHNESS_TARGET.parse('15m'),
+    }),
+    publishedRate: () => 60,
+  });
 
   async function reasons(): Promise<Map<string, string | null>> {
     const { rows } = await h.services.pool.query<{ scope: string; due_reason: string | null }>(
@@ -124,15 +143,7 @@ describe('freshness scheduler', { timeout: 300_000 }, () => {
   });
 
   it('says which lists miss the target and what budget would meet it', async () => {
-    const policy = pollingPolicy({
-      SYNC_INCREMENTAL_MINUTES: 15,
-      SYNC_FULL_HOURS: 24,
-      SYNC_POLLS_PER_PASS: 0,
-      MIRROR_SYNC_BUDGET_SHARE: configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(undefined),
-      SYNC_POLLING_SHARE: 0.01,
-      SYNC_FRESHNESS_TARGET: configSchema.shape.SYNC_FRESHNESS_TARGET.parse('15m'),
-    });
-    const o = await freshnessOverview(h.services.pool, { policy, publishedRate: () => 60 }, { accountId: account.accountId });
+    const o = await freshnessOverview(h.services.pool, freshness(), { accountId: account.accountId });
     const a = o.accounts[0]!;
     assert.equal(a.targetSeconds, 15 * 60);
     assert.equal(a.polledLists, 7);
@@ -147,5 +158,49 @@ describe('freshness scheduler', { timeout: 300_000 }, () => {
     assert.equal(bli.lists, 7);
     assert.equal(bli.met, false);
     assert.ok(bli.max! >= 25 * 60 && bli.p50! <= bli.p95! && bli.p95! <= bli.max!);
+  });
+
+  it('shows freshness on the status page, in `mirror status` and in /metrics', async () => {
+    const o = await buildOverview({ pool: h.services.pool, freshness: freshness() });
+    const mine = o.freshness!.resources.filter((r) => r.accountId === account.accountId);
+    assert.ok(mine.some((r) => r.resource === 'budget-line-items' && r.lists === 7 && !r.met));
+    const html = renderMain(o);
+    assert.match(html, /<section id="freshness">/);
+    assert.match(html, /missed by \d+ of 7 lists/);
+    assert.match(html, /<td>budget-line-items<\/td><td class="num">7<\/td>/);
+
+    const metrics = renderFamilies(await freshnessMetrics(h.services.pool, freshness()));
+    assert.match(metrics, /# TYPE mirror_list_staleness_seconds histogram/);
+    assert.match(
+      metrics,
+      new RegExp(
+        `mirror_list_staleness_seconds_bucket\\{account="${account.accountId}",source_system="buildpro",resource="budget-line-items",le="\\+Inf"\\} 7`,
+      ),
+    );
+    assert.match(
+      metrics,
+      new RegExp(`mirror_list_staleness_seconds_count\\{account="${account.accountId}",source_system="buildpro",resource="budget-line-items"\\} 7`),
+    );
+    assert.match(metrics, new RegExp(`mirror_freshness_target_met\\{account="${account.accountId}",source_system="buildpro"\\} 0`));
+
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      ...cliEnv(h),
+      ...settings,
+      LOG_LEVEL: 'silent',
+    };
+    const out = await new Promise<{ code: number; out: string; err: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [mirrorBin, 'status', '--account', account.accountId], { cwd: tmpdir(), env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.once('error', reject);
+      child.once('exit', (code) => resolve({ code: code ?? 1, out: text, err }));
+    });
+    assert.ok(out.code <= 1, out.err);
+    assert.match(out.out, /Freshness \(target 15m\): missed by \d+ of 7 polled lists .*would meet it: 0\.5 visits a minute/, out.out);
+    assert.match(out.out, /budget-line-items\s+7\s+\S+\s+\S+\s+\S+\s+no/, out.out);
   });
 });
