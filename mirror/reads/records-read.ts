@@ -40,11 +40,19 @@ function objectSql(includeSourceData: boolean, alias = ''): string {
   return `${objectText(includeSourceData, alias)} AS j`;
 }
 
-/** The object's JSON text (objectSql), without its column name. */
+/**
+ * The object's JSON text (objectSql), without its column name. `source_data` goes last, where the
+ * upstream puts it, spliced into the object's text before its closing brace: jsonb would sort it among
+ * the keys by length (bench/json-text-cost.ts: a page of 100 with source data reads 1.15x faster
+ * so than through jsonb's `||`). The other keys come in jsonb's order (docs/drop-in.md says why).
+ * An object that is empty, or holds a key `source_data` of its own, is merged as before.
+ */
 function objectText(includeSourceData: boolean, alias = ''): string {
   const a = alias ? `${alias}.` : '';
   return includeSourceData
-    ? `(CASE WHEN ${a}source_data IS NULL THEN ${a}data ELSE ${a}data || jsonb_build_object('source_data', ${a}source_data) END)::text`
+    ? `(CASE WHEN ${a}source_data IS NULL THEN ${a}data::text
+             WHEN ${a}data ? 'source_data' OR ${a}data = '{}'::jsonb THEN (${a}data || jsonb_build_object('source_data', ${a}source_data))::text
+             ELSE left(${a}data::text, -1) || ', "source_data": ' || ${a}source_data::text || '}' END)`
     : `${a}data::text`;
 }
 
