@@ -43,8 +43,9 @@ export function createServices(config: Config, options: { logger?: Logger; name?
     headerPrefix: config.UPSTREAM_HEADER_PREFIX,
     logger,
     assumeLimits: config.UPSTREAM_ASSUME_LIMITS,
-    // Background work (the sync) keeps to its share of each window; forwarded calls go first.
-    syncShare: config.MIRROR_SYNC_BUDGET_SHARE,
+    // Background work (the sync) keeps to its share of each window (fixed, or what the applications'
+    // recent use leaves); forwarded calls go first.
+    syncShare: config.MIRROR_SYNC_BUDGET_SHARE ?? 'adaptive',
     interactiveMaxWaitMs: config.MIRROR_INTERACTIVE_MAX_WAIT_MS,
   });
   const upstream = new UpstreamClient({

@@ -73,10 +73,11 @@ export const configSchema = z.object({
   UPSTREAM_STORAGE_URL: baseUrlList.optional(),
   /**
    * Most of each upstream rate budget the mirror's background work (sync pages, event fetches, async
-   * polls, webhook registration) may spend in a window, in (0, 1]; the rest is kept for the
-   * applications' forwarded calls, which may use all of it. 1 lets the sync take whole windows.
+   * polls, webhook registration) may spend in a window, in (0, 1]: a hard cap; the rest is kept for the
+   * applications' forwarded calls, which may use all of it. 1 lets the sync take whole windows. Unset:
+   * the applications' reserve follows their use of the recent windows (connectors/governor/reserve.ts).
    */
-  MIRROR_SYNC_BUDGET_SHARE: z.coerce.number().gt(0, 'must be above 0').max(1, 'must be at most 1').default(0.8),
+  MIRROR_SYNC_BUDGET_SHARE: z.coerce.number().gt(0, 'must be above 0').max(1, 'must be at most 1').optional(),
   /**
    * A forwarded call whose send slot in the account's budget is further away than this is answered
    * at once with a 429 and the upstream's rate-limit headers (as the mirror knows them), not held.

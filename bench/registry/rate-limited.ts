@@ -1,4 +1,5 @@
 // [4] A sync under the upstream's rate limit: how much of each window it uses, and no 429 after the first.
+import { defaultReserveRule } from '../../connectors/governor/reserve.ts';
 import { configSchema } from '../../lib/config.ts';
 import { fmt, judged } from '../lib/report.ts';
 import { rateLimited } from '../scenarios/rate-limited.ts';
@@ -11,9 +12,10 @@ export const rateLimitedScenario: Scenario = {
   async run({ o, rows, notes, say, shared }) {
     say(`[4] windows of ${o.rateWindowMs} ms, ${o.rateLimit} requests allowed per window; ${o.rateWindows} windows with 1 worker, then with 2 ...`);
     const runs = await rateLimited(shared, { windowMs: o.rateWindowMs, limit: o.rateLimit, windows: o.rateWindows, recordsPerResource: o.rateRecords });
-    // The sync alone may spend MIRROR_SYNC_BUDGET_SHARE of each window (the rest is kept for the
-    // application's own calls): its pacing is judged against that allowance, not the whole window.
-    const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(process.env.MIRROR_SYNC_BUDGET_SHARE);
+    // The sync alone may spend MIRROR_SYNC_BUDGET_SHARE of each window, or by default all but the
+    // application's reserve, at its floor with no application calls: its pacing is judged against that
+    // allowance, not the whole window.
+    const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(process.env.MIRROR_SYNC_BUDGET_SHARE) ?? 1 - defaultReserveRule.floor;
     const syncAllowed = o.rateLimit * share;
     for (const r of runs) {
       const who = `${r.workers} worker${r.workers > 1 ? 's' : ''}`;

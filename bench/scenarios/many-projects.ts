@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import type { IncomingMessage, Server } from 'node:http';
 import { knownProfile, perPageFor } from '../../connectors/source-systems/index.ts';
 import { configSchema } from '../../lib/config.ts';
+import { defaultReserveRule } from '../../connectors/governor/reserve.ts';
 import { allProjectsScope, resourceDef } from '../../lib/resources.ts';
 import { profileOf } from '../../sandbox/source-systems/profiles.ts';
 import type { BenchShared, Linked, WorkerSet } from '../lib/mirror-env.ts';
@@ -271,9 +272,10 @@ async function limitedFullPass(env: MirrorEnv, workers: WorkerSet, account: Link
   const published = profileOf(system)!.rateLimit;
   // The sync may spend only this share of each window (the rest is the application's): the
   // time the limit imposes is judged against it, as scenario 4 does.
-  const share = configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(
-    env.childEnv(workers.taskQueue).MIRROR_SYNC_BUDGET_SHARE ?? process.env.MIRROR_SYNC_BUDGET_SHARE,
-  );
+  // By default all but the application's reserve, at its floor here (no application calls).
+  const share =
+    configSchema.shape.MIRROR_SYNC_BUDGET_SHARE.parse(env.childEnv(workers.taskQueue).MIRROR_SYNC_BUDGET_SHARE ?? process.env.MIRROR_SYNC_BUDGET_SHARE) ??
+    1 - defaultReserveRule.floor;
   const rate = Math.max((0.5 * unlimited.requests) / unlimited.seconds, unlimited.requests / 75);
   const limit = Math.max(5, Math.round(unlimited.requests / 12));
   const windowMs = Math.round((limit / rate) * 1000);

@@ -17,14 +17,14 @@ export interface SharedBudgetOptions {
   limit: number;
   windows: number;
   recordsPerResource: number;
-  /** MIRROR_SYNC_BUDGET_SHARE of the mirror's processes. */
-  share: number;
+  /** MIRROR_SYNC_BUDGET_SHARE of the mirror's processes; undefined: unset (the application's reserve sized by its use). */
+  share: number | undefined;
   /** The application's share of the allowance (0.1: one call every 10 requests' worth of the window). */
   appShare: number;
 }
 
 export interface SharedBudgetRun {
-  share: number;
+  share: number | undefined;
   /** Per window (in order): the sync's and the application's accepted requests, and the 429s. */
   perWindow: { sync: number; app: number; rejected: number }[];
   /** Application calls after the first window answered 429 (by the upstream or the governor). */
@@ -82,14 +82,14 @@ const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a +
 export async function sharedBudget(shared: BenchShared, o: SharedBudgetOptions): Promise<SharedBudgetRun> {
   const sizes = Object.fromEntries(resources.map((r) => [r, o.recordsPerResource]));
   const env = await MirrorEnv.start(shared, {
-    name: `budget-${o.share}`,
+    name: `budget-${o.share ?? 'default'}`,
     sandbox: { sizes, rateLimits: { windowMs: o.windowMs, accountLimit: 1_000_000, sourceSystemLimits: { [rateLimitedSystem]: o.limit } } },
     assumeLimits: true,
     api: true,
-    env: { MIRROR_SYNC_BUDGET_SHARE: String(o.share) },
+    env: o.share === undefined ? {} : { MIRROR_SYNC_BUDGET_SHARE: String(o.share) },
   });
   try {
-    const account = await env.link(rateLimitedSystem, `bench-budget-${o.share}`);
+    const account = await env.link(rateLimitedSystem, `bench-budget-${o.share ?? 'default'}`);
     const set = await env.startWorkers(1);
     const rec = record(env.sandbox.app.server, account.accountToken);
     const now = () => performance.timeOrigin + performance.now();
@@ -133,7 +133,7 @@ export async function sharedBudget(shared: BenchShared, o: SharedBudgetOptions):
       if (!finished) await handle.terminate('benchmark: enough windows measured').catch(() => undefined);
       rec.stop();
       if (process.env.BENCH_DUMP_DIR)
-        (await import('node:fs')).writeFileSync(`${process.env.BENCH_DUMP_DIR}/budget-${o.share}.json`, JSON.stringify({ seen: rec.seen, calls }));
+        (await import('node:fs')).writeFileSync(`${process.env.BENCH_DUMP_DIR}/budget-${o.share ?? 'default'}.json`, JSON.stringify({ seen: rec.seen, calls }));
 
       const windows = new Map<number, { sync: number; app: number; rejected: number }>();
       for (const s of rec.seen) {

@@ -14,6 +14,10 @@ export interface ReservedBudget {
   nextInMs: number;
   /** Until the tightest known bound on the window's reset; null when none is known. */
   resetsInMs: number | null;
+  /** Interactive requests per window (see AppUse in reserve.ts), after this reservation. */
+  appUse: { counts: number[]; windows: number[] };
+  /** The store's clock (epoch ms), which its window numbers are on. */
+  nowMs: number;
 }
 
 /** A budget's first guesses, for a row that does not exist yet. */

@@ -7,6 +7,7 @@ import type { GovernorKeys } from '../governor.ts';
 import type { RateLimitReport, RateLimitWindow } from '../rate-limit-headers.ts';
 import { knownProfile, type SourceSystemProfile } from '../source-systems/index.ts';
 import { baseSpacing, defaultPacing, laneSpacing, type PacingOptions, type WindowFacts } from './pacing.ts';
+import { defaultReserveRule, type ReserveRule } from './reserve.ts';
 
 /** Time as the governor sees it; injected so tests run on a fake clock. */
 export interface Clock {
@@ -41,9 +42,13 @@ export interface RateGovernorOptions {
   /**
    * Most of each budget background requests may spend (MIRROR_SYNC_BUDGET_SHARE), in (0, 1]. Below 1
    * they also take a slot in the budget's background lane, paced `1 / share` times slower, so the
-   * rest of each window stays free for interactive requests. Default 1 (no lane).
+   * rest of each window stays free for interactive requests. `adaptive`: the rest (the application's
+   * reserve) follows what interactive requests took in the budget's recent windows (see reserve.ts
+   * and `reserveRule`). Default 1 (no lane).
    */
-  syncShare?: number;
+  syncShare?: number | 'adaptive';
+  /** The numbers of the adaptive reserve (default `defaultReserveRule`). */
+  reserveRule?: Partial<ReserveRule>;
   /**
    * An interactive request whose slot is further than this is refused at once (a 429 with what the
    * governor knows of the windows) instead of held (MIRROR_INTERACTIVE_MAX_WAIT_MS). Default 2000 ms.
@@ -71,7 +76,9 @@ export interface ResolvedOptions {
   pacing: PacingOptions;
   assumeLimits: boolean;
   reserveHorizonMs: number;
-  syncShare: number;
+  /** A fixed share, or undefined for the adaptive reserve. */
+  syncShare: number | undefined;
+  reserveRule: ReserveRule;
   interactiveMaxWaitMs: number;
   backgroundHorizonMs: number;
 }
@@ -82,8 +89,11 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     resetSlackMs: options.resetSlackMs ?? defaultPacing.resetSlackMs,
   };
   if (!(pacing.utilization > 0 && pacing.utilization <= 1)) throw new RangeError('utilization must be in (0, 1]');
-  const syncShare = options.syncShare ?? 1;
-  if (!(syncShare > 0 && syncShare <= 1)) throw new RangeError('syncShare must be in (0, 1]');
+  const syncShare = options.syncShare === 'adaptive' ? undefined : (options.syncShare ?? 1);
+  if (syncShare !== undefined && !(syncShare > 0 && syncShare <= 1)) throw new RangeError('syncShare must be in (0, 1]');
+  const reserveRule = { ...defaultReserveRule, ...options.reserveRule };
+  if (!(reserveRule.floor > 0 && reserveRule.floor <= reserveRule.ceiling && reserveRule.ceiling < 1 && reserveRule.windows >= 1 && reserveRule.windows < 8))
+    throw new RangeError('reserveRule: 0 < floor <= ceiling < 1 and 1 <= windows < 8');
   return {
     prefix: (options.headerPrefix ?? 'Svc').toLowerCase(),
     serviceTotal: options.assumeLimits === false ? undefined : (options.serviceLimit?.total ?? 150),
@@ -97,6 +107,7 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     pacing,
     reserveHorizonMs: Math.max(0, options.reserveHorizonMs ?? 1_000),
     syncShare,
+    reserveRule,
     interactiveMaxWaitMs: Math.max(0, options.interactiveMaxWaitMs ?? 2_000),
     backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? 0),
   };

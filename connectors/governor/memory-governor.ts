@@ -2,6 +2,7 @@
 // single worker, the sandbox's own tools and tests.
 import { initialSpacing, type BudgetSpec, type RateGovernorOptions } from './budgets.ts';
 import { reserveSlot, resetEdge, type Pace, type Schedule } from './pacing.ts';
+import { countAppUse, windowIndex } from './reserve.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation } from './rate-governor.ts';
 
 export class MemoryRateGovernor extends RateGovernor {
@@ -31,6 +32,10 @@ export class MemoryRateGovernor extends RateGovernor {
       const s = schedules[i]!;
       this.schedules.set(b.key, s);
       nextInMs.set(b.key, s.nextAt - now);
+      if (request.interactive && !b.lane) {
+        const view = this.view(b);
+        view.appUse = countAppUse(view.appUse, windowIndex(at, view.facts.windowMs));
+      }
     });
     return Promise.resolve({ waitMs: at - now, nextInMs, reserved: true });
   }

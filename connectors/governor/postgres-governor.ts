@@ -9,6 +9,7 @@ import { MirrorError } from '../../lib/errors.ts';
 import type { RateBudgetStore } from './budget-store.ts';
 import { initialSpacing, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
 import { resetResolution, type Pace, type WindowFacts } from './pacing.ts';
+import { appUseSlots } from './reserve.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation, type SharedRelease } from './rate-governor.ts';
 import { abortReason } from './semaphore.ts';
 
@@ -97,7 +98,7 @@ export class PostgresRateGovernor extends RateGovernor {
     const facts = lanes.map((b) => this.view(b).facts);
     const resetResolutionMs = Math.max(1, ...facts.map((f) => (f.resetsAt === undefined ? 1_000 : resetResolution(f.resetsAt))));
     const lengthGuessed = lanes.filter((_, i) => facts[i]!.lengthGuessed === true).map((b) => b.key);
-    const how = { banking: lanes.map((b) => b.key), early: request.early, resetResolutionMs, lengthGuessed };
+    const how = { banking: lanes.map((b) => b.key), early: request.early, resetResolutionMs, lengthGuessed, interactive: request.interactive };
     let rows = await this.store.reserve(keys, horizon, how);
     if (rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.
@@ -111,6 +112,12 @@ export class PostgresRateGovernor extends RateGovernor {
       const spec = budgets.find((b) => b.key === r.key && !b.lane);
       if (spec) this.adoptWindow(spec, r.windowMs);
       if (spec && r.resetsInMs !== null) this.adoptResetBound(spec, this.clock.now() + r.resetsInMs);
+      if (spec && r.appUse.counts.length === appUseSlots && r.appUse.windows.length === appUseSlots) {
+        // What every process's interactive requests took, on the store's clock (the adaptive reserve).
+        const view = this.view(spec);
+        view.appUse = r.appUse;
+        view.appClock = { offsetMs: r.nowMs - this.clock.now() };
+      }
     }
     return { waitMs: Math.max(0, rows[0]!.waitMs), nextInMs, reserved: rows.every((r) => r.reserved) };
   }

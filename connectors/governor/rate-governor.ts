@@ -21,6 +21,7 @@ import {
   type ResolvedOptions,
 } from './budgets.ts';
 import { blockAfterRejection, laneAnchor, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { backgroundShare, emptyAppUse, recentAppUse, windowIndex, type AppUse } from './reserve.ts';
 import { Semaphore } from './semaphore.ts';
 
 export const systemClock: Clock = {
@@ -36,6 +37,12 @@ export interface BudgetView {
   nextAt?: number;
   /** Our requests holding a slot and not yet released: request id -> slot (epoch ms). */
   inFlight: Map<number, number>;
+  /** Interactive requests per window, as last known (the adaptive reserve; see reserve.ts). */
+  appUse: AppUse;
+  /** Where `appUse` was read from a shared store: its clock less ours (window numbers are on its clock). */
+  appClock?: { offsetMs: number };
+  /** When this process first saw the budget (epoch ms): windows before it are not known complete. */
+  firstSeenAt: number;
 }
 
 export interface Reservation {
@@ -58,6 +65,8 @@ export interface ReserveRequest {
   horizonMs: number;
   /** An application waits (and background work keeps to its share): the slot may come a spacing early (see reserveSlot). */
   early: boolean;
+  /** An interactive request: counted in its budgets' windows for the adaptive reserve. */
+  interactive: boolean;
 }
 
 /** Releases a cross-process concurrency slot; resolves once it is free for others. */
@@ -99,13 +108,13 @@ export abstract class RateGovernor implements Governor {
     const views = [plan.service, ...(plan.sourceSystem ? [plan.sourceSystem] : [])].map((spec) => this.view(spec));
     const priority: Priority = keys.priority ?? 'background';
     const interactive = priority === 'interactive';
-    const share = this.options.syncShare;
+    const laned = this.laned();
     // Background requests also take a slot in the lane of each budget with a known limit (paced
     // 1/share slower), and take it only just before its time, so an interactive request never waits
     // behind a queue of them. A budget without a limit (an upstream that reports none) has no lane.
-    const laneViews = !interactive && share < 1 ? views.filter((v) => v.facts.total !== undefined) : [];
+    const laneViews = !interactive && laned ? views.filter((v) => v.facts.total !== undefined) : [];
     const lanes = laneViews.length > 0;
-    const specs = [...views.map((v) => v.spec), ...laneViews.map((v) => laneOf(v.spec, share))];
+    const specs = [...views.map((v) => v.spec), ...laneViews.map((v) => laneOf(v.spec, this.shareOf(v, this.clock.now())))];
     const horizon = interactive
       ? this.options.interactiveMaxWaitMs
       : lanes
@@ -141,7 +150,7 @@ export abstract class RateGovernor implements Governor {
       // Early slots only with a lane: it keeps background work to its share, so the rest of the
       // window is there for them; at share 1 the sync may spend the whole window, and an early slot
       // could be one more than it holds.
-      const request: ReserveRequest = { horizonMs: horizon, early: interactive && share < 1 };
+      const request: ReserveRequest = { horizonMs: horizon, early: interactive && laned, interactive };
       let reservation = await this.reserve(specs, request, signal);
       if (interactive && !reservation.reserved) {
         usage.refused++;
@@ -164,7 +173,7 @@ export abstract class RateGovernor implements Governor {
       }
       // Where the lanes' schedules were left (a lane's anchor behind them changes nothing).
       for (const v of laneViews) {
-        const lane = this.view(laneOf(v.spec, share));
+        const lane = this.view(laneOf(v.spec, 1));
         const nextIn = reservation.nextInMs.get(lane.spec.key);
         if (nextIn !== undefined) lane.nextAt = now + nextIn;
       }
@@ -183,6 +192,26 @@ export abstract class RateGovernor implements Governor {
       for (const v of views) v.inFlight.delete(id);
       releaseCaps();
     };
+  }
+
+  /** Whether background requests keep to a lane: a fixed share below 1, or the adaptive reserve. */
+  protected laned(): boolean {
+    const share = this.options.syncShare;
+    return share === undefined || share < 1;
+  }
+
+  /**
+   * The share of a budget's window background work may spend: the fixed MIRROR_SYNC_BUDGET_SHARE, or
+   * 1 less the application's reserve sized by its use in the recent complete windows (reserve.ts).
+   */
+  shareOf(view: BudgetView, now: number): number {
+    const fixed = this.options.syncShare;
+    if (fixed !== undefined) return fixed;
+    const rule = this.options.reserveRule;
+    const windowMs = view.facts.windowMs;
+    const at = now + (view.appClock?.offsetMs ?? 0);
+    const recent = recentAppUse(view.appUse, windowIndex(at, windowMs), rule.windows, windowIndex(view.firstSeenAt, windowMs) + 1);
+    return backgroundShare(recent, view.facts.total ?? 0, rule);
   }
 
   /** What this process's requests of each class got so far (counters; they only grow). */
@@ -222,8 +251,8 @@ export abstract class RateGovernor implements Governor {
         pace = { ...pace, blockedUntil: Math.max(pace.blockedUntil ?? 0, blockAfterRejection(view.facts, now, this.options.pacing)) };
       }
       this.applyPace(view, pace, now);
-      const share = this.options.syncShare;
-      if (share < 1 && view.facts.total !== undefined) {
+      const share = this.shareOf(view, now);
+      if (this.laned() && view.facts.total !== undefined) {
         // The lane keeps the window's even pace, `1 / share` slower (the budget's own schedule slows
         // it further when others spend the window), and takes the budget's blocks. A blocked lane's
         // pace is the one after the block: paced by the span of what was left of the window, it
@@ -275,7 +304,7 @@ export abstract class RateGovernor implements Governor {
   protected view(spec: BudgetSpec): BudgetView {
     let v = this.views.get(spec.key);
     if (!v) {
-      v = { spec, facts: spec.initial, inFlight: new Map() };
+      v = { spec, facts: spec.initial, inFlight: new Map(), appUse: emptyAppUse(), firstSeenAt: this.clock.now() };
       this.views.set(spec.key, v);
     }
     return v;

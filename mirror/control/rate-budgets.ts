@@ -18,7 +18,8 @@ import type { Pool } from '../db/pool.ts';
 // is still a guess (no credit at an edge).
 const reserveSql = `
 WITH cur AS (
-  SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
+  SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at, app_counts, app_windows
+    FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS at,
          count(*) AS n FROM cur
@@ -34,19 +35,29 @@ WITH cur AS (
   SELECT key, CASE WHEN NOT at_edge THEN spacing_ms WHEN guessed THEN 0
                    ELSE greatest(0, least(spacing_ms, at_after_reset_ms + slots_ms, CASE WHEN past_from THEN slots_ms - window_ms END)) END AS ms
     FROM edge
+), win AS (
+  -- The window the slot falls in (epoch ms / window_ms) and its place in the ring of app_counts
+  -- (appUseSlots in connectors/governor/reserve.ts: 8, as the columns' defaults).
+  SELECT c.key, w.n, (w.n % 8) + 1 AS i
+    FROM cur c CROSS JOIN slot CROSS JOIN LATERAL (SELECT floor(extract(epoch FROM slot.at) * 1000 / greatest(1, c.window_ms))::bigint AS n) w
 ), upd AS (
   UPDATE rate_budgets b
      SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - credit.ms * interval '1 millisecond') ELSE greatest(b.next_at, slot.at) END
-                   + b.spacing_ms * interval '1 millisecond'
-    FROM slot, credit
-   WHERE b.key = ANY($1::text[]) AND credit.key = b.key AND slot.n = cardinality($1::text[])
+                   + b.spacing_ms * interval '1 millisecond',
+         -- An interactive request ($7) counts in its window (countAppUse in connectors/governor/reserve.ts).
+         app_counts[win.i] = CASE WHEN NOT $7::boolean THEN b.app_counts[win.i] WHEN b.app_windows[win.i] = win.n THEN b.app_counts[win.i] + 1 ELSE 1 END,
+         app_windows[win.i] = CASE WHEN $7::boolean THEN win.n ELSE b.app_windows[win.i] END
+    FROM slot, credit, win
+   WHERE b.key = ANY($1::text[]) AND credit.key = b.key AND win.key = b.key AND slot.n = cardinality($1::text[])
      AND slot.at <= clock_timestamp() + $2::float8 * interval '1 millisecond'
-  RETURNING b.key, b.next_at
+  RETURNING b.key, b.next_at, b.app_counts, b.app_windows
 )
 SELECT c.key, c.window_ms, u.key IS NOT NULL AS reserved,
   (extract(epoch FROM slot.at - clock_timestamp()) * 1000)::float8 AS wait_ms,
   (extract(epoch FROM coalesce(u.next_at, c.next_at) - clock_timestamp()) * 1000)::float8 AS next_in_ms,
-  (extract(epoch FROM c.resets_at - clock_timestamp()) * 1000)::float8 AS resets_in_ms
+  (extract(epoch FROM c.resets_at - clock_timestamp()) * 1000)::float8 AS resets_in_ms,
+  coalesce(u.app_counts, c.app_counts) AS app_counts, coalesce(u.app_windows, c.app_windows) AS app_windows,
+  (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms
   FROM cur c CROSS JOIN slot LEFT JOIN upd u ON u.key = c.key`;
 
 const ensureBudgetsSql = `
@@ -137,8 +148,19 @@ export class PostgresRateBudgets {
   async reserve(
     keys: readonly string[],
     horizonMs: number,
-    how: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[] } = {},
-  ): Promise<{ key: string; windowMs: number; reserved: boolean; waitMs: number; nextInMs: number; resetsInMs: number | null }[]> {
+    how: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[]; interactive?: boolean } = {},
+  ): Promise<
+    {
+      key: string;
+      windowMs: number;
+      reserved: boolean;
+      waitMs: number;
+      nextInMs: number;
+      resetsInMs: number | null;
+      appUse: { counts: number[]; windows: number[] };
+      nowMs: number;
+    }[]
+  > {
     const { rows } = await this.pool.query<{
       key: string;
       window_ms: number;
@@ -146,7 +168,10 @@ export class PostgresRateBudgets {
       wait_ms: number;
       next_in_ms: number;
       resets_in_ms: number | null;
-    }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false, how.resetResolutionMs ?? 1_000, how.lengthGuessed ?? []]);
+      app_counts: (number | null)[] | null;
+      app_windows: (string | null)[] | null;
+      now_ms: number;
+    }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false, how.resetResolutionMs ?? 1_000, how.lengthGuessed ?? [], how.interactive ?? false]);
     return rows.map((r) => ({
       key: r.key,
       windowMs: r.window_ms,
@@ -154,6 +179,8 @@ export class PostgresRateBudgets {
       waitMs: r.wait_ms,
       nextInMs: r.next_in_ms,
       resetsInMs: r.resets_in_ms,
+      appUse: { counts: (r.app_counts ?? []).map((c) => c ?? 0), windows: (r.app_windows ?? []).map((w) => (w === null ? -1 : Number(w))) },
+      nowMs: r.now_ms,
     }));
   }
 

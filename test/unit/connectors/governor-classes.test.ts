@@ -7,85 +7,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { GovernorKeys } from '../../../connectors/governor.ts';
 import { MemoryRateGovernor } from '../../../connectors/governor/memory-governor.ts';
-import { FixedWindow, ManualClock, settle, testProfiles } from './governor-fakes.ts';
+import { ManualClock, runClasses as run, settle, testProfiles } from './governor-fakes.ts';
 
 const profiles = testProfiles({});
 const background: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'background' };
 const interactive: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'interactive' };
-
-interface Run {
-  /** Accepted requests per upstream window (by reset), per class, steady state only. */
-  sync: number[];
-  app: number[];
-  rejected: number;
-  /** How long each interactive request waited for its slot (ms). */
-  appWaits: number[];
-  refused: number;
-}
-
-/**
- * `workers` background loops (acquire, 50 ms request, report) for `durationMs`, and, when `appEveryMs`,
- * one interactive request every `appEveryMs`.
- */
-async function run(o: { share: number; appEveryMs?: number; workers?: number; durationMs?: number; total?: number; windowMs?: number }): Promise<Run> {
-  const clock = new ManualClock();
-  const total = o.total ?? 20;
-  const windowMs = o.windowMs ?? 2_000;
-  const governor = new MemoryRateGovernor({ profiles, clock, serviceLimit: { total, windowMs }, syncShare: o.share });
-  const window = new FixedWindow(total, windowMs);
-  const end = clock.now() + (o.durationMs ?? 60_000);
-  const counts = new Map<number, { sync: number; app: number }>();
-  const result: Run = { sync: [], app: [], rejected: 0, appWaits: [], refused: 0 };
-  const send = async (keys: GovernorKeys, release: () => void) => {
-    const at = clock.now();
-    const hit = window.hit(at);
-    if (hit.status === 429) result.rejected++;
-    else {
-      const c = counts.get(hit.window.resetsAt!) ?? { sync: 0, app: 0 };
-      if (keys.priority === 'interactive') c.app++;
-      else c.sync++;
-      counts.set(hit.window.resetsAt!, c);
-    }
-    await clock.sleep(50);
-    governor.report(keys, { service: hit.window, sourceSystems: {} }, hit.status, at);
-    release();
-  };
-  const loop = async () => {
-    for (;;) {
-      const release = await governor.acquire(background);
-      if (clock.now() >= end) return release();
-      await send(background, release);
-    }
-  };
-  const app = async () => {
-    const pending: Promise<void>[] = [];
-    for (let t = clock.now() + 1_000; t < end; t += o.appEveryMs!) {
-      await clock.sleep(t - clock.now());
-      pending.push(
-        (async () => {
-          const asked = clock.now();
-          try {
-            const release = await governor.acquire(interactive);
-            result.appWaits.push(clock.now() - asked);
-            await send(interactive, release);
-          } catch {
-            result.refused++;
-          }
-        })(),
-      );
-    }
-    await Promise.all(pending);
-  };
-  const loops = [...Array.from({ length: o.workers ?? 4 }, loop), ...(o.appEveryMs ? [app()] : [])];
-  await clock.runUntil(end);
-  await clock.runUntil(end + 3_600_000);
-  await Promise.all(loops);
-  // Steady state: past the first two windows, not the last (cut short).
-  const steady = [...counts.entries()].sort((a, b) => a[0] - b[0]).slice(2, -1);
-  result.sync = steady.map(([, c]) => c.sync);
-  result.app = steady.map(([, c]) => c.app);
-  return result;
-}
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;

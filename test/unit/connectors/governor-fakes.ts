@@ -1,6 +1,9 @@
 // Test doubles for the governor: a manual clock, and an upstream's rate-limit counters (a fixed window
-// that resets at a reported time, or a sliding window), each reporting what the headers would.
+// that resets at a reported time, or a sliding window), each reporting what the headers would; and a
+// simulated sync beside an application on them (runClasses).
+import type { GovernorKeys } from '../../../connectors/governor.ts';
 import type { Clock } from '../../../connectors/governor/budgets.ts';
+import { MemoryRateGovernor } from '../../../connectors/governor/memory-governor.ts';
 import { abortReason } from '../../../connectors/governor/semaphore.ts';
 import type { RateLimitWindow } from '../../../connectors/rate-limit-headers.ts';
 import { sourceSystemProfileSchema, type SourceSystemProfile } from '../../../connectors/source-systems/profile.ts';
@@ -131,4 +134,90 @@ export function testProfiles(
     ]),
   );
   return (slug) => bySlug.get(slug);
+}
+
+const classesProfiles = testProfiles({});
+const classesBackground: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'background' };
+const classesInteractive: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'interactive' };
+
+export interface ClassesRun {
+  /** Accepted requests per upstream window (by reset), per class, steady state only. */
+  sync: number[];
+  app: number[];
+  rejected: number;
+  /** How long each interactive request waited for its slot (ms). */
+  appWaits: number[];
+  refused: number;
+}
+
+/**
+ * The governor's two classes on a manual clock against a fixed window (service budget of `total` per
+ * `windowMs`): `workers` background loops (acquire, 50 ms request, report) for `durationMs`, and, when `appEveryMs`,
+ * one interactive request every `appEveryMs`.
+ */
+export async function runClasses(o: {
+  share: number | 'adaptive';
+  appEveryMs?: number;
+  workers?: number;
+  durationMs?: number;
+  total?: number;
+  windowMs?: number;
+}): Promise<ClassesRun> {
+  const clock = new ManualClock();
+  const total = o.total ?? 20;
+  const windowMs = o.windowMs ?? 2_000;
+  const governor = new MemoryRateGovernor({ profiles: classesProfiles, clock, serviceLimit: { total, windowMs }, syncShare: o.share });
+  const window = new FixedWindow(total, windowMs);
+  const end = clock.now() + (o.durationMs ?? 60_000);
+  const counts = new Map<number, { sync: number; app: number }>();
+  const result: ClassesRun = { sync: [], app: [], rejected: 0, appWaits: [], refused: 0 };
+  const send = async (keys: GovernorKeys, release: () => void) => {
+    const at = clock.now();
+    const hit = window.hit(at);
+    if (hit.status === 429) result.rejected++;
+    else {
+      const c = counts.get(hit.window.resetsAt!) ?? { sync: 0, app: 0 };
+      if (keys.priority === 'interactive') c.app++;
+      else c.sync++;
+      counts.set(hit.window.resetsAt!, c);
+    }
+    await clock.sleep(50);
+    governor.report(keys, { service: hit.window, sourceSystems: {} }, hit.status, at);
+    release();
+  };
+  const loop = async () => {
+    for (;;) {
+      const release = await governor.acquire(classesBackground);
+      if (clock.now() >= end) return release();
+      await send(classesBackground, release);
+    }
+  };
+  const app = async () => {
+    const pending: Promise<void>[] = [];
+    for (let t = clock.now() + 1_000; t < end; t += o.appEveryMs!) {
+      await clock.sleep(t - clock.now());
+      pending.push(
+        (async () => {
+          const asked = clock.now();
+          try {
+            const release = await governor.acquire(classesInteractive);
+            result.appWaits.push(clock.now() - asked);
+            await send(classesInteractive, release);
+          } catch {
+            result.refused++;
+          }
+        })(),
+      );
+    }
+    await Promise.all(pending);
+  };
+  const loops = [...Array.from({ length: o.workers ?? 4 }, loop), ...(o.appEveryMs ? [app()] : [])];
+  await clock.runUntil(end);
+  await clock.runUntil(end + 3_600_000);
+  await Promise.all(loops);
+  // Steady state: past the first two windows, not the last (cut short).
+  const steady = [...counts.entries()].sort((a, b) => a[0] - b[0]).slice(2, -1);
+  result.sync = steady.map(([, c]) => c.sync);
+  result.app = steady.map(([, c]) => c.app);
+  return result;
 }
