@@ -109,7 +109,12 @@ const layerWalls = {
   api: [
     layerRule(['activities', 'bin'], 'api/ does not run activities or reach into the processes: start a workflow (api/sync-control.ts) or move the code down.'),
   ],
-  bin: [],
+  bin: [
+    layerRule(
+      ['test', 'bench'],
+      "bin/ runs the product's processes: the bench and the test tools are entry points of their own, started as processes (bin/dev-entry.ts), never imported.",
+    ),
+  ],
 };
 
 /**
@@ -163,6 +168,17 @@ function wallConfigs() {
   configs.push({
     files: ['{api,activities,connectors,lib,bin,workflows}/**/*.ts'],
     rules: { 'no-restricted-syntax': ['error', ...sqlOutsideMirror] },
+  });
+  // bin/'s wall against test/ and bench/ holds for import() too (no-restricted-imports sees only static imports).
+  configs.push({
+    files: ['bin/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        ...sqlOutsideMirror,
+        { selector: `ImportExpression[source.value=/${folderImport(['test', 'bench']).replaceAll('/', '\\/')}/]`, message: layerWalls.bin[0].message },
+      ],
+    },
   });
   return configs;
 }

@@ -2,11 +2,12 @@
 // (headless, in memory) for the whole run, then runs every test file with node's test runner. Each
 // test file makes its own database and task queue, so files run in parallel, the slowest first.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ensureDatabase } from '../mirror/db/database.ts';
+import { runDevEntry } from './dev-entry.ts';
 import { projectRoot } from './setup-steps.ts';
 import { startDevServer } from './temporal-cli.ts';
 
@@ -79,21 +80,7 @@ export async function runTests(only: string[]): Promise<number> {
   });
   const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
   await temporal.stop();
-  await printChaosSummary(chaosDir);
+  // The chaos suite's summary: printed by the suite's own entry point (test/chaos/summary.ts).
+  await runDevEntry('test/chaos/summary.ts', [chaosDir]);
   return code;
-}
-
-/** The chaos suite's summary (test/chaos/report.ts): printed, and kept in CHAOS_SUMMARY_FILE if set. */
-async function printChaosSummary(dir: string): Promise<void> {
-  const { formatTable, readRows } = await import('../test/chaos/report.ts');
-  const rows = readRows(dir);
-  // The logs are kept for a look at a failure (known defects left as todo do not count).
-  const failed = rows.some((r) => !r.passed && !r.todo);
-  if (rows.length > 0) {
-    const table = formatTable(rows);
-    const logs = failed || process.env.CHAOS_KEEP_LOGS ? ` (logs of the mirror processes: ${join(dir, 'logs')})` : '';
-    console.error(`\nChaos suite summary${logs}:\n\n${table}\n`);
-    if (process.env.CHAOS_SUMMARY_FILE) writeFileSync(process.env.CHAOS_SUMMARY_FILE, `${table}\n`);
-  }
-  if (!failed && !process.env.CHAOS_KEEP_LOGS) rmSync(dir, { recursive: true, force: true });
 }

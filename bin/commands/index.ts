@@ -12,7 +12,7 @@ import { setupCommand } from './setup.ts';
 import { describeFailure, exitCode, type Command } from './shared.ts';
 import { statusCommand } from './status.ts';
 import { rekeyCommand } from './rekey.ts';
-import { recordHistoriesCommand } from './record-histories.ts';
+import { benchCommand, recordHistoriesCommand } from './dev-tools.ts';
 import { resyncCommand, syncCommand } from './sync.ts';
 import { testCommand } from './test.ts';
 import { unlinkCommand } from './unlink.ts';
@@ -37,27 +37,7 @@ export const commands: Record<string, Command> = {
   rekey: rekeyCommand,
   test: testCommand,
   'record-histories': recordHistoriesCommand,
-  bench: {
-    summary: 'Run the benchmarks: one table of figures against limits, baselines and targets (also bench/results/latest.json)',
-    usage:
-      'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',
-    help: 'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). See docs/benchmarks.md.',
-    options: {
-      quick: { type: 'boolean' },
-      records: { type: 'string' },
-      scale: { type: 'string' },
-      only: { type: 'string' },
-      'rate-window-ms': { type: 'string' },
-      'rate-limit': { type: 'string' },
-      projects: { type: 'string' },
-      invoices: { type: 'string' },
-      save: { type: 'boolean' },
-    },
-    async run(v) {
-      const { runBench } = await import('../../bench/run.ts');
-      return runBench(v);
-    },
-  },
+  bench: benchCommand,
 };
 
 export function help(): string {

@@ -119,6 +119,13 @@ const cases: Record<string, Case[]> = {
       crosses: false,
     },
   ],
+  'bin/ imports neither test/ nor bench/': [
+    { file: 'bin/commands/probe.ts', code: "import { runBench } from '../../bench/run.ts';\nexport const x = runBench;", crosses: true },
+    { file: 'bin/probe.ts', code: "export async function f() {\n  return import('../bench/run.ts');\n}", crosses: true },
+    { file: 'bin/probe.ts', code: "import { startHarness } from '../test/helpers/harness.ts';\nexport const x = startHarness;", crosses: true },
+    { file: 'bin/probe.ts', code: "import type { Report } from '../bench/lib/report.ts';\nexport type X = Report;", crosses: true },
+    { file: 'bin/probe.ts', code: "import { runDevEntry } from './dev-entry.ts';\nexport const x = () => runDevEntry('bench/main.ts', []);", crosses: false },
+  ],
   'SQL, Prisma and pg in mirror/ only': [
     { file: 'api/probe.ts', code: `export const q = '${sql}';`, crosses: true },
     { file: 'api/routes/probe.ts', code: 'export const q = (id: string) => `SELECT * FROM records WHERE id = ${id}`;', crosses: true },

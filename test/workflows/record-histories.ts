@@ -9,14 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import type { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { asyncRequestWorkflowId, changesWorkflowId, streamWorkflowId, subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
-import { projectRoot } from '../setup-steps.ts';
-import { UsageError, type Command } from './shared.ts';
-
-export const historiesRoot = join(projectRoot, 'test/workflows/histories');
+import { historiesRoot } from './replay.ts';
 
 /** A release folder's name: a date, a version, a word (it becomes a directory). */
 const releaseName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$/;
@@ -28,44 +26,40 @@ const releaseName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$/;
  */
 const suggestContinueAsNewAfter = 60;
 
-export const recordHistoriesCommand: Command = {
-  summary: 'Record the histories of representative workflows from the sandbox, for the replay test',
-  usage: 'mirror record-histories --release <name> [--size 12] [--force]',
-  help:
-    'Runs full and incremental passes of a BuildPro and a GraphLedger account, a stream pass of several slices, ' +
-    'a stream of async pages, the change workflow across a continue-as-new, a subscription delivery and an async ' +
-    'request against the sandbox (its own Temporal dev server, a temporary database), and writes each history to ' +
-    'test/workflows/histories/<release>/<workflow>-<case>.json.gz. Record the histories of every release: ' +
-    '`npm test` replays them all against the current workflows. Example: npx mirror record-histories --release 2026-11-25',
-  options: { release: { type: 'string' }, size: { type: 'string' }, force: { type: 'boolean' } },
-  async run(v) {
-    const release = typeof v.release === 'string' ? v.release : '';
-    if (!releaseName.test(release))
-      throw new UsageError(
-        '--release needs a name for the folder of this release\'s histories: letters, digits, ".", "-" or "_" (e.g. --release 2026-11-25 or --release 0.2.0).',
-      );
-    const size = v.size === undefined ? 12 : Number(v.size);
-    if (!Number.isInteger(size) || size < 2 || size > 200) throw new UsageError("--size is the sandbox's list size: an integer from 2 to 200.");
-    const dir = join(historiesRoot, release);
-    if (existsSync(dir) && readdirSync(dir).length > 0 && !v.force) {
-      throw new UsageError(`${dir} already holds histories: a release's histories are recorded once (pass --force to record them again).`);
-    }
-    const written = await recordHistories(dir, { size, log: (line) => console.error(line) });
-    console.log(`mirror record-histories: ${written.length} histories in ${dir}`);
-    for (const f of written) console.log(`  ${f}`);
-  },
-};
+/** Entry point (`mirror record-histories` starts it): the options, checked, then the recording. */
+async function main(): Promise<number> {
+  const usage = (message: string) => {
+    console.error(`mirror record-histories: ${message}`);
+    return 2;
+  };
+  const { values: v } = parseArgs({ options: { release: { type: 'string' }, size: { type: 'string' }, force: { type: 'boolean' } } });
+  const release = typeof v.release === 'string' ? v.release : '';
+  if (!releaseName.test(release))
+    return usage(
+      '--release needs a name for the folder of this release\'s histories: letters, digits, ".", "-" or "_" (e.g. --release 2026-11-25 or --release 0.2.0).',
+    );
+  const size = v.size === undefined ? 12 : Number(v.size);
+  if (!Number.isInteger(size) || size < 2 || size > 200) return usage("--size is the sandbox's list size: an integer from 2 to 200.");
+  const dir = join(historiesRoot, release);
+  if (existsSync(dir) && readdirSync(dir).length > 0 && !v.force) {
+    return usage(`${dir} already holds histories: a release's histories are recorded once (pass --force to record them again).`);
+  }
+  const written = await recordHistories(dir, { size, log: (line) => console.error(line) });
+  console.log(`mirror record-histories: ${written.length} histories in ${dir}`);
+  for (const f of written) console.log(`  ${f}`);
+  return 0;
+}
 
 interface Recorded {
   name: string;
   json: string;
 }
 
-export async function recordHistories(dir: string, options: { size: number; log: (line: string) => void }): Promise<string[]> {
+async function recordHistories(dir: string, options: { size: number; log: (line: string) => void }): Promise<string[]> {
   // Loaded here: the protobuf definitions are heavy for every other command of the CLI.
   const { historyToJSON } = await import('@temporalio/common/lib/proto-utils.js');
-  const { freePort } = await import('../test-runner.ts');
-  const { startDevServer } = await import('../temporal-cli.ts');
+  const { freePort } = await import('../../bin/test-runner.ts');
+  const { startDevServer } = await import('../../bin/temporal-cli.ts');
   const temporal = await startDevServer({
     port: await freePort(),
     headless: true,
@@ -74,7 +68,7 @@ export async function recordHistories(dir: string, options: { size: number; log:
   // The harness takes the dev server it is given (test/helpers/temporal.ts).
   process.env.TEMPORAL_TEST_ADDRESS = temporal.address;
   process.env.LOG_LEVEL ??= 'silent';
-  const { eventually, sandboxAdmin, startHarness, upstreamAll } = await import('../../test/helpers/harness.ts');
+  const { eventually, sandboxAdmin, startHarness, upstreamAll } = await import('../helpers/harness.ts');
   // 600 customers: three pages of GraphLedger's 250 (several slices) and two of the SQL ERP's 500 (two async requests).
   const h = await startHarness({ sandbox: { size: options.size, sizes: { customers: 600 } } });
   const hook = await subscriber();
@@ -226,3 +220,5 @@ function subscriber(): Promise<{ server: Server; url: string; received: string[]
     }),
   );
 }
+
+process.exitCode = await main();
