@@ -183,6 +183,21 @@ function wallConfigs() {
   return configs;
 }
 
+/**
+ * Files allowed the global `fetch` for HTTP that is not a call to the upstream, each with its reason.
+ * The upstream's own HTTP goes through connectors/ (its one client and its budget); tests, the bench,
+ * the scripts and the sandbox (the fake upstream itself) may fetch as they like.
+ */
+const fetchExceptions = [
+  // The container's health check of its own process.
+  'bin/healthcheck.ts',
+  // The sandbox's admin API (a public token for the demo's and the CLI's Link flow), not the upstream.
+  'bin/demo-run.ts',
+  'bin/commands/link.ts',
+  // The API's /healthz, and (to be moved onto the upstream client) the upstream's link token and accounts.
+  'bin/commands/doctor.ts',
+];
+
 export default defineConfig(
   globalIgnores(['node_modules/', 'prisma/generated/', 'dist/', '.data/', 'bench/results/']),
 
@@ -223,6 +238,17 @@ export default defineConfig(
     files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', workflowImportRestrictions],
+    },
+  },
+
+  {
+    files: ['{api,activities,mirror,lib,bin,workflows}/**/*.ts'],
+    ignores: fetchExceptions,
+    rules: {
+      'no-restricted-globals': [
+        'error',
+        { name: 'fetch', message: 'HTTP to the upstream goes through connectors/ (its one client, its budget); other HTTP is named in fetchExceptions.' },
+      ],
     },
   },
 );

@@ -18,7 +18,7 @@ const eslint = new ESLint({
   overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }],
 });
 
-const wallRules = new Set(['@typescript-eslint/no-restricted-imports', 'no-restricted-syntax']);
+const wallRules = new Set(['no-restricted-globals', '@typescript-eslint/no-restricted-imports', 'no-restricted-syntax']);
 
 /** The wall rules' reports for `code` as the file `filePath` (relative to the repository). */
 async function walls(filePath: string, code: string): Promise<string[]> {
@@ -125,6 +125,15 @@ const cases: Record<string, Case[]> = {
     { file: 'bin/probe.ts', code: "import { startHarness } from '../test/helpers/harness.ts';\nexport const x = startHarness;", crosses: true },
     { file: 'bin/probe.ts', code: "import type { Report } from '../bench/lib/report.ts';\nexport type X = Report;", crosses: true },
     { file: 'bin/probe.ts', code: "import { runDevEntry } from './dev-entry.ts';\nexport const x = () => runDevEntry('bench/main.ts', []);", crosses: false },
+  ],
+  'global fetch in connectors/ only': [
+    { file: 'bin/commands/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/link/account');", crosses: true },
+    { file: 'api/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: true },
+    { file: 'mirror/reads/probe.ts', code: "export const f = () => globalThis.fetch('http://x');\nexport const g = () => fetch('http://x');", crosses: true },
+    { file: 'connectors/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: false },
+    { file: 'test/helpers/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: false },
+    { file: 'bench/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: false },
+    { file: 'sandbox/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4000/webhooks');", crosses: false },
   ],
   'SQL, Prisma and pg in mirror/ only': [
     { file: 'api/probe.ts', code: `export const q = '${sql}';`, crosses: true },
