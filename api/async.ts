@@ -8,6 +8,7 @@ import { answer, errorAnswer, pathParams } from './route-schema.ts';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
 import type { AsyncRequestStore } from '../mirror/control/async-requests.ts';
+import { workPriority } from '../lib/work-priority.ts';
 import type { Authenticator } from './auth.ts';
 import type { SyncControl } from './sync-control.ts';
 import { passedUpstream } from './forward.ts';
@@ -94,7 +95,12 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
     const expiresAt = new Date(Date.now() + (deps.ttlMs ?? 60 * 60_000));
     await deps.store.create({ id, accountId: account.id, method: request.method, path: request.url, headers, body }, expiresAt);
     try {
-      await deps.sync.client.workflow.start('asyncRequestWorkflow', { taskQueue: deps.sync.taskQueue, workflowId: asyncRequestWorkflowId(id), args: [{ id }] });
+      await deps.sync.client.workflow.start('asyncRequestWorkflow', {
+        taskQueue: deps.sync.taskQueue,
+        workflowId: asyncRequestWorkflowId(id),
+        args: [{ id }],
+        priority: workPriority(account.id, 'on-demand'),
+      });
     } catch (error) {
       await deps.store.fail(id, 'could not be scheduled');
       throw new UpstreamUnavailableError('The async request could not be scheduled; try again.', undefined, { cause: error });

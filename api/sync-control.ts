@@ -1,6 +1,7 @@
 // Starting and watching syncs through a Temporal client. Names workflow types; never imports workflow code.
 import { Client, ScheduleAlreadyRunning, ScheduleNotFoundError, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
 import { accountSyncWorkflowId, changesWorkflowId, scheduledRunWorkflowId, scheduleIds } from '../lib/workflow-ids.ts';
+import { workPriority, type WorkKind } from '../lib/work-priority.ts';
 
 export interface SyncRequest {
   accountId: string;
@@ -9,6 +10,8 @@ export interface SyncRequest {
   resource?: string;
   scope?: string;
   concurrency?: number;
+  /** Why the pass runs, for its priority (lib/work-priority.ts); default: a full pass is a backfill, an incremental one on demand. */
+  kind?: WorkKind;
 }
 
 export interface AccountSyncSummary {
@@ -35,7 +38,7 @@ export class SyncControl {
 
   /** A newly linked (or adopted) account: its first full pass now, then its periodic passes. */
   async onLinked(accountId: string): Promise<WorkflowHandle<AccountSyncWorkflow>> {
-    const handle = await this.start({ accountId, mode: 'full', registerWebhooks: true });
+    const handle = await this.start({ accountId, mode: 'full', registerWebhooks: true, kind: 'backfill' });
     await this.ensureSchedules(accountId, this.every);
     return handle;
   }
@@ -63,6 +66,7 @@ export class SyncControl {
         },
       ],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+      priority: workPriority(req.accountId, req.kind ?? (req.mode === 'incremental' ? 'on-demand' : 'backfill')),
     });
   }
 
@@ -88,7 +92,7 @@ export class SyncControl {
     }
     this.onDemand.set(id, now + this.onDemandCooldownMs);
     try {
-      await this.start(req);
+      await this.start({ ...req, kind: 'on-demand' });
       return true;
     } catch (error) {
       // Not started (Temporal unreachable): the next read may try again.
@@ -108,25 +112,35 @@ export class SyncControl {
   async ensureSchedules(accountId: string, every: { incrementalMinutes: number; fullHours: number }): Promise<void> {
     const ids = this.scheduleIds(accountId);
     const plans = [
-      { scheduleId: ids.incremental, mode: 'incremental' as const, interval: `${every.incrementalMinutes} minutes` },
-      { scheduleId: ids.full, mode: 'full' as const, interval: `${every.fullHours} hours` },
+      { scheduleId: ids.incremental, mode: 'incremental' as const, interval: `${every.incrementalMinutes} minutes`, kind: 'scheduled' as const },
+      { scheduleId: ids.full, mode: 'full' as const, interval: `${every.fullHours} hours`, kind: 'backfill' as const },
     ];
     for (const plan of plans) {
+      const priority = workPriority(accountId, plan.kind);
+      // The SDK's type of a schedule's action leaves `priority` out; its encoder sends it (and a
+      // schedule's description reads it back).
+      const action = {
+        type: 'startWorkflow' as const,
+        workflowType: 'accountSyncWorkflow',
+        taskQueue: this.taskQueue,
+        workflowId: scheduledRunWorkflowId(plan.scheduleId),
+        args: [{ accountId, mode: plan.mode }],
+        priority,
+      };
       try {
         await this.client.schedule.create({
           scheduleId: plan.scheduleId,
           spec: { intervals: [{ every: plan.interval }] },
-          action: {
-            type: 'startWorkflow',
-            workflowType: 'accountSyncWorkflow',
-            taskQueue: this.taskQueue,
-            workflowId: scheduledRunWorkflowId(plan.scheduleId),
-            args: [{ accountId, mode: plan.mode }],
-          },
+          action,
           policies: { overlap: 'SKIP', catchupWindow: '1 minute' },
         });
       } catch (error) {
         if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+        // A schedule made by an earlier release starts its passes without a priority: given one.
+        const handle = this.client.schedule.getHandle(plan.scheduleId);
+        const { action } = await handle.describe();
+        if (action.type === 'startWorkflow' && (action.priority?.fairnessKey !== priority.fairnessKey || action.priority.priorityKey !== priority.priorityKey))
+          await handle.update((previous) => ({ ...previous, action: { ...previous.action, priority } }));
       }
     }
   }
@@ -177,6 +191,7 @@ export class SyncControl {
       args: [{ accountId }],
       signal: 'events',
       signalArgs: [],
+      priority: workPriority(accountId, 'event'),
     });
   }
 

@@ -71,7 +71,19 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-/** Starts `temporal server start-dev` and waits until its frontend answers. */
+/**
+ * What the dev server needs for the mirror's task-queue priorities and per-account fairness keys
+ * (lib/work-priority.ts): the matcher that knows them, fairness on, and one partition per task queue
+ * (a backlog spread over the default four partitions is ordered within each partition only).
+ */
+export const fairnessDynamicConfig: Record<string, boolean | number> = {
+  'matching.useNewMatcher': true,
+  'matching.enableFairness': true,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+};
+
+/** Starts `temporal server start-dev` (with `fairnessDynamicConfig` under the settings given) and waits until its frontend answers. */
 export async function startDevServer(options: {
   port: number;
   uiPort?: number;
@@ -85,7 +97,8 @@ export async function startDevServer(options: {
   if (options.headless) args.push('--headless');
   else if (options.uiPort) args.push('--ui-port', String(options.uiPort));
   if (options.dbFile) args.push('--db-filename', options.dbFile);
-  for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  for (const [key, value] of Object.entries({ ...fairnessDynamicConfig, ...options.dynamicConfig }))
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   const child = spawn(cli, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => {

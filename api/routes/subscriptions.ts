@@ -11,6 +11,7 @@ import { resourceForWebhookType } from '../../lib/resources.ts';
 import { subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { createSubscription, deleteSubscription, findSubscription, subscriptionsOf, type SubscriptionRow } from '../../mirror/control/subscriptions.ts';
+import { workPriority } from '../../lib/work-priority.ts';
 import { credentialsFirst, header, type Authenticator } from '../auth.ts';
 import type { ProjectIds } from '../project-ids.ts';
 import type { SyncControl } from '../sync-control.ts';
@@ -135,6 +136,7 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
         taskQueue: deps.sync.taskQueue,
         workflowId: subscriptionWorkflowId(id),
         args: [{ subscriptionId: id }],
+        priority: workPriority(account.id, 'event'),
       });
       return reply.status(201).send(shape(row));
     },
