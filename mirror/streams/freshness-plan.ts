@@ -125,7 +125,8 @@ export function planVisits(input: PlanInput): FreshnessPlan {
   let spent = 0;
   for (const s of order) {
     const must = s.rank < 2;
-    const visit = must || spent < budget;
+    // By the budget, only a list its interval brings round by the middle of the next period: a list verified moments ago is not asked again.
+    const visit = must || (spent < budget && s.l.stalenessMs + input.passMs / 2 >= s.intervalMs);
     if (visit) spent++;
     out.set(s.l.key, { key: s.l.key, visit, why: !visit ? 'deferred' : s.rank === 0 ? 'event' : s.rank === 1 ? 'floor' : 'due', intervalMs: s.intervalMs });
   }
