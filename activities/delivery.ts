@@ -13,6 +13,7 @@ import { decryptSecret } from '../lib/crypto.ts';
 import { UpstreamError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { resourceForWebhookType } from '../lib/resources.ts';
+import { accountEventsSince, accountEventType } from '../mirror/control/account-events.ts';
 import { changesSince, syncedSince } from '../mirror/reads/changes.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
@@ -103,8 +104,8 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
         asActivity(async () => {
           const sub = await findSubscription(deps.prisma, input.subscriptionId);
           if (!sub) return { delivered: 0, active: false };
-          const def = resourceForWebhookType(sub.type);
-          if (!def) return { delivered: 0, active: true };
+          const def = sub.type === accountEventType ? undefined : resourceForWebhookType(sub.type);
+          if (!def && sub.type !== accountEventType) return { delivered: 0, active: true };
           const authorization = sub.authorizationCiphertext ? decryptSecret(deps.encryptionKey, sub.authorizationCiphertext) : undefined;
           const post = async (body: unknown) => {
             try {
@@ -129,6 +130,28 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
               throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
             }
           };
+          if (!def) {
+            // The account's own events: its status changes and stalled passes, in order.
+            const events = await accountEventsSince(deps.pool, {
+              accountId: sub.accountId,
+              event: sub.event,
+              after: { at: sub.cursorAt, key: sub.cursorKey },
+              limit: input.limit ?? 50,
+            });
+            for (const e of events) {
+              await post({
+                id: sub.id,
+                source_id: sub.id,
+                callback_url: sub.callbackUrl,
+                event: e.event,
+                target: sub.accountId,
+                type: accountEventType,
+                source_data: { path: '/link/account', content_type: 'application/json', data: { event: e.event, reason: e.reason, at: e.at.toISOString() } },
+              });
+              await advanceSubscription(deps.prisma, { id: sub.id, cursor: e.cursor, delivered: true });
+            }
+            return { delivered: events.length, active: true };
+          }
           const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;
           if (sub.event === 'SYNCED') {
             // The subscription's cursor follows completed passes (sync_runs) instead of records.

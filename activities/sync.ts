@@ -6,7 +6,8 @@
 import { isMirrored, knownProfile, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
 import { listPage } from '../connectors/operations.ts';
 import pLimit from 'p-limit';
-import { MirrorError, UpstreamNotFoundError } from '../lib/errors.ts';
+import { CredentialsRefusedError, MirrorError, UpstreamAuthError, UpstreamNotFoundError } from '../lib/errors.ts';
+import type { AccountCredentials } from '../connectors/credentials.ts';
 import type { Logger } from '../lib/logger.ts';
 import { allProjectsScope, formatScope, listPath, parseScope, resourceDef, resources, type ScopeKind } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/control/accounts.ts';
@@ -15,7 +16,7 @@ import type { Pool } from '../mirror/db/pool.ts';
 import { crossProjectSupport, rememberCrossProject } from '../mirror/streams/cross-project.ts';
 import { retireRemovedProjects } from '../mirror/records/finish-pass.ts';
 import { CrossProjectScopeError } from '../mirror/records/page-write.ts';
-import { markStreamFailed, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams/streams.ts';
+import { markStreamFailed, markStreamPaused, parentsToRefresh, retireStream, type PassMode } from '../mirror/streams/streams.ts';
 import {
   defaultPollingPolicy,
   pollingDecision,
@@ -44,6 +45,8 @@ export interface SyncDeps {
   maxPagesPerPass?: number;
   /** The incremental and full passes' periods (SYNC_INCREMENTAL_MINUTES, SYNC_FULL_HOURS): adaptive polling's bounds. */
   polling?: PollingPolicy;
+  /** Judges a 401: the account's credentials refused (confirmed by a cheap call), or one list's own refusal. */
+  credentials?: AccountCredentials;
 }
 
 /** Most parents a children plan names inline (about 40 bytes each in the workflow's history). */
@@ -152,6 +155,28 @@ export function createSyncActivities(deps: SyncDeps) {
   const polling = deps.polling ?? defaultPollingPolicy;
   const slices = new SliceRunner({ upstream, pool, accounts, logger: log, pageBound });
 
+  /** An account whose credentials are refused, or which is unlinked, asks the upstream nothing. */
+  async function usable(accountId: string): Promise<void> {
+    const { status, reason } = await accounts.status(accountId);
+    if (status !== 'linked')
+      throw new CredentialsRefusedError(`The account is ${status}${reason ? `: ${reason}` : ''}; its passes wait until it is linked again.`);
+  }
+
+  /**
+   * The error that stops a pass because the account's credentials are refused, when `error` is one:
+   * a 401 counts only once the upstream refuses the token on a cheap call too (else it is the list's own).
+   */
+  async function refusedCredentials(accountId: string, error: unknown): Promise<CredentialsRefusedError | undefined> {
+    if (error instanceof CredentialsRefusedError) return error;
+    if (!(error instanceof UpstreamAuthError) || error.upstreamStatus !== 401 || !deps.credentials) return undefined;
+    const verdict = await deps.credentials.confirm(accountId).catch((e: unknown) => {
+      log.warn({ err: e }, 'could not check whether the upstream still takes the account token');
+      return undefined;
+    });
+    if (!verdict?.refused) return undefined;
+    return new CredentialsRefusedError(`The upstream refuses the account's credentials: ${verdict.reason}`, { cause: error });
+  }
+
   async function profileFor(accountId: string): Promise<SourceSystemProfile | undefined> {
     const account = await accounts.get(accountId);
     return knownProfile(account.sourceSystem);
@@ -164,6 +189,7 @@ export function createSyncActivities(deps: SyncDeps) {
       // source system's lists can take a while, and a dead worker's plan is retried within 20 s.
       return withHeartbeat(() =>
         asActivity(async () => {
+          await usable(input.accountId);
           const account = await accounts.get(input.accountId);
           const profile = knownProfile(account.sourceSystem);
           let supported: string[];
@@ -178,7 +204,7 @@ export function createSyncActivities(deps: SyncDeps) {
                 await listPage(upstream, { accountToken: token, accountId: input.accountId, path: r.path, page: 1, perPage: 1 });
                 supported.push(r.name);
               } catch (error) {
-                if (!(error instanceof UpstreamNotFoundError)) throw error;
+                if (!(error instanceof UpstreamNotFoundError)) throw (await refusedCredentials(input.accountId, error)) ?? error;
               }
             }
           }
@@ -311,6 +337,7 @@ export function createSyncActivities(deps: SyncDeps) {
     async syncSlice(input: SyncSliceInput): Promise<SyncSliceResult> {
       const key = { accountId: input.accountId, resource: input.resource, scope: input.scope };
       try {
+        await usable(input.accountId);
         let coverage: WebhookCoverage | undefined;
         if (input.adaptive && input.mode === 'incremental') {
           coverage = await webhookCoverage(pool, input.accountId);
@@ -325,6 +352,12 @@ export function createSyncActivities(deps: SyncDeps) {
         if (result.done) await notePoll(key, { coverage: coverage ?? (await webhookCoverage(pool, input.accountId)) });
         return result;
       } catch (caught) {
+        // The account's credentials refused: the stream is paused, not failed (nothing is wrong with it).
+        const refused = await refusedCredentials(input.accountId, caught);
+        if (refused) {
+          await markStreamPaused(pool, key).catch(() => undefined);
+          return asActivity(() => Promise.reject(refused));
+        }
         let error = caught;
         const refusal = input.scope === allProjectsScope ? crossProjectRefusal(caught) : undefined;
         if (refusal !== undefined) {
@@ -393,6 +426,7 @@ export function createSyncActivities(deps: SyncDeps) {
     poll: { coverage?: WebhookCoverage; event?: boolean } = {},
   ): Promise<string | undefined> {
     try {
+      await usable(key.accountId);
       for (;;) {
         const r = await slices.run(spec, key);
         for (const k of countKeys) totals[k] += r[k];
@@ -402,6 +436,12 @@ export function createSyncActivities(deps: SyncDeps) {
         }
       }
     } catch (error) {
+      // The account's credentials refused: thrown (the sweep stops, never retried), the stream paused.
+      const refused = await refusedCredentials(key.accountId, error);
+      if (refused) {
+        await markStreamPaused(pool, key).catch(() => undefined);
+        throw refused;
+      }
       const message = error instanceof Error ? error.message : String(error);
       await markStreamFailed(pool, key, message).catch(() => undefined);
       if (error instanceof MirrorError && !error.retryable) return message;

@@ -23,6 +23,7 @@ import { defaultStorageUrls, linkBase } from './storage-proxy.ts';
 import { registerInboundWebhookRoutes } from './routes/webhooks-inbound.ts';
 import { registerSubscriptionRoutes } from './routes/subscriptions.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
+import { AccountCredentials } from '../connectors/credentials.ts';
 import { forwardCredentials, type UpstreamTarget } from './forward.ts';
 import type { SyncControl } from './sync-control.ts';
 import { ProjectIds } from './project-ids.ts';
@@ -169,7 +170,13 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   const forwardTarget: UpstreamTarget | undefined = deps.upstream && {
     ...deps.upstream.target,
     client: deps.upstream.client,
-    credentials: forwardCredentials({ accounts: deps.accounts, prisma: deps.prisma, sessionKey: deps.hashKey }),
+    credentials: forwardCredentials({
+      accounts: deps.accounts,
+      prisma: deps.prisma,
+      sessionKey: deps.hashKey,
+      check: new AccountCredentials({ upstream: deps.upstream.client, accounts: deps.accounts, lifecycle: deps.sync }),
+      logger: deps.logger,
+    }),
   };
   const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
   registerMetricsRoutes(app, {

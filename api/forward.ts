@@ -8,9 +8,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AccountCredentials } from '../connectors/credentials.ts';
 import { GovernorWaitTooLongError } from '../connectors/governor.ts';
 import { upstreamUrl, type UpstreamClient, type UpstreamStream, type UpstreamStreamCall } from '../connectors/upstream-client.ts';
 import { BadRequestError, ForbiddenError, MirrorError, NotFoundError } from '../lib/errors.ts';
+import type { Logger } from '../lib/logger.ts';
 import { parseTarget, upstreamPath, type UpstreamCredential, type UpstreamPathRefusal } from '../lib/upstream-surface.ts';
 import type { AccountStore } from '../mirror/control/accounts.ts';
 import { findLinkSession } from '../mirror/control/link-sessions.ts';
@@ -45,12 +47,32 @@ export interface ForwardCredentials {
   accountToken(accountId: string): Promise<string>;
   /** The scopes of the link session with this secret, if it is one of this account's. */
   sessionScopes(accountId: string, secret: string): Promise<readonly string[] | undefined>;
+  /**
+   * The upstream answered a forward sent with the caller's account token 401: the mirror checks once
+   * whether the upstream refuses that token itself and, if so, refuses it too from then on.
+   */
+  refused?(accountId: string, accountToken: string): void;
 }
 
 /** The credential sources of an API: the account store, and the link sessions the mirror recorded. */
-export function forwardCredentials(deps: { accounts: AccountStore; prisma: PrismaClient; sessionKey?: Buffer | undefined }): ForwardCredentials {
+export function forwardCredentials(deps: {
+  accounts: AccountStore;
+  prisma: PrismaClient;
+  sessionKey?: Buffer | undefined;
+  check?: AccountCredentials | undefined;
+  logger?: Logger | undefined;
+}): ForwardCredentials {
   return {
     accountToken: (accountId) => deps.accounts.token(accountId),
+    ...(deps.check
+      ? {
+          refused(accountId: string, accountToken: string) {
+            deps.check!.confirm(accountId, accountToken).catch((error: unknown) => {
+              deps.logger?.warn({ account: accountId, err: error }, 'could not check whether the upstream still takes an account token');
+            });
+          },
+        }
+      : {}),
     async sessionScopes(accountId, secret) {
       if (!deps.sessionKey) return undefined;
       const row = await findLinkSession(deps.prisma, sessionSecretHash(deps.sessionKey, secret));
@@ -335,6 +357,8 @@ export async function forward(request: FastifyRequest, reply: FastifyReply, targ
     const mine = name === `${target.headerPrefix.toLowerCase()}-warnings` ? reply.getHeader(name) : undefined;
     void reply.header(name, mine === undefined ? value : [mine, value].flat().map(String));
   }
+  const sent = headers.get('account-token');
+  if (res.status === 401 && account && typeof sent === 'string') target.credentials?.refused?.(account.id, sent);
   if (!options.capture) return reply.status(res.status).send(res.body);
   const answer = await res.readAll(options.capture.maxBytes);
   await options.capture.onAnswer(res.status, answer);

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { exchangePublicToken } from '../connectors/operations.ts';
 import type { LinkedAccountObject } from '../connectors/schemas.ts';
-import type { AccountStore, AccountSummary } from '../mirror/control/accounts.ts';
+import type { AccountStore, AccountSummary, Registration } from '../mirror/control/accounts.ts';
 import type { SyncControl } from './sync-control.ts';
 
 export interface LinkDeps {
@@ -38,7 +38,7 @@ export async function linkWithPublicToken(deps: LinkDeps, publicToken: string): 
     status: linked.status,
     ...(deps.clientId === undefined ? {} : { clientId: deps.clientId }),
   });
-  if (deps.sync) await deps.sync.onLinked(account.id);
+  if (deps.sync) await resume(deps.sync, account);
   return { account, linked };
 }
 
@@ -58,6 +58,12 @@ export async function adoptAccountToken(deps: LinkDeps, accountToken: string): P
     linkedUser: body.linked_user,
     ...(deps.clientId === undefined ? {} : { clientId: deps.clientId }),
   });
-  if (deps.sync) await deps.sync.onLinked(account.id);
+  if (deps.sync) await resume(deps.sync, account);
   return account;
+}
+
+/** A new account gets its first full pass; a known one linked again resumes with an incremental pass. */
+async function resume(sync: SyncControl, account: Registration): Promise<void> {
+  if (account.known) await sync.relinked(account.id);
+  else await sync.onLinked(account.id);
 }

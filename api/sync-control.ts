@@ -1,6 +1,14 @@
 // Starting and watching syncs through a Temporal client. Names workflow types; never imports workflow code.
 import { Client, ScheduleAlreadyRunning, ScheduleNotFoundError, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
-import { accountSyncWorkflowId, changesWorkflowId, scheduledRunWorkflowId, scheduleIds } from '../lib/workflow-ids.ts';
+import type { AccountLifecycle } from '../connectors/credentials.ts';
+import {
+  accountProbeWorkflowId,
+  accountPurgeWorkflowId,
+  accountSyncWorkflowId,
+  changesWorkflowId,
+  scheduledRunWorkflowId,
+  scheduleIds,
+} from '../lib/workflow-ids.ts';
 import { workPriority, type WorkKind } from '../lib/work-priority.ts';
 
 export interface SyncRequest {
@@ -22,19 +30,91 @@ export interface AccountSyncSummary {
   byResource: Record<string, number>;
   /** Streams an incremental pass left alone as not due (adaptive polling). */
   notDue?: number;
+  /** Why the pass stopped early: the account's credentials refused, or the account unlinked. */
+  halted?: string;
 }
 
 /** The account pass by its workflow type's name, typed here so handles' results are typed too. */
 export type AccountSyncWorkflow = (input: Record<string, unknown>) => Promise<AccountSyncSummary>;
 
-export class SyncControl {
+/** How accounts are handled over time (MIRROR_CREDENTIALS_PROBE_AFTER, MIRROR_CREDENTIALS_PROBE_MAX, MIRROR_RETENTION_AFTER_UNLINK). */
+export interface AccountPolicy {
+  probeFirstMs: number;
+  probeMaxMs: number;
+  retentionAfterUnlinkMs: number;
+}
+
+export const defaultAccountPolicy: AccountPolicy = { probeFirstMs: 60_000, probeMaxMs: 6 * 3_600_000, retentionAfterUnlinkMs: 30 * 86_400_000 };
+
+export class SyncControl implements AccountLifecycle {
   constructor(
     readonly client: Client,
     readonly taskQueue: string,
     readonly every: { incrementalMinutes: number; fullHours: number } = { incrementalMinutes: 15, fullHours: 24 },
     /** How long a target started on demand (by a read) is not started again by another read. */
     readonly onDemandCooldownMs = 60_000,
+    readonly accountPolicy: AccountPolicy = defaultAccountPolicy,
   ) {}
+
+  /**
+   * A known account linked again (a new token for it, or its refused token taken again): its schedules
+   * run again and an incremental pass resumes it (streams that never completed are listed whole).
+   */
+  async relinked(accountId: string): Promise<void> {
+    await this.ensureSchedules(accountId, this.every);
+    await this.eachSchedule(accountId, (h) => h.unpause('the account is linked again'));
+    await this.start({ accountId, mode: 'incremental', registerWebhooks: true });
+  }
+
+  /** The upstream refuses the account's token: its schedules pause, and a probe asks again with backoff. */
+  async credentialsRefused(accountId: string): Promise<void> {
+    await this.eachSchedule(accountId, (h) => h.pause('the upstream refuses the account token; a probe resumes it once it is taken again'));
+    await this.client.workflow.start('accountProbeWorkflow', {
+      taskQueue: this.taskQueue,
+      workflowId: accountProbeWorkflowId(accountId),
+      args: [{ accountId, firstDelayMs: this.accountPolicy.probeFirstMs, maxDelayMs: this.accountPolicy.probeMaxMs }],
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+      priority: workPriority(accountId, 'scheduled'),
+    });
+  }
+
+  /**
+   * The account is unlinked (at the source or through the mirror): its schedules go, its running
+   * passes, change workflow and probe are cancelled, and its data is purged after the retention.
+   */
+  async unlinked(accountId: string): Promise<void> {
+    await this.deleteSchedules(accountId);
+    const ids = this.scheduleIds(accountId);
+    for (const id of [
+      accountSyncWorkflowId(accountId),
+      scheduledRunWorkflowId(ids.full),
+      scheduledRunWorkflowId(ids.incremental),
+      changesWorkflowId(accountId),
+      accountProbeWorkflowId(accountId),
+    ]) {
+      await this.client.workflow
+        .getHandle(id)
+        .cancel()
+        .catch(() => undefined);
+    }
+    await this.client.workflow.start('accountPurgeWorkflow', {
+      taskQueue: this.taskQueue,
+      workflowId: accountPurgeWorkflowId(accountId),
+      args: [{ accountId, afterMs: this.accountPolicy.retentionAfterUnlinkMs }],
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+      priority: workPriority(accountId, 'backfill'),
+    });
+  }
+
+  private async eachSchedule(accountId: string, fn: (handle: ReturnType<Client['schedule']['getHandle']>) => Promise<void>): Promise<void> {
+    for (const id of Object.values(this.scheduleIds(accountId))) {
+      try {
+        await fn(this.client.schedule.getHandle(id));
+      } catch (error) {
+        if (!(error instanceof ScheduleNotFoundError)) throw error;
+      }
+    }
+  }
 
   /** A newly linked (or adopted) account: its first full pass now, then its periodic passes. */
   async onLinked(accountId: string): Promise<WorkflowHandle<AccountSyncWorkflow>> {

@@ -2,9 +2,8 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app.ts';
-import { SyncControl } from '../api/sync-control.ts';
 import { defaultTemporalUiUrl } from '../api/status-page/temporal.ts';
-import { upstreamTarget, type Services } from './services.ts';
+import { accountSyncControl, upstreamTarget, type Services } from './services.ts';
 import { freshnessSettings } from './polling-settings.ts';
 
 /**
@@ -39,10 +38,7 @@ export async function startApi(
   const { config } = services;
   const connection = await Connection.connect({ address: options.temporalAddress ?? config.TEMPORAL_ADDRESS });
   releaseCallContext(connection);
-  const sync = new SyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, {
-    incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES,
-    fullHours: config.SYNC_FULL_HOURS,
-  });
+  const sync = accountSyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, config);
   const app = await buildApp({
     pool: services.pool,
     prisma: services.prisma,

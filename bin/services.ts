@@ -1,5 +1,7 @@
 // Wiring: builds the long-lived dependencies of a process from its configuration. The only place
 // (with the other files in bin/) that knows every layer.
+import type { Client } from '@temporalio/client';
+import { SyncControl } from '../api/sync-control.ts';
 import type { UpstreamTarget } from '../api/forward.ts';
 import { PostgresRateGovernor } from '../connectors/governor/index.ts';
 import { selectResources } from '../connectors/source-systems/index.ts';
@@ -90,4 +92,20 @@ export function upstreamTarget(config: Config): UpstreamTarget {
     apiVersion: config.UPSTREAM_API_VERSION,
     headerPrefix: config.UPSTREAM_HEADER_PREFIX,
   };
+}
+
+/** The Temporal side of accounts over time, configured as every process configures it. */
+export function accountSyncControl(
+  client: Client,
+  taskQueue: string,
+  config: Pick<
+    Config,
+    'SYNC_INCREMENTAL_MINUTES' | 'SYNC_FULL_HOURS' | 'MIRROR_CREDENTIALS_PROBE_AFTER' | 'MIRROR_CREDENTIALS_PROBE_MAX' | 'MIRROR_RETENTION_AFTER_UNLINK'
+  >,
+): SyncControl {
+  return new SyncControl(client, taskQueue, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS }, undefined, {
+    probeFirstMs: config.MIRROR_CREDENTIALS_PROBE_AFTER,
+    probeMaxMs: config.MIRROR_CREDENTIALS_PROBE_MAX,
+    retentionAfterUnlinkMs: config.MIRROR_RETENTION_AFTER_UNLINK,
+  });
 }

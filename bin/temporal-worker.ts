@@ -1,15 +1,17 @@
 // The Temporal worker: registers every workflow and activity on the mirror's task queue.
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { createActivities } from '../activities/index.ts';
 import { writeDepth } from '../activities/sync.ts';
 import type { RequestExecutor } from '../activities/async-requests.ts';
 import { buildApp } from '../api/app.ts';
+import { AccountCredentials } from '../connectors/credentials.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
-import { publicBaseUrl, upstreamTarget, type Services } from './services.ts';
+import { accountSyncControl, publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
 import { pollingPolicy } from './polling-settings.ts';
@@ -45,12 +47,21 @@ export async function startWorker(
   const { config } = services;
   installRuntimeLogger(config.LOG_LEVEL);
   const connection = await NativeConnection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
+  // A client beside the worker: an account whose credentials are refused or which is unlinked has its
+  // schedules paused or deleted, and its probe or purge started, from the activity that found it out.
+  const clientConnection = await Connection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
+  const taskQueue = options.taskQueue ?? config.TEMPORAL_TASK_QUEUE;
+  const lifecycle = accountSyncControl(
+    new Client({ connection: clientConnection, namespace: options.namespace ?? config.TEMPORAL_NAMESPACE }),
+    taskQueue,
+    config,
+  );
   const worker = await Worker.create({
     connection,
     // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
     identity: workerIdentity(),
     namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
-    taskQueue: options.taskQueue ?? config.TEMPORAL_TASK_QUEUE,
+    taskQueue,
     workflowBundle: { codePath: await workflowBundlePath() },
     activities: createActivities({
       upstream: services.upstream,
@@ -66,11 +77,15 @@ export async function startWorker(
       // The schedules' periods (api/sync-control.ts), the polling share and the freshness target: the freshness scheduler's settings.
       polling: pollingPolicy(config),
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
+      credentials: new AccountCredentials({ upstream: services.upstream, accounts: services.accounts, lifecycle }),
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
   });
-  const running = worker.run().finally(() => connection.close());
+  const running = worker.run().finally(async () => {
+    await connection.close();
+    await clientConnection.close();
+  });
   return {
     worker,
     running,

@@ -9,6 +9,17 @@ import { parseIndexedFields } from './indexed-fields.ts';
 import { parseResourceSelection } from './resource-selection.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
+
+const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+/** A duration such as `30d`, `12h`, `15m`, `90s` or `500ms` (a bare number is seconds), in milliseconds. */
+const duration = z
+  .string()
+  .trim()
+  .regex(/^\d+(ms|s|m|h|d)?$/, 'must be a whole number with a unit: ms, s, m, h or d (e.g. 30d; a bare number is seconds)')
+  .transform((v) => {
+    const [, n, unit] = /^(\d+)(ms|s|m|h|d)?$/.exec(v)!;
+    return Number(n) * durationUnits[unit ?? 's']!;
+  });
 const base64Key = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (run `npx mirror setup`)');
 /** Comma-separated http(s) base URLs, without credentials, query or fragment. */
 const baseUrlList = z
@@ -175,6 +186,14 @@ export const configSchema = z.object({
   /** Most pages one pass of a stream may take before it stops with an error (an upstream whose pages never end). */
   SYNC_MAX_PAGES_PER_PASS: z.coerce.number().int().positive().default(100_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** How long an unlinked account's mirrored data is kept before it is purged; 0 purges at once. */
+  MIRROR_RETENTION_AFTER_UNLINK: duration.default(30 * 86_400_000),
+  /**
+   * The first wait before a probe asks the upstream whether it takes a refused account token again;
+   * each refused probe doubles it, up to MIRROR_CREDENTIALS_PROBE_MAX.
+   */
+  MIRROR_CREDENTIALS_PROBE_AFTER: duration.default(60_000),
+  MIRROR_CREDENTIALS_PROBE_MAX: duration.default(6 * 3_600_000),
   /** Opens the status page and /metrics to operators (Bearer, or Basic with user `operator`) besides the mirror's client credentials. */
   OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 24`)').optional(),
   /** Where `mirror worker` serves its own /metrics (upstream requests and 429s it made); off when unset. */

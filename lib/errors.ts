@@ -133,6 +133,18 @@ export class AsyncRequestExpiredError extends UpstreamError {
   }
 }
 
+/**
+ * The upstream refuses the account's token (confirmed by a cheap call, not one list's 401), or the
+ * account is unlinked: nothing is asked of the upstream for it until a probe finds the token taken again.
+ */
+export class CredentialsRefusedError extends MirrorError {
+  override readonly statusCode = 401;
+  override readonly code = 'credentials_refused';
+  override get retryable(): boolean {
+    return false;
+  }
+}
+
 export function isMirrorError(error: unknown): error is MirrorError {
   return error instanceof MirrorError;
 }

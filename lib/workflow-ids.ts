@@ -33,6 +33,16 @@ export function asyncRequestWorkflowId(requestId: string): string {
   return `async-request:${requestId}`;
 }
 
+/** The probe of an account whose credentials the upstream refuses. */
+export function accountProbeWorkflowId(accountId: string): string {
+  return `account-probe:${accountId}`;
+}
+
+/** The purge of an unlinked account's data, after its retention. */
+export function accountPurgeWorkflowId(accountId: string): string {
+  return `account-purge:${accountId}`;
+}
+
 /** The account's two schedules: full passes and incremental passes. */
 export function scheduleIds(accountId: string): { full: string; incremental: string } {
   return { full: `account-full:${accountId}`, incremental: `account-incremental:${accountId}` };

@@ -72,6 +72,11 @@ export interface AccountSyncResult {
   deletedWithProjects?: number;
   /** Streams an incremental pass left alone as not due (adaptive polling: mirror/streams/polling.ts). */
   notDue?: number;
+  /**
+   * Why the pass stopped early: the upstream refuses the account's credentials, or the account is
+   * unlinked. Its streams are paused, not failed; a probe resumes the account once its token is taken again.
+   */
+  halted?: string;
 }
 
 interface Spec {
@@ -89,7 +94,21 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   setHandler(accountProgressQuery, () => progress);
   const result: AccountSyncResult = { accountId: input.accountId, streams: 0, failed: [], records: 0, byResource: {} };
 
-  const plan = await planAccount({ accountId: input.accountId });
+  // The account's credentials refused (or the account unlinked) stops the whole pass, once: its
+  // remaining streams are not started, and none is reported failed. Passes begun before this replay as they ran.
+  const halts = (error: unknown): boolean => {
+    if (!isCredentialsRefusal(error) || !patched('account-states')) return false;
+    result.halted ??= rootMessage(error);
+    progress.phase = 'halted';
+    return true;
+  };
+  let plan: Awaited<ReturnType<typeof planAccount>>;
+  try {
+    plan = await planAccount({ accountId: input.accountId });
+  } catch (error) {
+    if (halts(error)) return result;
+    throw error;
+  }
   // An account's own incremental pass polls adaptively: the activities skip streams that are not due
   // (mirror/streams/polling.ts). A targeted pass lists what it names. Passes begun before this replay as they ran.
   const adaptive = mode === 'incremental' && input.resource === undefined && input.scope === undefined && patched('adaptive-polling');
@@ -102,6 +121,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
 
   /** `onRefused`: a stream across projects that the upstream will not list so (it is run per project instead). */
   const run = async (spec: Spec, onRefused?: () => void): Promise<void> => {
+    if (result.halted !== undefined) return;
     progress.streamsTotal++;
     result.streams++;
     try {
@@ -125,6 +145,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
         progress.streamsDone++;
         return;
       }
+      if (halts(error)) return;
       progress.streamsFailed++;
       result.failed.push({ resource: spec.resource, scope: spec.scope, records: 0, error: rootMessage(error) });
     }
@@ -163,6 +184,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   // by a workflow of its own: workflows per pass stay about the number of resources.
   const sweeping = patched('sweep-scopes');
   const sweep = async (items: SweepItem[]): Promise<void> => {
+    if (result.halted !== undefined) return;
     progress.streamsTotal += items.length;
     result.streams += items.length;
     try {
@@ -176,6 +198,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       progress.streamsFailed += r.failed.length;
       for (const f of r.failed) result.failed.push({ resource: f.resource, scope: f.scope, records: 0, error: f.error });
     } catch (error) {
+      if (halts(error)) return;
       progress.streamsFailed += items.length;
       const message = rootMessage(error);
       for (const item of items) result.failed.push({ resource: item.resource, scope: item.scope, records: 0, error: message });
@@ -257,6 +280,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   }
   await runBounded([...sweepsOf(childItems).map((batch) => ({ batch })), ...groups.map((group) => ({ group }))], concurrency, async (job) => {
     if ('batch' in job) return sweep(job.batch);
+    if (result.halted !== undefined) return;
     const g = job.group;
     progress.streamsTotal++;
     try {
@@ -276,6 +300,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
         progress.streamsDone++;
         return;
       }
+      if (halts(error)) return;
       progress.streamsFailed++;
       result.failed.push({ resource: g.resource, scope: g.parentScope, records: 0, error: rootMessage(error) });
     }
@@ -283,6 +308,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
   // A full pass whose projects' list completed: records of projects it no longer found are deleted
   // (their streams are not run any more, so nothing else would). Never after a failed projects pass.
   if (
+    result.halted === undefined &&
     mode === 'full' &&
     input.resource === undefined &&
     input.scope === undefined &&
@@ -296,7 +322,7 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       result.failed.push({ resource: 'projects', scope: '', records: 0, error: rootMessage(error) });
     }
   }
-  if (input.registerWebhooks) {
+  if (input.registerWebhooks && result.halted === undefined) {
     progress.phase = 'webhooks';
     try {
       await registerWebhooks({ accountId: input.accountId });
@@ -305,8 +331,16 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: rootMessage(error) });
     }
   }
-  progress.phase = 'done';
+  if (result.halted === undefined) progress.phase = 'done';
   return result;
+}
+
+/** A stream, a sweep or the plan stopped because the account's credentials are refused (lib/errors.ts CredentialsRefusedError). */
+function isCredentialsRefusal(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof ApplicationFailure && e.type === 'credentials_refused') return true;
+  }
+  return false;
 }
 
 /** A stream across projects failed because the upstream will not list its resource so (activities/sync.ts). */

@@ -5,3 +5,4 @@ export { accountChangesWorkflow } from './account-changes.ts';
 export { asyncRequestWorkflow } from './async-request.ts';
 export { subscriptionDeliveryWorkflow } from './delivery.ts';
 export { childStreamsWorkflow } from './child-streams.ts';
+export { accountProbeWorkflow, accountPurgeWorkflow } from './account-lifecycle.ts';

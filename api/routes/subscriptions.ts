@@ -8,6 +8,7 @@ import type { CallbackGuard } from '../../lib/address-guard.ts';
 import { encryptSecret } from '../../lib/crypto.ts';
 import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { resourceForWebhookType } from '../../lib/resources.ts';
+import { accountEvents, accountEventType } from '../../mirror/control/account-events.ts';
 import { subscriptionWorkflowId } from '../../lib/workflow-ids.ts';
 import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { createSubscription, deleteSubscription, findSubscription, subscriptionsOf, type SubscriptionRow } from '../../mirror/control/subscriptions.ts';
@@ -20,8 +21,11 @@ import { errorAnswer, headersOf, json, metaSchema, pathParams, projectHeader } f
 const createSchema = z.object({
   callback_url: z.url({ protocol: /^https?$/, message: 'callback_url must be an http(s) URL' }),
   authorization_header: z.string().max(4096).optional(),
-  // SYNCED (the mirror's own): a stream's pass committed every page, with its counts.
-  event: z.enum(['CREATE', 'UPDATE', 'DELETE', 'SYNCED'], { message: 'event must be CREATE, UPDATE, DELETE or SYNCED' }),
+  // SYNCED (the mirror's own): a stream's pass committed every page, with its counts. The account's
+  // own events (type `account`): its credentials refused, linked again, unlinked, a pass stalled.
+  event: z.enum(['CREATE', 'UPDATE', 'DELETE', 'SYNCED', ...accountEvents], {
+    message: `event must be CREATE, UPDATE, DELETE or SYNCED (with a resource's type), or one of ${accountEvents.join(', ')} (with type account)`,
+  }),
   type: z.string().min(1, 'type is required').max(64),
 });
 
@@ -112,7 +116,15 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
     async (request, reply) => {
       const account = await deps.auth.account(request);
       const body = request.body;
-      if (!resourceForWebhookType(body.type))
+      const forAccount = (accountEvents as readonly string[]).includes(body.event);
+      if (forAccount !== (body.type === accountEventType))
+        throw new BadRequestError(
+          forAccount
+            ? `The event ${body.event} is the account's: subscribe to it with type "${accountEventType}".`
+            : `Type "${accountEventType}" takes the account's events: ${accountEvents.join(', ')}.`,
+          { details: [{ path: forAccount ? 'type' : 'event', message: 'account events go with type account, and only they' }] },
+        );
+      if (!forAccount && !resourceForWebhookType(body.type))
         throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
       // A project-level subscription names one of the account's own projects, as the upstream's
       // webhooks do (a project it does not have is a 404); kept by its service id, which is what

@@ -45,7 +45,16 @@ export const rekeyCommand: Command = {
           }
         }
       };
-      const { accounts, subscriptions } = await sealedSecrets(services.prisma);
+      const { accounts, tokens, subscriptions } = await sealedSecrets(services.prisma);
+      const tokenUpdates = tokens.map((t) => {
+        const token = open(t.tokenCiphertext);
+        return {
+          accountId: t.accountId,
+          was: t.tokenHash,
+          tokenHash: accountTokenHash(signingKey, token),
+          tokenCiphertext: new Uint8Array(encryptSecret(encryptionKey, token)),
+        };
+      });
       const accountUpdates = accounts.map((a) => {
         const token = open(a.tokenCiphertext);
         const tokenHash = accountTokenHash(signingKey, token);
@@ -66,7 +75,7 @@ export const rekeyCommand: Command = {
       const rehashed = accountUpdates.filter((a) => a.hashChanged);
       const upgraded = accountUpdates.filter((a) => a.upgraded).length;
       if (!v['dry-run']) {
-        await resealSecrets(services.prisma, { accounts: accountUpdates, subscriptions: subscriptionUpdates });
+        await resealSecrets(services.prisma, { accounts: accountUpdates, tokens: tokenUpdates, subscriptions: subscriptionUpdates });
       }
       console.log(
         `${v['dry-run'] ? 'Would re-seal' : 'Re-sealed'} ${accountUpdates.length} account tokens (${rehashed.length} lookup hashes changed${upgraded ? `; ${upgraded} from before the account-token hash domain upgraded` : ''}) and ${subscriptionUpdates.length} subscriber authorization headers.`,

@@ -158,7 +158,7 @@ export interface TemporalHandle {
 /** A Temporal client for the configured server, or a one-line error that says how to get one. */
 export async function connectTemporal(config: Config): Promise<TemporalHandle> {
   const { Client, Connection } = await import('@temporalio/client');
-  const { SyncControl } = await import('../../api/sync-control.ts');
+  const { accountSyncControl } = await import('../services.ts');
   let connection;
   try {
     connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: '5s' });
@@ -169,7 +169,7 @@ export async function connectTemporal(config: Config): Promise<TemporalHandle> {
     );
   }
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const sync = new SyncControl(client, config.TEMPORAL_TASK_QUEUE, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
+  const sync = accountSyncControl(client, config.TEMPORAL_TASK_QUEUE, config);
   return { sync, close: () => connection.close() };
 }
 

@@ -1,5 +1,6 @@
-// Linked accounts: registration (token encrypted at rest, found by a keyed hash), the mirror API client
-// each belongs to, lookup, unlink (which ends its link sessions).
+// Linked accounts: registration (tokens encrypted at rest, found by a keyed hash), the mirror API client
+// each belongs to, lookup, their status over time (linked, credentials refused, unlinked: each change
+// an event in account_events), unlink (which ends its link sessions).
 import { decryptSecret, domainHash, encryptSecret, keyedHash } from '../../lib/crypto.ts';
 import { ConflictError, NotFoundError } from '../../lib/errors.ts';
 import type { PrismaClient } from '../db/prisma.ts';
@@ -30,6 +31,16 @@ export interface LinkedAccountInput {
   clientId?: string;
 }
 
+/** An account's status: `linked`, `credentials_refused` (the upstream refuses its token) or `unlinked`. */
+export type AccountStatus = 'linked' | 'credentials_refused' | 'unlinked';
+
+/** The events an account's status changes make (delivered to the application's account subscriptions). */
+export const accountEventOf = {
+  credentials_refused: 'account.credentials_refused',
+  linked: 'account.relinked',
+  unlinked: 'account.unlinked',
+} as const satisfies Record<AccountStatus, string>;
+
 export interface AccountSummary {
   id: string;
   referenceId: string;
@@ -38,6 +49,14 @@ export interface AccountSummary {
   status: string;
   /** The mirror API client the account belongs to: its token works only with that client's credentials. */
   clientId: string | null;
+  /** Why the account is in its status (the upstream's words for a refusal). */
+  statusReason?: string | null;
+}
+
+/** What a registration did: a new account, or one the mirror knew (its data kept), relinked when it was not linked. */
+export interface Registration extends AccountSummary {
+  known: boolean;
+  relinked: boolean;
 }
 
 interface AccountRow extends AccountSummary {
@@ -78,7 +97,7 @@ export class AccountStore {
    * reference id and source system again and the upstream names the same linked company and user as at
    * the first link; anything else is a new account.
    */
-  async register(input: LinkedAccountInput): Promise<AccountSummary> {
+  async register(input: LinkedAccountInput): Promise<Registration> {
     const clientId = input.clientId ?? this.options.defaultClientId ?? null;
     const tokenHash = this.tokenHash(input.accountToken);
     const data = {
@@ -91,8 +110,10 @@ export class AccountStore {
       tokenHash,
       clientId,
       status: input.status ?? 'linked',
+      statusReason: null,
       unlinkedAt: null,
     };
+    const tokenRow = { tokenHash, tokenCiphertext: data.tokenCiphertext, refusedAt: null };
     const linkedCompanyId = idOf(input.linkedCompany);
     const linkedUserId = idOf(input.linkedUser);
     const sameToken = await this.rowByToken(input.accountToken);
@@ -103,11 +124,12 @@ export class AccountStore {
         );
       }
       // An account from before identities were recorded learns its identity from the upstream now.
-      const row = await this.prisma.linkedAccount.update({
-        where: { id: sameToken.id },
-        data: { ...data, ...(sameToken.linkedCompanyId === null && sameToken.linkedUserId === null ? { linkedCompanyId, linkedUserId } : {}) },
+      const row = await this.relink(sameToken, {
+        ...data,
+        ...(sameToken.linkedCompanyId === null && sameToken.linkedUserId === null ? { linkedCompanyId, linkedUserId } : {}),
       });
-      return this.summary(row);
+      await this.keepToken(row.id, tokenRow);
+      return { ...this.summary(row), known: true, relinked: sameToken.status !== 'linked' };
     }
     const existing =
       clientId !== null && linkedCompanyId !== null && linkedUserId !== null
@@ -122,10 +144,66 @@ export class AccountStore {
             orderBy: { createdAt: 'asc' },
           })
         : null;
-    const row = existing
-      ? await this.prisma.linkedAccount.update({ where: { id: existing.id }, data })
-      : await this.prisma.linkedAccount.create({ data: { ...data, linkedCompanyId, linkedUserId } });
-    return this.summary(row);
+    // The earlier tokens of a re-linked account stay its own: each keeps working while the upstream takes it.
+    const row = existing ? await this.relink(existing, data) : await this.prisma.linkedAccount.create({ data: { ...data, linkedCompanyId, linkedUserId } });
+    await this.keepToken(row.id, tokenRow);
+    return { ...this.summary(row), known: existing !== null, relinked: existing !== null && existing.status !== 'linked' };
+  }
+
+  /** Updates a known account on a new link; one that was not linked is linked again, an event says so. */
+  private async relink<T extends { id: string; status: string }>(row: T, data: Record<string, unknown> & { status: string }) {
+    if (row.status === 'linked' || data.status !== 'linked') return this.prisma.linkedAccount.update({ where: { id: row.id }, data });
+    const [updated] = await this.prisma.$transaction([
+      this.prisma.linkedAccount.update({ where: { id: row.id }, data: { ...data, statusChangedAt: new Date(), purgedAt: null } }),
+      this.prisma.accountEvent.create({ data: { accountId: row.id, event: accountEventOf.linked, reason: `linked again (was ${row.status})` } }),
+    ]);
+    return updated;
+  }
+
+  private async keepToken(accountId: string, token: { tokenHash: string; tokenCiphertext: Uint8Array<ArrayBuffer>; refusedAt: null }): Promise<void> {
+    await this.prisma.accountToken.upsert({
+      where: { tokenHash: token.tokenHash },
+      create: { accountId, ...token },
+      update: { accountId, tokenCiphertext: token.tokenCiphertext, refusedAt: null },
+    });
+  }
+
+  /**
+   * Moves an account to another status, only from the statuses named (a racing change wins once), and
+   * records the change as an event. `refusedToken`: the token the upstream refused (the mirror refuses
+   * it too from now on). Returns whether the status changed.
+   */
+  async setStatus(id: string, change: { to: AccountStatus; from: readonly AccountStatus[]; reason: string; refusedToken?: string }): Promise<boolean> {
+    const now = new Date();
+    const moved = await this.prisma.$transaction(async (tx) => {
+      const r = await tx.linkedAccount.updateMany({
+        where: { id, status: { in: [...change.from] } },
+        data: { status: change.to, statusReason: change.reason, statusChangedAt: now, ...(change.to === 'unlinked' ? { unlinkedAt: now } : {}) },
+      });
+      if (r.count === 0) return false;
+      await tx.accountEvent.create({ data: { accountId: id, event: accountEventOf[change.to], reason: change.reason } });
+      if (change.to === 'unlinked') await tx.linkSession.deleteMany({ where: { accountId: id } });
+      return true;
+    });
+    if (change.refusedToken !== undefined) await this.refuseToken(change.refusedToken);
+    // Linked again because the upstream takes its token again: the mirror takes it again too.
+    if (moved && change.to === 'linked') {
+      const row = await this.prisma.linkedAccount.findUnique({ where: { id }, select: { tokenHash: true } });
+      if (row) await this.prisma.accountToken.updateMany({ where: { accountId: id, tokenHash: row.tokenHash }, data: { refusedAt: null } });
+    }
+    return moved;
+  }
+
+  /** The upstream refused this token: the mirror refuses it too from now on (other tokens of its account are untouched). */
+  async refuseToken(accountToken: string): Promise<void> {
+    await this.prisma.accountToken.updateMany({ where: { tokenHash: this.tokenHash(accountToken), refusedAt: null }, data: { refusedAt: new Date() } });
+  }
+
+  /** The account's status and why, straight from the database (the sync asks before it asks the upstream). */
+  async status(id: string): Promise<{ status: AccountStatus; reason: string | null }> {
+    const row = await this.prisma.linkedAccount.findUnique({ where: { id }, select: { status: true, statusReason: true } });
+    if (!row) throw new NotFoundError(`No linked account ${id}`);
+    return { status: row.status as AccountStatus, reason: row.statusReason };
   }
 
   async get(id: string): Promise<AccountSummary> {
@@ -134,10 +212,17 @@ export class AccountStore {
     return this.summary(row);
   }
 
-  /** The linked account of a token (whichever client it belongs to: the caller checks `clientId`). */
+  /**
+   * The account of a token (whichever client it belongs to: the caller checks `clientId`): any token the
+   * account was linked with, until the upstream was seen refusing it or the account was unlinked.
+   */
   async findByToken(accountToken: string): Promise<AccountSummary | undefined> {
+    // The account's current token first (a row still under the legacy hash is upgraded on the way).
     const row = await this.rowByToken(accountToken);
-    return row && row.status === 'linked' ? this.summary(row) : undefined;
+    const kept = await this.prisma.accountToken.findUnique({ where: { tokenHash: this.tokenHash(accountToken) }, include: { account: true } });
+    if (kept?.refusedAt) return undefined;
+    if (row) return row.status === 'linked' ? this.summary(row) : undefined;
+    return kept && kept.account.status !== 'unlinked' ? this.summary(kept.account) : undefined;
   }
 
   /** The upstream token of an account, decrypted for one call. Never log it. */
@@ -152,13 +237,12 @@ export class AccountStore {
     return rows.map((r) => this.summary(r));
   }
 
-  /** Marks the account unlinked and ends its link sessions, in one transaction; returns how many sessions ended. */
-  async unlink(id: string): Promise<{ sessionsEnded: number }> {
-    const [, sessions] = await this.prisma.$transaction([
-      this.prisma.linkedAccount.update({ where: { id }, data: { status: 'unlinked', unlinkedAt: new Date() } }),
-      this.prisma.linkSession.deleteMany({ where: { accountId: id } }),
-    ]);
-    return { sessionsEnded: sessions.count };
+  /** Marks the account unlinked (an event says so) and ends its link sessions, in one transaction; returns how many sessions ended. */
+  async unlink(id: string, reason = 'unlinked through the mirror'): Promise<{ sessionsEnded: number }> {
+    const sessions = await this.prisma.linkSession.count({ where: { accountId: id } });
+    const moved = await this.setStatus(id, { to: 'unlinked', from: ['linked', 'credentials_refused'], reason });
+    if (!moved) await this.get(id);
+    return { sessionsEnded: moved ? sessions : 0 };
   }
 
   /** The row of a token, by its hash; a row still under the legacy hash is moved to the new one. */
@@ -169,6 +253,7 @@ export class AccountStore {
     const row = rows.find((r) => r.tokenHash === tokenHash) ?? rows[0];
     if (!row || row.tokenHash === tokenHash) return row;
     await this.prisma.linkedAccount.updateMany({ where: { id: row.id, tokenHash: legacy }, data: { tokenHash } });
+    await this.prisma.accountToken.updateMany({ where: { accountId: row.id, tokenHash: legacy }, data: { tokenHash } });
     return { ...row, tokenHash };
   }
 
@@ -184,6 +269,7 @@ export class AccountStore {
       sourceSystemName: row.sourceSystemName,
       status: row.status,
       clientId: this.ownerOf(row),
+      statusReason: row.statusReason ?? null,
     };
   }
 }

@@ -234,6 +234,19 @@ export async function retireStream(pool: Pool, key: StreamKey): Promise<void> {
   await pool.query(`DELETE FROM streams WHERE account_id = $1 AND resource = $2 AND scope = $3`, [key.accountId, key.resource, key.scope]);
 }
 
+/**
+ * A stream whose pass stopped because the account's credentials were refused: `paused`, not failed
+ * (nothing is wrong with the stream itself); its pass resumes from its checkpoint once the account is
+ * linked again. Its run stays open for that pass.
+ */
+export async function markStreamPaused(pool: Pool, key: StreamKey): Promise<void> {
+  await pool.query(
+    `UPDATE streams SET state = 'paused', updated_at = now()
+      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND state IN ('running', 'never_synced')`,
+    [key.accountId, key.resource, key.scope],
+  );
+}
+
 export async function markStreamFailed(pool: Pool, key: StreamKey, message: string): Promise<void> {
   await pool.query(
     `UPDATE streams SET state = 'failed', last_error = $4, updated_at = now()

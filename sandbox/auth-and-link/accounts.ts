@@ -58,6 +58,7 @@ export class AccountRegistry {
   private readonly byId = new Map<string, LinkedAccount>();
   /** Tokens the upstream took once and refuses now, with why (an unknown token is simply invalid). */
   private readonly refused = new Map<string, TokenRefusal>();
+  private readonly refusedAccounts = new Map<string, LinkedAccount>();
 
   constructor(private readonly dataset: Dataset) {}
 
@@ -142,6 +143,11 @@ export class AccountRegistry {
     return this.refused.get(token);
   }
 
+  /** The account a refused token belonged to (its requests still count in the account's stats). */
+  refusedAccountOf(token: string): LinkedAccount | undefined {
+    return this.refusedAccounts.get(token);
+  }
+
   /**
    * The source system stops taking an account's token (revoked or expired) or the account is unlinked
    * there. The account's data stays, so a re-link under the same reference id sees the same records;
@@ -153,6 +159,7 @@ export class AccountRegistry {
     this.byToken.delete(token);
     this.byId.delete(account.id);
     this.refused.set(token, why);
+    this.refusedAccounts.set(token, account);
     return account;
   }
 

@@ -14,14 +14,25 @@ export function installPipeline(app: FastifyInstance, ctx: SandboxContext, inter
     request.svc = newRequestState();
     void reply.header(ctx.headers.debugId, request.id);
     const kind = request.routeOptions.config?.kind ?? 'public';
-    if (!authenticate(ctx, kind, request, reply)) return reply;
-    const account = request.svc.account;
-    const label = account ? { id: account.id, referenceId: account.referenceId, slug: account.profile.slug } : undefined;
     // Per-route counts name the resource (`GET /:resource` -> `GET /customers`) but not object ids.
     const params = (request.params ?? {}) as Record<string, string | undefined>;
     const route = (request.routeOptions.url ?? request.url.split('?')[0] ?? '')
       .replace(':resource', params.resource ?? ':resource')
       .replace(':sub', params.sub ?? ':sub');
+    if (!authenticate(ctx, kind, request, reply)) {
+      // A token the source system took once and refuses now still counts under its account: a client
+      // that keeps trying it (or probes it) shows in the account's stats.
+      const token = request.headers['account-token'];
+      const refused = typeof token === 'string' ? ctx.accounts.refusedAccountOf(token) : undefined;
+      if (refused) {
+        const label = { id: refused.id, referenceId: refused.referenceId, slug: refused.profile.slug };
+        ctx.stats.started(label, `${request.method} ${route}`);
+        ctx.stats.finished(label, 401);
+      }
+      return reply;
+    }
+    const account = request.svc.account;
+    const label = account ? { id: account.id, referenceId: account.referenceId, slug: account.profile.slug } : undefined;
     ctx.stats.started(label, `${request.method} ${route}`);
     if (account) {
       // Billing headers: tied to the linked company; sandbox accounts never count as production.

@@ -1,0 +1,45 @@
+// An account over time, durably: the probe of an account whose credentials the upstream refuses
+// (backing off, one request a step, until the token is taken again or the account is unlinked), and
+// the purge of an unlinked account's data once its retention has run out.
+import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import type { AccountActivities } from '../activities/accounts.ts';
+
+// A probe makes at most one upstream request and never throws for the upstream's trouble: a retry
+// here is only for a worker or database that failed, and is short.
+const { probeAccount, purgeUnlinkedAccount } = proxyActivities<AccountActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '5 minutes' },
+});
+
+export interface AccountProbeInput {
+  accountId: string;
+  /** The first wait (MIRROR_CREDENTIALS_PROBE_AFTER); each refused probe doubles it up to `maxDelayMs`. */
+  firstDelayMs: number;
+  maxDelayMs: number;
+  /** Carried over continue-as-new. */
+  delayMs?: number;
+}
+
+export async function accountProbeWorkflow(input: AccountProbeInput): Promise<{ status: string; probes: number }> {
+  let delay = input.delayMs ?? input.firstDelayMs;
+  for (let probes = 1; ; probes++) {
+    await sleep(delay);
+    const { status } = await probeAccount({ accountId: input.accountId });
+    if (status !== 'credentials_refused') return { status, probes };
+    delay = Math.min(delay * 2, input.maxDelayMs);
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 2000) {
+      await continueAsNew<typeof accountProbeWorkflow>({ ...input, delayMs: delay });
+    }
+  }
+}
+
+export interface AccountPurgeInput {
+  accountId: string;
+  /** MIRROR_RETENTION_AFTER_UNLINK, from the unlink. */
+  afterMs: number;
+}
+
+export async function accountPurgeWorkflow(input: AccountPurgeInput): Promise<{ purged: boolean }> {
+  if (input.afterMs > 0) await sleep(input.afterMs);
+  return { purged: (await purgeUnlinkedAccount({ accountId: input.accountId })) !== null };
+}
