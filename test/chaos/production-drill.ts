@@ -13,7 +13,7 @@
 // Not part of `npm test` (it takes several minutes: docs/deploy.md). MIRROR_DRILL_FROM=<git ref>
 // builds the first release from that commit (it must have `npm run build`), so the upgrade step
 // replaces a worker of that release with one of today's. MIRROR_DRILL_KEEP=1 keeps its directory
-// (releases, logs); MIRROR_DRILL_RELEASE=<kept>/release-a uses that release instead of building one.
+// (releases, logs); MIRROR_DRILL_REUSE=<that directory> runs again on its releases without building.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -105,7 +105,7 @@ interface TemporalServer {
 }
 
 /** Temporal's two databases, set up by its SQL tool as an operator would, and a server on them. */
-async function temporalServer(name: string, logs: LogCollector): Promise<TemporalServer> {
+async function temporalServer(name: string, logs: LogCollector, root: string): Promise<TemporalServer> {
   const { server, sqlTool, schemaDir } = ensureTemporalServer();
   const db = new URL(adminUrl);
   const databases = [name, `${name}_visibility`];
@@ -137,8 +137,7 @@ async function temporalServer(name: string, logs: LogCollector): Promise<Tempora
     sql(database, 'update-schema', '-d', join(schemaDir, kind, 'versioned'));
   }
   // Its configuration: the module's development-postgres12.yaml with this drill's databases and ports.
-  const root = mkdtempSync(join(tmpdir(), 'mirror-drill-temporal-'));
-  mkdirSync(join(root, 'config'));
+  mkdirSync(join(root, 'config'), { recursive: true });
   // Temporal keeps a membership port in a smallint column: every port below 32768, not from the ephemeral range.
   const p: number[] = [];
   while (p.length < 9) {
@@ -352,23 +351,23 @@ async function main(): Promise<number> {
     const releaseA = join(work, 'release-a');
     const releaseB = join(work, 'release-b');
     // Each process reports its release's commit (as an image's MIRROR_COMMIT does).
-    const commits = { a: head, b: head };
+    const fromCommit = from ? execFileSync('git', ['rev-parse', '--verify', `${from}^{commit}`], { cwd: projectRoot, encoding: 'utf8' }).trim() : undefined;
+    const commits = { a: fromCommit ?? head, b: head };
     await step('build the release, install it with production dependencies only', async () => {
-      const given = process.env.MIRROR_DRILL_RELEASE;
-      if (given) {
-        // A release built and installed before (a drill kept with MIRROR_DRILL_KEEP): its directory.
-        copyRelease(given, releaseA);
-        copyRelease(given, releaseB);
-        return `${given}, built before`;
+      const kept = process.env.MIRROR_DRILL_REUSE;
+      if (kept) {
+        // The releases of a drill kept with MIRROR_DRILL_KEEP, built and installed before.
+        copyRelease(join(kept, 'release-a'), releaseA);
+        copyRelease(join(kept, 'release-b'), releaseB);
+        return `the releases of ${kept}, built before`;
       }
       if (from) {
-        const commit = execFileSync('git', ['rev-parse', '--verify', `${from}^{commit}`], { cwd: projectRoot, encoding: 'utf8' }).trim();
+        const commit = commits.a;
         const checkout = join(work, 'previous');
         run('git worktree add', 'git', ['worktree', 'add', '--detach', checkout, commit]);
         closers.push(async () => void spawnSync('git', ['worktree', 'remove', '--force', checkout], { cwd: projectRoot }));
         execFileSync('cp', ['-al', join(projectRoot, 'node_modules'), join(checkout, 'node_modules')]);
         cpSync(join(projectRoot, 'prisma/generated'), join(checkout, 'prisma/generated'), { recursive: true });
-        commits.a = commit;
         buildRelease(checkout, releaseA);
         buildRelease(projectRoot, releaseB);
         return `release A from ${from} (${commit.slice(0, 12)}), release B from ${head.slice(0, 12)}, each in its own directory`;
@@ -381,7 +380,7 @@ async function main(): Promise<number> {
     // 2. Temporal with PostgreSQL persistence.
     let temporal!: TemporalServer;
     await step(`Temporal server ${temporalServerVersion} on PostgreSQL (schema by temporal-sql-tool)`, async () => {
-      temporal = await temporalServer('temporal_drill', logs);
+      temporal = await temporalServer('temporal_drill', logs, join(work, 'temporal'));
       closers.push(() => temporal.stop());
       await temporal.start();
       return `serving at ${temporal.address}; databases ${temporal.databases.join(', ')}`;
@@ -399,14 +398,7 @@ async function main(): Promise<number> {
     closers.push(() => m.close());
     const worker1 = m.worker;
     const api1 = m.api;
-    const metricsPort = await freePort();
-    const worker2 = new MirrorProcess({
-      command: 'worker',
-      env: { ...m.env, WORKER_METRICS_PORT: String(metricsPort) },
-      logs: m.logs,
-      root: join(releaseA, 'dist'),
-      name: 'worker-2',
-    });
+    const worker2 = new MirrorProcess({ command: 'worker', env: m.env, logs: m.logs, root: join(releaseA, 'dist'), name: 'worker-2' });
     const api2 = new MirrorProcess({ command: 'api', env: m.env, logs: m.logs, root: join(releaseA, 'dist'), name: 'api-2', port: await freePort() });
     closers.push(
       () => worker2.stop(),
@@ -414,16 +406,6 @@ async function main(): Promise<number> {
     );
     await Promise.all([worker2.start(), api2.start()]);
     say(`two workers (pids ${worker1.pid}, ${worker2.pid}) and two API processes (${api1.url}, ${api2.url}) from ${releaseA}`);
-
-    // The image's health check (dist/bin/healthcheck.js): the API's /healthz, a worker's on its metrics port.
-    const healthcheck = (env: Record<string, string>, ...args: string[]) =>
-      spawnSync(process.execPath, [join(releaseA, 'dist/bin/healthcheck.js'), ...args], { env: { ...process.env, ...env }, encoding: 'utf8' }).status;
-    await step('health checks of the image, from the release', async () => {
-      assert.equal(healthcheck({ API_PORT: new URL(api2.url).port }), 0, "the API's health check passes");
-      assert.equal(healthcheck({ MIRROR_HEALTHCHECK_URL: `http://127.0.0.1:${metricsPort}/healthz` }), 0, "the worker's health check passes");
-      assert.equal(healthcheck({}, `http://127.0.0.1:${await freePort()}/healthz`), 1, 'a process that does not answer fails it');
-      return `API (${api2.url}/healthz) and worker (:${metricsPort}/healthz) pass; nothing listening fails`;
-    });
 
     // Start time and memory: the same commands from the release and from the sources, one after the other.
     await workflowBundlePath();
@@ -494,9 +476,10 @@ async function main(): Promise<number> {
     });
 
     // 7. A rolling upgrade mid-pass: a worker of release B starts, the old worker stops cleanly.
+    const metricsPort = await freePort();
     const worker3 = new MirrorProcess({
       command: 'worker',
-      env: { ...m.env, MIRROR_COMMIT: commits.b },
+      env: { ...m.env, MIRROR_COMMIT: commits.b, WORKER_METRICS_PORT: String(metricsPort) },
       logs: m.logs,
       root: join(releaseB, 'dist'),
       name: 'worker-b',
@@ -511,6 +494,16 @@ async function main(): Promise<number> {
       const stopped = Date.now() - t0;
       await finish(runs);
       return `old worker stopped (SIGTERM) in ${seconds(stopped)}; the new one finished both passes`;
+    });
+
+    // The image's health check (today's dist/bin/healthcheck.js): the API's /healthz, a worker's on its metrics port.
+    const healthcheck = (env: Record<string, string>, ...args: string[]) =>
+      spawnSync(process.execPath, [join(releaseB, 'dist/bin/healthcheck.js'), ...args], { env: { ...process.env, ...env }, encoding: 'utf8' }).status;
+    await step('health checks of the image, from the release', async () => {
+      assert.equal(healthcheck({ API_PORT: new URL(api2.url).port }), 0, "the API's health check passes");
+      assert.equal(healthcheck({ MIRROR_HEALTHCHECK_URL: `http://127.0.0.1:${metricsPort}/healthz` }), 0, "the worker's health check passes");
+      assert.equal(healthcheck({}, `http://127.0.0.1:${await freePort()}/healthz`), 1, 'a process that does not answer fails it');
+      return `API (${api2.url}/healthz) and worker (:${metricsPort}/healthz) pass; nothing listening fails`;
     });
 
     // 8. The mirror equals the sandbox.
