@@ -1,6 +1,7 @@
 // The scenarios of `npm run bench`, in the order they run: first those of the main setup (in one
 // set-up, the full sync of [2] read by the ones after it), then those with set-ups of their own.
 // A new scenario is one module beside these, added here.
+import { dayOfChangesScenario } from './day-of-changes.ts';
 import { filtersAggregatesScenario } from './filters-aggregates.ts';
 import { fullSync } from './full-sync.ts';
 import { ingestCeilingScenario } from './ingest-ceiling.ts';
@@ -27,5 +28,6 @@ export const scenarios: readonly Scenario[] = [
   rateLimitedScenario,
   sharedBudgetScenario,
   manyProjectsScenario,
+  dayOfChangesScenario,
   scaleCurve,
 ];

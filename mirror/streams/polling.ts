@@ -22,7 +22,10 @@ export interface PollingPolicy {
    * 0 or unset: the number of resources the account's source system serves (see {@link pollsPerPass}).
    */
   pollsPerPass?: number;
-  /** The share of each window the sync may spend (MIRROR_SYNC_BUDGET_SHARE). */
+  /**
+   * The share of each window the sync may spend (MIRROR_SYNC_BUDGET_SHARE); unset (the application's reserve
+   * follows its use), polling counts on 0.8 of it.
+   */
   syncShare?: number;
   /** The most of the sync's budget incremental polling may spend (SYNC_POLLING_SHARE). */
   pollingShare?: number;
@@ -271,7 +274,8 @@ export async function pollingDecisions(
     }
     // Account-wide and cross-project lists (every pass), and project lists of a resource listed across projects: listed.
     if (!scheduledList(r)) continue;
-    if (eventNamed(r)) out.set(key, { due: true, event: true });
+    // An event on a list the webhooks cover brought its change: the list waits for the scheduler like the others.
+    if (eventNamed(r) && !coverage.covers(r.resource, r.scope)) out.set(key, { due: true, event: true });
     else if (q.budget) weighed.push(r);
   }
   if (newlyCovered.length > 0) {
@@ -363,7 +367,7 @@ export async function planAccountVisits(
       key: keyOf(r.resource, r.scope),
       stalenessMs: Math.max(0, r.now.getTime() - r.last_pass_started_at.getTime()),
       rate: changeRate({ changes: r.seen_changes, observedMs: r.observed_ms }),
-      event: eventNamed(r),
+      event: eventNamed(r) && !q.coverage.covers(r.resource, r.scope),
     })),
     visitsPerMinute,
     passMs: q.policy.incrementalMs,
