@@ -13,7 +13,7 @@ import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import { resources, resourceDef, type ResourceDef } from '../../lib/resources.ts';
 import { credentialsFirst } from '../auth.ts';
 import { planGet, planList, planPagesOnly } from '../read-plan.ts';
-import { acrossOrderUnknown, isUpstreamCollection, readGetBody, ResourceReads, sendJson, type ResourceRouteDeps } from '../resource-reads.ts';
+import { acrossOrderUnknown, isUpstreamCollection, readGetBody, ResourceReads, sendJson, type ReadScope, type ResourceRouteDeps } from '../resource-reads.ts';
 import {
   asyncHeader,
   errorAnswer,
@@ -187,9 +187,15 @@ function handlers(reads: ResourceReads) {
   // Folders as the contract serves them: a folder object carries its files and subfolders, and the
   // project's root folder (the one without a parent) is `/root-folder`.
   const foldersDef = resourceDef('folders')!;
+  // A source system that does not serve folders (or their files) answers its own refusal, whatever
+  // Project-Id says: relayed as for lists, before the one project a folder read needs is asked for.
+  const unservedFolders = (r: ReadScope, sub?: 'files' | 'folders'): string | undefined =>
+    reads.notServed(r.account, foldersDef) ?? (sub ? reads.notServed(r.account, resourceDef(sub)!) : undefined);
 
   const rootFolder = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const r = await reads.open(request);
+    const unserved = unservedFolders(r);
+    if (unserved) return reads.forwarded(r, reply, unserved);
     const plan = planGet(reads.readRequest(request, foldersDef), debugId);
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
@@ -201,6 +207,8 @@ function handlers(reads: ResourceReads) {
 
   const folder: Handler<{ id: string }> = async (request, reply) => {
     const r = await reads.open(request);
+    const unserved = unservedFolders(r);
+    if (unserved) return reads.forwarded(r, reply, unserved);
     const plan = planGet(reads.readRequest(request, foldersDef), debugId);
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
@@ -214,6 +222,8 @@ function handlers(reads: ResourceReads) {
     (sub: 'files' | 'folders'): Handler<{ id: string }> =>
     async (request, reply) => {
       const r = await reads.open(request);
+      const unserved = unservedFolders(r, sub);
+      if (unserved) return reads.forwarded(r, reply, unserved);
       const plan = planPagesOnly(reads.readRequest(request, foldersDef), debugId);
       const scope = await reads.oneProject(r);
       if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);

@@ -158,6 +158,14 @@ describe("drop-in: every list of the real service's collection, in every read fo
           ...(sdKey
             ? [[`filter on source_data.${sdKey}`, `${concrete}?filters=${q([eq(`source_data.${sdKey}`, sourceData![sdKey])])}`] as [string, string]]
             : []),
+          // Across projects (`Project-Id: *`): the upstream's order across projects, page by page, or its refusal.
+          ['across projects', `${concrete}?per_page=1000`, { ...headers, 'project-id': '*' }],
+          ['across projects, paging', `${concrete}?page=3&per_page=2`, { ...headers, 'project-id': '*' }],
+          [
+            'across projects, filtered',
+            `${concrete}?filters=${q([{ field: 'id', operator: '!=', value: 'none' }])}&page=2&per_page=3`,
+            { ...headers, 'project-id': '*' },
+          ],
           ['a parameter the mirror does not know', `${concrete}?zzz_unknown=1`],
           ['a header the mirror does not know', concrete, { ...headers, 'return-source-id': 'true' }],
         ];
