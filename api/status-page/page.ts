@@ -67,13 +67,13 @@ export function renderMain(o: StatusOverview): string {
       : '<span class="muted">idle</span>';
     return `<tr class="account" data-account="${escapeHtml(a.id)}" data-syncing="${a.states.syncing ?? 0}">
 <td><code title="${escapeHtml(a.id)}">${short(a.id)}</code><div class="small">${escapeHtml(a.referenceId)}</div></td>
-<td>${escapeHtml(a.sourceSystemName)}<div class="small">${escapeHtml(a.sourceSystem)}${a.status !== 'linked' ? ` · <b>${escapeHtml(a.status)}</b>` : ''}</div></td>
+<td>${escapeHtml(a.sourceSystemName)}<div class="small">${escapeHtml(a.sourceSystem)}${a.status !== 'linked' ? ` · <b class="${a.status === 'credentials_refused' ? 'bad' : 'muted'}"${a.statusReason ? ` title="${escapeHtml(a.statusReason)}"` : ''}>${escapeHtml(a.status)}</b>` : ''}</div></td>
 <td>${stateChips(a.states) || '<span class="muted">no streams yet</span>'}</td>
 <td class="progress-cell">${progress}</td>
 <td class="num">${num(a.liveRecords)}</td>
 <td class="${a.lagSeconds !== null && a.lagSeconds > 86400 ? 'bad' : ''}">${age(a.lagSeconds)}</td>
 <td class="num">${num(a.inboxPending)}</td>
-<td class="err">${escapeHtml(a.lastError ?? '')}</td>
+<td class="err">${escapeHtml(a.statusReason ?? a.lastError ?? '')}</td>
 <td class="small">${link(a.links.sync, 'syncs')}${a.links.fullSchedule ? ` · ${link(a.links.fullSchedule, 'full', 'The daily full pass: trigger it from the Temporal UI')} · ${link(a.links.incrementalSchedule, 'incremental', 'The incremental pass schedule')}` : ''}</td>
 </tr>`;
   });

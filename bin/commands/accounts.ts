@@ -5,7 +5,7 @@ import { age, cliServices, table, type Command } from './shared.ts';
 export const accountsCommand: Command = {
   summary: 'List linked accounts',
   usage: 'mirror accounts [--json]',
-  help: 'One line per account: id, source system, status, reference id, streams synced/total, live records, and how long ago its stalest stream was fresh. Commands take an account by its id or a unique prefix of it.',
+  help: 'One line per account, those needing attention first (credentials refused, failed streams; unlinked last): id, source system, status (linked, credentials_refused, unlinked), reference id, streams synced/total, live records, and how long ago its stalest stream was fresh. Commands take an account by its id or a unique prefix of it.',
   options: { json: { type: 'boolean' } },
   async run(v) {
     const services = await cliServices();
@@ -30,7 +30,7 @@ export const accountsCommand: Command = {
             `${a.states.synced ?? 0}/${a.streams}`,
             a.liveRecords,
             age(a.lagSeconds),
-            a.lastError ? a.lastError.replace(/\s+/g, ' ').slice(0, 60) : '',
+            (a.statusReason ?? a.lastError ?? '').replace(/\s+/g, ' ').slice(0, 60),
           ]),
         ),
       );

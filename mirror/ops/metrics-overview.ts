@@ -13,6 +13,8 @@ export interface AccountOverview {
   sourceSystem: string;
   sourceSystemName: string;
   status: string;
+  /** Why the account is not linked (the upstream's words for a refusal), when it is not. */
+  statusReason: string | null;
   createdAt: string;
   streams: number;
   states: Record<string, number>;
@@ -28,8 +30,16 @@ export interface AccountOverview {
 export async function accountsOverview(pool: Pool, filter: { accountId?: string } = {}): Promise<AccountOverview[]> {
   const accountId = filter.accountId ?? null;
   const [accounts, streams, records, inbox, hooks] = await Promise.all([
-    pool.query<{ id: string; reference_id: string; source_system: string; source_system_name: string; status: string; created_at: Date }>(
-      `SELECT id, reference_id, source_system, source_system_name, status, created_at FROM linked_accounts
+    pool.query<{
+      id: string;
+      reference_id: string;
+      source_system: string;
+      source_system_name: string;
+      status: string;
+      status_reason: string | null;
+      created_at: Date;
+    }>(
+      `SELECT id, reference_id, source_system, source_system_name, status, status_reason, created_at FROM linked_accounts
         WHERE ($1::uuid IS NULL OR id = $1) ORDER BY created_at, id`,
       [accountId],
     ),
@@ -57,7 +67,7 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
   const recordsBy = count(records.rows);
   const inboxBy = count(inbox.rows);
   const hooksBy = count(hooks.rows);
-  return accounts.rows.map((a) => {
+  const overview = accounts.rows.map((a) => {
     const mine = streams.rows.filter((s) => s.account_id === a.id);
     const states: Record<string, number> = {};
     let oldest: Date | null = null;
@@ -72,6 +82,7 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       sourceSystem: a.source_system,
       sourceSystemName: a.source_system_name,
       status: a.status,
+      statusReason: a.status === 'linked' ? null : a.status_reason,
       createdAt: a.created_at.toISOString(),
       streams: mine.reduce((n, s) => n + s.n, 0),
       states,
@@ -83,6 +94,15 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       webhookRegistrations: hooksBy.get(a.id) ?? 0,
     };
   });
+  // What needs the operator comes first: refused credentials, then failed or stalled streams, then the
+  // rest; unlinked accounts last. Within each, in the order they were linked (a stable sort).
+  return overview.sort((x, y) => attentionRank(x) - attentionRank(y));
+}
+
+function attentionRank(a: Pick<AccountOverview, 'status' | 'states'>): number {
+  if (a.status === 'credentials_refused') return 0;
+  if (a.status === 'unlinked') return 3;
+  return (a.states.failed ?? 0) + (a.states.stalled ?? 0) > 0 ? 1 : 2;
 }
 
 export interface StreamProgressRow {

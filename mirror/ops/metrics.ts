@@ -19,7 +19,7 @@ export interface Family {
 export const webhookLatencyBuckets = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
 
 export async function databaseMetrics(pool: Pool): Promise<Family[]> {
-  const [records, written, streams, lag, runs, budgets, inbox, latency, subs] = await Promise.all([
+  const [records, written, streams, lag, runs, budgets, inbox, latency, subs, accountStatuses, accountEvents] = await Promise.all([
     pool.query<{ source_system: string; resource: string; n: number }>(
       `SELECT a.source_system, r.resource, count(*)::int AS n
          FROM records r JOIN linked_accounts a ON a.id = r.account_id
@@ -69,6 +69,8 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
               count(*) FILTER (WHERE last_error IS NOT NULL)::int AS failing, count(*)::int AS n
          FROM subscriptions GROUP BY type ORDER BY type`,
     ),
+    pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM linked_accounts GROUP BY status ORDER BY status`),
+    pool.query<{ event: string; n: number }>(`SELECT event, count(*)::float8 AS n FROM account_events GROUP BY event ORDER BY event`),
   ]);
 
   const budgetLabels = (key: string) => {
@@ -175,6 +177,18 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
         ...webhookLatencyBuckets.map((b, i) => ({ labels: { le: String(b) }, value: lat[`b${i}`] ?? 0 })),
         { labels: { le: '+Inf' }, value: lat.n ?? 0 },
       ],
+    },
+    {
+      name: 'mirror_accounts',
+      type: 'gauge',
+      help: 'Linked accounts by status (linked, credentials_refused: the upstream refuses its token, unlinked).',
+      samples: accountStatuses.rows.map((r) => ({ labels: { status: r.status }, value: r.n })),
+    },
+    {
+      name: 'mirror_account_events_total',
+      type: 'counter',
+      help: "Changes of accounts' status, by event (account.credentials_refused, account.relinked, account.unlinked).",
+      samples: accountEvents.rows.map((r) => ({ labels: { event: r.event }, value: r.n })),
     },
     {
       name: 'mirror_outbound_deliveries_total',

@@ -11,6 +11,7 @@ import { ScheduleNotFoundError } from '@temporalio/client';
 import { linkWithPublicToken } from '../../api/link-service.ts';
 import { createLinkToken } from '../../connectors/operations.ts';
 import { accountSyncWorkflowId } from '../../lib/workflow-ids.ts';
+import { accountsOverview } from '../../mirror/ops/metrics-overview.ts';
 import { waitFor } from '../helpers/processes.ts';
 import { startChaosMirror, type ChaosMirror, type LinkedTestAccount } from './env.ts';
 import { printOwnRows, scaled, scenario } from './report.ts';
@@ -148,6 +149,16 @@ describe('chaos: accounts over time', { timeout: scaled(600_000, 1_200_000) }, (
         for (const id of Object.values(m.sync.scheduleIds(victim.accountId))) {
           assert.equal((await m.temporal.schedule.getHandle(id).describe()).state.paused, true, `${id} paused`);
         }
+        // Visible: counted in /metrics, first on the status page and in `mirror accounts`, with the upstream's words.
+        const metrics = await m.apiFetch('/metrics');
+        assert.match(metrics.text, /mirror_accounts\{status="credentials_refused"\} 1/);
+        assert.match(metrics.text, /mirror_account_events_total\{event="account.credentials_refused"\} 1/);
+        const overview = await accountsOverview(m.services.pool);
+        assert.equal(overview[0]?.id, victim.accountId, 'the refused account comes first');
+        assert.match(overview[0]?.statusReason ?? '', /revoked/);
+        const page = await m.apiFetch('/status');
+        assert.equal(page.status, 200);
+        assert.match(page.text, /credentials_refused/);
 
         // The probe: at most one request a backoff step (2 s, 4 s, 8 s, 8 s ...), no list asked meanwhile.
         const before = await served(victim);
