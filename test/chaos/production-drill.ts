@@ -102,6 +102,8 @@ interface TemporalServer {
   databases: string[];
   start(): Promise<void>;
   stop(): Promise<void>;
+  /** Drops its two databases (after stop). */
+  drop(): Promise<void>;
 }
 
 /** Temporal's two databases, set up by its SQL tool as an operator would, and a server on them. */
@@ -109,10 +111,16 @@ async function temporalServer(name: string, logs: LogCollector, root: string): P
   const { server, sqlTool, schemaDir } = ensureTemporalServer();
   const db = new URL(adminUrl);
   const databases = [name, `${name}_visibility`];
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  for (const d of databases) await admin.query(`DROP DATABASE IF EXISTS ${d} WITH (FORCE)`);
-  await admin.end();
+  const drop = async () => {
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    try {
+      for (const d of databases) await admin.query(`DROP DATABASE IF EXISTS ${d} WITH (FORCE)`);
+    } finally {
+      await admin.end();
+    }
+  };
+  await drop();
   const sql = (database: string, ...args: string[]) =>
     run(`temporal-sql-tool ${args[0]}`, sqlTool, [
       '--plugin',
@@ -205,6 +213,7 @@ dynamicConfigClient:
   return {
     address,
     databases,
+    drop,
     async start() {
       incarnation++;
       const label = incarnation === 1 ? 'temporal' : `temporal#${incarnation}`;
@@ -381,7 +390,10 @@ async function main(): Promise<number> {
     let temporal!: TemporalServer;
     await step(`Temporal server ${temporalServerVersion} on PostgreSQL (schema by temporal-sql-tool)`, async () => {
       temporal = await temporalServer('temporal_drill', logs, join(work, 'temporal'));
-      closers.push(() => temporal.stop());
+      closers.push(async () => {
+        await temporal.stop();
+        await temporal.drop();
+      });
       await temporal.start();
       return `serving at ${temporal.address}; databases ${temporal.databases.join(', ')}`;
     });
