@@ -2,6 +2,7 @@
 // set-up, the full sync of [2] read by the ones after it), then those with set-ups of their own.
 // A new scenario is one module beside these, added here.
 import { dayOfChangesScenario } from './day-of-changes.ts';
+import { fairnessScenario } from './fairness.ts';
 import { filtersAggregatesScenario } from './filters-aggregates.ts';
 import { fullSync } from './full-sync.ts';
 import { ingestCeilingScenario } from './ingest-ceiling.ts';
@@ -30,4 +31,5 @@ export const scenarios: readonly Scenario[] = [
   manyProjectsScenario,
   dayOfChangesScenario,
   scaleCurve,
+  fairnessScenario,
 ];
