@@ -152,7 +152,7 @@ export const manyProjectsScenario: Scenario = {
         `${label} ${p.requests} requests (${p.refused} not 2xx), ${p.workflows} workflow executions, ${p.streams} streams (${p.failed} failed), ${fmt(p.seconds)} s`;
       notes.push(
         `[9] ${a.label}: ${a.records.toLocaleString('en-US')} records, ${a.resources} resources, floor ${a.floor} requests; ${passNote('full:', a.full)}; ${passNote('idle incremental:', a.idle)}, ${a.idle.notDue} streams not due ` +
-          `(polled by the full pass seconds before; a project list's interval doubles from ${benchPolling.incrementalMinutes} min up to the bound, ${benchPolling.fullHours} h); ` +
+          `(the freshness scheduler visits a project list once its interval, set by the change rate it learned, brings it round, within the polling budget of a pass: ${fmt(budgetRef)} requests); ` +
           `idle passes at simulated +${a.later.map((p) => `${p.atMinutes} min: ${p.requests} req/${p.notDue} not due`).join(', +')}; ` +
           `${passNote(`after ${a.changed.changes} changes:`, a.changed)}, ${a.changed.visible}/${a.changed.changes} visible at once${a.changed.problems.length ? ` (${a.changed.problems.join('; ')})` : ''}, ` +
           `${a.changed.visibleAfterBound}/${a.changed.changes} after a pass ${benchPolling.fullHours} h later${a.changed.problemsAfterBound.length ? ` (${a.changed.problemsAfterBound.join('; ')})` : ''}. ` +
