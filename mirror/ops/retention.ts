@@ -57,14 +57,3 @@ export async function purgeUnlinkedAccount(pool: Pool, accountId: string): Promi
     client.release();
   }
 }
-
-/** Unlinked accounts whose retention has run out and whose data is still there (the purge command's list). */
-export async function accountsDueForPurge(pool: Pool, retentionMs: number): Promise<string[]> {
-  const { rows } = await pool.query<{ id: string }>(
-    `SELECT id FROM linked_accounts
-      WHERE status = 'unlinked' AND purged_at IS NULL AND coalesce(unlinked_at, status_changed_at, updated_at) <= now() - make_interval(secs => $1)
-      ORDER BY unlinked_at`,
-    [retentionMs / 1000],
-  );
-  return rows.map((r) => r.id);
-}
