@@ -30,6 +30,7 @@ import { freePort } from '../../bin/test-runner.ts';
 import { workflowBundlePath } from '../../bin/workflow-bundle.ts';
 import { childProcesses, LogCollector, MirrorProcess, waitFor } from '../helpers/processes.ts';
 import { startChaosMirror, type ChaosMirror, type LinkedTestAccount } from './env.ts';
+import { reportDir } from './report.ts';
 
 export const temporalServerVersion = 'v1.29.1';
 const adminUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -561,8 +562,13 @@ async function main(): Promise<number> {
         console.log(`  ${command}: start ${(built.ms / tsx.ms).toFixed(2)}x, RSS ${(built.rss / tsx.rss).toFixed(2)}x of the sources' (built / tsx)`);
     }
   }
-  console.log(`\n${failed ? 'FAILED' : 'PASSED'} in ${seconds(Date.now() - started)}; logs in ${join(work, 'logs')}`);
-  if (!failed && !process.env.MIRROR_DRILL_KEEP) rmSync(work, { recursive: true, force: true });
+  console.log(
+    `\n${failed ? 'FAILED' : 'PASSED'} in ${seconds(Date.now() - started)}; logs in ${join(work, 'logs')} (Temporal) and ${join(reportDir, 'logs')} (the mirror)`,
+  );
+  if (!failed && !process.env.MIRROR_DRILL_KEEP) {
+    rmSync(work, { recursive: true, force: true });
+    if (!process.env.CHAOS_REPORT_DIR) rmSync(reportDir, { recursive: true, force: true });
+  }
   return failed ? 1 : 0;
 }
 
