@@ -5,6 +5,7 @@
 // caller's text reaches the SQL.
 import type { Pool } from '../db/pool.ts';
 import { fieldRef, filtersSql, jsonOf, timeColumns, type Param, type RecordFilter } from './record-filters.ts';
+import { scopesLastVerifiedAt } from '../streams/freshness.ts';
 
 export const aggregateFunctions = ['sum', 'avg', 'min', 'max'] as const;
 export type AggregateFunction = (typeof aggregateFunctions)[number];
@@ -46,7 +47,7 @@ export interface AggregateGroup {
 export interface AggregateResult {
   groups: AggregateGroup[];
   hasMore: boolean;
-  /** Oldest freshness among the streams read (for `{Prefix}-Data-Retrieved-At`); null: none synced. */
+  /** Oldest verification among the streams read (for `{Prefix}-Data-Retrieved-At`; freshness.ts); null: none verified. */
   retrievedAt: Date | null;
 }
 
@@ -123,16 +124,7 @@ function outValue(v: unknown): number | string | null {
 
 export async function aggregateRecords(pool: Pool, q: AggregateQuery): Promise<AggregateResult> {
   const { sql, params } = aggregateSql(q);
-  const freshness =
-    q.scopes === 'all'
-      ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [
-          q.accountId,
-          q.resource,
-        ])
-      : pool.query<{ at: Date | null }>(
-          `SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`,
-          [q.accountId, q.resource, q.scopes],
-        );
+  const freshness = scopesLastVerifiedAt(pool, { accountId: q.accountId, resource: q.resource, scopes: q.scopes });
   const [res, fresh] = await Promise.all([pool.query<Row>(sql, params), freshness]);
   const hasMore = res.rows.length > q.limit;
   const rows = hasMore ? res.rows.slice(0, q.limit) : res.rows;
@@ -145,5 +137,5 @@ export async function aggregateRecords(pool: Pool, q: AggregateQuery): Promise<A
     if (q.groupBy !== undefined) out.group = r.g instanceof Date ? r.g.toISOString() : (r.g ?? null);
     return out;
   });
-  return { groups, hasMore, retrievedAt: fresh.rows[0]?.at ?? null };
+  return { groups, hasMore, retrievedAt: fresh.at };
 }

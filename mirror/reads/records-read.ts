@@ -6,6 +6,7 @@ import { filtersSql, orderSql, type RecordFilter, type RecordOrder } from './rec
 import { forgetPositions, positionsFor, type CachedPositions } from './position-cache.ts';
 import { positionChunk } from './record-positions.ts';
 import { allProjectsScope } from '../../lib/resources.ts';
+import { scopeLastVerifiedAt, scopesLastVerifiedAt } from '../streams/freshness.ts';
 
 export interface ListQuery {
   accountId: string;
@@ -31,7 +32,7 @@ export interface ListResult {
   /** Each row's scope (same order as `rows`). */
   rowScopes: string[];
   hasMore: boolean;
-  /** Oldest freshness among the streams read (for Svc-Data-Retrieved-At). */
+  /** Oldest verification among the streams read (for Svc-Data-Retrieved-At; freshness.ts). */
   retrievedAt: Date | null;
 }
 
@@ -489,17 +490,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   const freshness: Promise<Date | null> =
     known !== undefined && known.until > now
       ? Promise.resolve(known.at)
-      : (q.scopes === 'all'
-          ? pool.query<{ at: Date | null }>(`SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2`, [
-              q.accountId,
-              q.resource,
-            ])
-          : pool.query<{ at: Date | null }>(
-              `SELECT min(coalesce(last_fresh_at, updated_at)) AS at FROM streams WHERE account_id = $1 AND resource = $2 AND scope = ANY($3::text[])`,
-              [q.accountId, q.resource, q.scopes],
-            )
-        ).then(({ rows }) => {
-          const at = rows[0]?.at ?? null;
+      : scopesLastVerifiedAt(pool, { accountId: q.accountId, resource: q.resource, scopes: q.scopes }).then(({ at }) => {
           if (streamOfList !== undefined) remember(cache, streamOfList, at, now);
           return at;
         });
@@ -572,8 +563,14 @@ export interface GetQuery {
 export interface GetResult {
   json: string;
   scope: string;
+  /**
+   * When the object's data was last fetched from the upstream: the later of its stream's verification
+   * (freshness.ts) and the object's own last write (a pass's page, an event, a write's answer).
+   */
   retrievedAt: Date | null;
 }
+
+const later = (a: Date | null | undefined, b: Date | null | undefined): Date | null => (!a ? (b ?? null) : !b || a >= b ? a : b);
 
 export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | undefined> {
   const params: unknown[] = [q.accountId, q.resource, q.id];
@@ -584,15 +581,11 @@ export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | un
   const now = Date.now();
   const known = single ? cache.get(streamKey(q.accountId, q.resource, q.scopes[0] as string)) : undefined;
   const lean = known !== undefined && known.until > now;
-  // A named statement: parsed and planned once per connection (16 variants at most), its text built once.
-  const name = `mirror.get.${q.includeSourceData ? 's' : 'd'}${q.bySourceId ? 's' : 'i'}${single ? '1' : q.scopes === 'all' ? 'a' : 'n'}${lean ? 'l' : 'f'}`;
+  // A named statement: parsed and planned once per connection (8 variants at most), its text built once.
+  const name = `mirror.get.${q.includeSourceData ? 's' : 'd'}${q.bySourceId ? 's' : 'i'}${single ? '1' : q.scopes === 'all' ? 'a' : 'n'}`;
   let statement = getStatements.get(name);
   if (statement === undefined) {
-    const atSql = lean
-      ? ''
-      : `, (SELECT coalesce(s.last_fresh_at, s.updated_at) FROM streams s
-            WHERE s.account_id = r.account_id AND s.resource = r.resource AND s.scope = r.scope) AS at`;
-    const text = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope${atSql}
+    const text = `SELECT ${objectSql(q.includeSourceData, 'r')}, r.scope, r.mirrored_at AS m
               FROM records r
              WHERE r.account_id = $1 AND r.resource = $2 AND ${q.bySourceId ? 'r.source_id' : 'r.id'} = $3
                AND r.deleted_at IS NULL ${single ? 'AND r.scope = $4' : q.scopes === 'all' ? '' : 'AND r.scope = ANY($4::text[])'}
@@ -600,13 +593,20 @@ export async function getRecord(pool: Pool, q: GetQuery): Promise<GetResult | un
     statement = { name, text };
     getStatements.set(name, statement);
   }
-  const { rows } = await pool.query<{ j: string; scope: string; at?: Date | null }>(statement, params);
+  // The stream's verification, as remembered, else asked beside the record (one scope) or after it.
+  const verified = (scope: string) =>
+    scopeLastVerifiedAt(pool, { accountId: q.accountId, resource: q.resource, scope }).then((at) => {
+      remember(cache, streamKey(q.accountId, q.resource, scope), at, now);
+      return at;
+    });
+  const alongside = lean ? Promise.resolve(known.at) : single ? verified(q.scopes[0] as string) : undefined;
+  // Not awaited when no record is found: its failure is the query's to report, not an unhandled rejection.
+  alongside?.catch(() => undefined);
+  const { rows } = await pool.query<{ j: string; scope: string; m: Date }>(statement, params);
   const row = rows[0];
   if (!row) return undefined;
-  if (lean) return { json: row.j, scope: row.scope, retrievedAt: known.at };
-  const at = row.at ?? null;
-  remember(cache, streamKey(q.accountId, q.resource, row.scope), at, now);
-  return { json: row.j, scope: row.scope, retrievedAt: at };
+  const at = await (alongside ?? verified(row.scope));
+  return { json: row.j, scope: row.scope, retrievedAt: later(at, row.m) };
 }
 
 /**

@@ -274,3 +274,37 @@ export async function freshnessMetrics(pool: Pool, s: FreshnessSettings): Promis
     },
   ];
 }
+
+export interface ScopesVerification {
+  /** The oldest verification among the scopes (as {@link scopeLastVerifiedAt} counts each); null: none verified. */
+  at: Date | null;
+  /** Whether every scope was verified at least once (a scope never verified is as stale as can be). */
+  complete: boolean;
+}
+
+/**
+ * The verification of what one read covers: one resource in some scopes of an account, or in every
+ * scope it has (`'all'`: every project's list, `Project-Id: *`), as the oldest of theirs.
+ */
+export async function scopesLastVerifiedAt(
+  pool: Pool,
+  q: { accountId: string; resource: string; scopes: readonly string[] | 'all' },
+): Promise<ScopesVerification> {
+  let ats: (Date | null)[];
+  if (q.scopes === 'all') {
+    const { rows } = await pool.query<{ scope: string; at: Date | null }>(
+      `SELECT scope, last_pass_started_at AS at FROM streams WHERE account_id = $1 AND resource = $2`,
+      [q.accountId, q.resource],
+    );
+    const across = rows.find((r) => r.scope === allProjectsScope)?.at ?? null;
+    const own = rows.filter((r) => r.scope !== allProjectsScope);
+    ats = own.length === 0 ? [across] : own.map((r) => (r.at && (!across || r.at > across) ? r.at : (across ?? r.at)));
+  } else {
+    ats = await Promise.all([...new Set(q.scopes)].map((scope) => scopeLastVerifiedAt(pool, { accountId: q.accountId, resource: q.resource, scope })));
+  }
+  const known = ats.filter((a): a is Date => a !== null);
+  return {
+    at: known.length === 0 ? null : new Date(Math.min(...known.map((a) => a.getTime()))),
+    complete: ats.length > 0 && known.length === ats.length,
+  };
+}
