@@ -287,6 +287,20 @@ async function checked(
   return { caller, path: rule.path };
 }
 
+/**
+ * What a forward of this request would send: the path the path rule rebuilt and the credential
+ * chosen for the caller (a refusal is the caller's 4xx, before any upstream contact). A read the
+ * mirror asks of the upstream in its own words sends the same path with the same credential.
+ */
+export async function forwardPlan(
+  request: FastifyRequest,
+  target: UpstreamTarget,
+  options: Pick<ForwardOptions, 'account' | 'method' | 'path'> = {},
+): Promise<{ path: string; auth: UpstreamAuth }> {
+  const { caller, path } = await checked(request, target, options);
+  return { path, auth: await caller.auth() };
+}
+
 /** Throws the 4xx forward() would answer for this request, so a route can refuse it before doing anything for it. */
 export async function assertForwardable(
   request: FastifyRequest,

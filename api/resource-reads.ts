@@ -3,9 +3,10 @@
 // assembled (a page, an object, a folder with its contents, the change feed), and the one place a
 // read is handed to the upstream instead (not synced yet, not served, not evaluated, with the reason).
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { getObject } from '../connectors/operations.ts';
 import { isMirrored, knownProfile, perPageFor, scopeKindIn, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
-import { BadRequestError, NotFoundError, PayloadTooLargeError } from '../lib/errors.ts';
-import { formatScope, resourceDef, type ResourceDef } from '../lib/resources.ts';
+import { BadRequestError, NotFoundError, PayloadTooLargeError, UpstreamNotFoundError } from '../lib/errors.ts';
+import { formatScope, parseScope, resourceDef, type ResourceDef } from '../lib/resources.ts';
 import { realServiceCollections } from '../lib/upstream-surface.ts';
 import type { AccountSummary } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
@@ -13,7 +14,10 @@ import { changesSince } from '../mirror/reads/changes.ts';
 import { AcrossOrderUnknown, getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/reads/records-read.ts';
 import { idStanding } from '../mirror/streams/known-ids.ts';
 import type { RecordFilter } from '../mirror/reads/record-filters.ts';
-import { assertForwardable, forward, type UpstreamTarget } from './forward.ts';
+import { applyObjects } from '../mirror/records/object-writes.ts';
+import { scopesLastVerifiedAt } from '../mirror/streams/freshness.ts';
+import { assertForwardable, forward, forwardPlan, type UpstreamTarget } from './forward.ts';
+import { freshEnough, maxAgeOf, ObjectLookups, type ObjectKey, type ObjectLookupsOptions } from './read-freshness.ts';
 import type { SyncControl } from './sync-control.ts';
 import { ProjectIds } from './project-ids.ts';
 import { header, type Authenticator } from './auth.ts';
@@ -36,6 +40,8 @@ export interface ResourceRouteDeps {
   linkBase?: () => string;
   /** A resource's fields with a text expression index (MIRROR_INDEXED_FIELDS; lib/indexed-fields.ts textIndexed). */
   indexed?: (resource: string) => ReadonlySet<string>;
+  /** How long the upstream's not-found answer for an object stands, and how many objects are remembered (read-freshness.ts). */
+  objectLookups?: ObjectLookupsOptions;
 }
 
 /** The largest GET body a list read takes (filters and order keys: a few kilobytes at most). */
@@ -162,11 +168,14 @@ export class ResourceReads {
   readonly deps: ResourceRouteDeps;
   readonly projects: ProjectIds;
   readonly debugIdHeader: string;
+  /** What the upstream said lately about single objects the mirror did not hold or had not verified recently enough. */
+  readonly lookups: ObjectLookups;
 
   constructor(deps: ResourceRouteDeps) {
     this.deps = deps;
     this.projects = deps.projects ?? new ProjectIds({ pool: deps.pool });
     this.debugIdHeader = `${deps.headerPrefix}-Debug-Id`;
+    this.lookups = new ObjectLookups(deps.objectLookups);
   }
 
   /** Opens a read: the caller's account (401 otherwise) and its source-data options. */
@@ -219,6 +228,127 @@ export class ResourceReads {
     await assertForwardable(r.request, upstream, { account: r.account });
     void reply.header(`${this.deps.headerPrefix}-Warnings`, `answered by the upstream: ${reason}`);
     return forward(r.request, reply, upstream, { account: r.account });
+  }
+
+  /**
+   * Why the mirror's copy of these scopes is older than the request accepts (`Cache-Control:
+   * max-age=N` or `no-cache`), or undefined when it is recent enough or no bound was asked. The copy's
+   * age is its verification's (mirror/streams/freshness.ts): the start of the last pass that completed each
+   * scope; a scope never completed is as old as can be.
+   */
+  async tooOld(r: ReadScope, resources: readonly string[], scopes: readonly string[] | 'all'): Promise<string | undefined> {
+    const maxAge = maxAgeOf(r.request.headers);
+    if (maxAge === undefined || !this.deps.upstream) return undefined;
+    for (const resource of resources) {
+      const v = await scopesLastVerifiedAt(this.deps.pool, { accountId: r.account.id, resource, scopes });
+      if (!v.complete || !freshEnough(v.at, maxAge)) {
+        const age = v.at ? `${Math.round((Date.now() - v.at.getTime()) / 1000)} s ago` : 'never completely';
+        return `the request accepts data at most ${maxAge} s old; the mirror last verified ${resource} for this scope ${age}`;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * A read whose scopes the mirror verified longer ago than the request accepts: forwarded as it came
+   * (the upstream's answer is the exact, fresh one, at the cost of one request of the interactive
+   * budget, as the caller would spend asking the upstream itself), and a refresh of the scope starts
+   * (at most once a while per scope, SyncControl.startOnDemand), so the reads after it are answered
+   * from a fresh copy again.
+   */
+  async forwardedTooOld(r: ReadScope, reply: FastifyReply, def: ResourceDef, scopes: string[] | 'all', reason: string): Promise<FastifyReply> {
+    await assertForwardable(r.request, this.deps.upstream!, { account: r.account });
+    this.startRefresh(r, def, scopes, 'incremental');
+    return this.forwarded(r, reply, reason);
+  }
+
+  /** Starts a pass of the scope a read named (its parent scope for a child), without waiting for it. */
+  private startRefresh(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', mode: 'full' | 'incremental'): void {
+    const sync = this.deps.sync;
+    const profile = knownProfile(r.account.sourceSystem);
+    if (!sync || (profile && !(def.name in profile.resources))) return;
+    let scope = scopes === 'all' || scopes.length !== 1 ? undefined : scopes[0] || undefined;
+    if (scope && def.scope === 'child') scope = scope.includes('/') ? scope.slice(0, scope.lastIndexOf('/')) : undefined;
+    void sync
+      .startOnDemand({ accountId: r.account.id, mode, resource: def.name, scope })
+      .catch((error: unknown) => r.request.log.warn({ err: error }, 'could not start a sync'));
+  }
+
+  /**
+   * Whether an object the mirror holds may be answered from its copy: no age bound was asked, or the
+   * copy (or the upstream's answer for it, fetched by an earlier read) is recent enough.
+   */
+  objectFreshEnough(r: ReadScope, def: ResourceDef, scopes: readonly string[] | 'all', ref: string, found: Answer): boolean {
+    const maxAge = maxAgeOf(r.request.headers);
+    if (maxAge === undefined || !this.deps.upstream || freshEnough(found.retrievedAt, maxAge)) return true;
+    const known = this.lookups.recent(this.objectKey(r, def, scopes, ref));
+    return known !== undefined && known.found && freshEnough(known.at, maxAge);
+  }
+
+  private objectKey(r: ReadScope, def: ResourceDef, scopes: readonly string[] | 'all', ref: string): ObjectKey {
+    return { accountId: r.account.id, resource: def.name, scope: scopes === 'all' ? '*' : scopes.join('\u0001'), ref };
+  }
+
+  /**
+   * A single object the mirror cannot answer from its copy: it holds no such id in a synced scope (a
+   * record created upstream since the scope's last pass would otherwise be a false 404), or its copy
+   * is older than the request accepts. The upstream is asked for the object (with its source data,
+   * the path and credential a forward would send), what it answers is applied to the mirror and the
+   * read is answered from there, so the next read of it is the mirror's. A not-found answer stands
+   * for a while per object (ObjectLookups), and concurrent reads of one object share one request: a
+   * flood of reads of unknown ids costs one upstream request per id per window. A read the mirror
+   * cannot place (several scopes, a link session's credential) is forwarded as it came instead.
+   */
+  async objectFromUpstream(r: ReadScope, reply: FastifyReply, def: ResourceDef, scopes: string[] | 'all', ref: string): Promise<FastifyReply> {
+    const upstream = this.deps.upstream!;
+    const key = this.objectKey(r, def, scopes, ref);
+    const what = `${def.name.replace(/s$/, '')} ${ref}`;
+    const plan = await forwardPlan(r.request, upstream, { account: r.account });
+    const maxAge = maxAgeOf(r.request.headers);
+    const known = this.lookups.recent(key);
+    if (known && !known.found && freshEnough(known.at, maxAge)) throw new NotFoundError(`No ${what} in this account.`);
+    if (scopes === 'all' || scopes.length !== 1 || plan.auth.kind !== 'account' || !upstream.client) {
+      // A reply is thenable: the shared result names it inside an object.
+      const answered = await this.lookups.once(key, async () => {
+        await this.forwarded(r, reply, `${what} is not in the mirror's copy, or not verified recently enough`);
+        const status = reply.statusCode;
+        if (status === 404 || (status >= 200 && status < 300)) this.lookups.remember(key, status !== 404);
+        return { reply };
+      });
+      if (answered.reply === reply) return reply;
+      // A read that shared another's forward answers from what that one learnt.
+      return this.objectFromUpstream(r, reply, def, scopes, ref);
+    }
+    const scope = scopes[0]!;
+    const client = upstream.client;
+    const token = plan.auth.accountToken;
+    const outcome = await this.lookups.once(key, async () => {
+      const projectId = parseScope(scope).find(([k]) => k === 'project')?.[1];
+      try {
+        const res = await getObject(client, {
+          accountToken: token,
+          accountId: r.account.id,
+          sourceSystem: r.account.sourceSystem,
+          path: plan.path.split('?')[0]!,
+          ...(projectId ? { projectId } : {}),
+          includeSourceData: true,
+        });
+        const at = Math.min(Date.now(), res.retrievedAt.getTime());
+        await applyObjects(this.deps.pool, { accountId: r.account.id, resource: def.name, scope }, [res.body]);
+        this.lookups.remember(key, true, at);
+        return { found: true, at };
+      } catch (error) {
+        if (!(error instanceof UpstreamNotFoundError)) throw error;
+        this.lookups.remember(key, false);
+        return { found: false, at: Date.now() };
+      }
+    });
+    if (!outcome.found) throw new NotFoundError(`No ${what} in this account.`);
+    const found = await this.readObject(r, def, scopes, ref);
+    // The upstream's object is not where the read looks (its answer named another id): its own answer, as it came.
+    if (!found) return this.forwarded(r, reply, `the upstream's ${what} is not kept by the mirror under this reference`);
+    const at = new Date(outcome.at);
+    return sendJson(reply, this.deps.headerPrefix, { ...found, retrievedAt: !found.retrievedAt || found.retrievedAt < at ? at : found.retrievedAt });
   }
 
   /**

@@ -163,6 +163,8 @@ function handlers(reads: ResourceReads) {
       const narrowing = await reads.projectNarrowing(r, def);
       if (typeof narrowing === 'string') return reads.forwarded(r, reply, narrowing);
       if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
+      const tooOld = await reads.tooOld(r, [def.name], scopes);
+      if (tooOld) return reads.forwardedTooOld(r, reply, def, scopes, tooOld);
       const page = await reads.readPage(r, def, scopes, narrowing ? { ...q, filters: [...q.filters, narrowing] } : q);
       return page ? sendJson(reply, prefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(def.name));
     };
@@ -179,8 +181,11 @@ function handlers(reads: ResourceReads) {
       const scopes = await reads.scopes(r, def, request.params.parentId);
       if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
       const found = await reads.readObject(r, def, scopes, ref);
+      if (found && reads.objectFreshEnough(r, def, scopes, ref, found)) return sendJson(reply, prefix, found);
+      if (!found && (await reads.notSyncedYet(r, def.name, scopes))) return reads.fromUpstream(r, reply, def, scopes);
+      // Not in the mirror's copy of a synced scope, or not verified as recently as asked: the upstream's answer.
+      if (reads.deps.upstream) return reads.objectFromUpstream(r, reply, def, scopes, ref);
       if (found) return sendJson(reply, prefix, found);
-      if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
       throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
     };
 
@@ -200,6 +205,8 @@ function handlers(reads: ResourceReads) {
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
     if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
+    const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
+    if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
     const root = await reads.readRootFolder(r, scope);
     if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
     return sendJson(reply, prefix, await reads.readFolderView(r, scope, root, null));
@@ -212,9 +219,14 @@ function handlers(reads: ResourceReads) {
     const plan = planGet(reads.readRequest(request, foldersDef), debugId);
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+    if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
+    // A folder is answered with its files and subfolders: its copy is as old as theirs.
+    const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
+    if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
     const found = await reads.readObject(r, foldersDef, [scope], request.params.id);
     if (found) return sendJson(reply, prefix, await reads.readFolderView(r, scope, found.json, found.retrievedAt));
-    if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
+    // A folder created upstream since the last pass: the upstream's answer, never a false 404.
+    if (reads.deps.upstream) return reads.forwarded(r, reply, `folder ${request.params.id} is not in the mirror's copy yet`);
     throw new NotFoundError(`No folder ${request.params.id} in this account.`);
   };
 
@@ -229,6 +241,8 @@ function handlers(reads: ResourceReads) {
       if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
       // Not synced (or not served by the account's source system at all): the upstream answers.
       if (await reads.notSyncedYet(r, sub, [scope])) return reads.fromUpstream(r, reply, resourceDef(sub)!, [scope]);
+      const tooOld = await reads.tooOld(r, ['folders', sub], [scope]);
+      if (tooOld) return reads.forwardedTooOld(r, reply, resourceDef(sub)!, [scope], tooOld);
       const folderId = await reads.folderId(r, scope, request.params.id);
       const field = sub === 'files' ? 'folder_id' : 'parent_id';
       const q = { ...plan.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
