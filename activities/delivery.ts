@@ -31,7 +31,7 @@ export interface DeliveryDeps {
   logger?: Logger;
 }
 
-export interface DeliveryResult {
+interface DeliveryResult {
   delivered: number;
   /** False when the subscription was deleted: the workflow ends. */
   active: boolean;
@@ -50,7 +50,7 @@ class CallbackStatusError extends Error {
  * What a subscriber is told about a failed delivery: the kind of failure, never the socket error
  * (its addresses, ports and codes would make the mirror a port scanner for whoever subscribes).
  */
-export function deliveryFailure(error: unknown): string {
+function deliveryFailure(error: unknown): string {
   if (error instanceof CallbackStatusError) return error.message;
   const codes: string[] = [];
   const seen = new Set<unknown>();

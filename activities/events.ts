@@ -28,7 +28,7 @@ export interface EventDeps extends SyncDeps {
   hashKey: Buffer;
 }
 
-export interface ApplyResult {
+interface ApplyResult {
   applied: number;
   deleted: number;
   skipped: number;

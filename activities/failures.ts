@@ -3,7 +3,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { MirrorError, RateLimitedError, UpstreamRateLimitedError } from '../lib/errors.ts';
 
-export function toFailure(error: unknown): unknown {
+function toFailure(error: unknown): unknown {
   if (error instanceof ApplicationFailure) return error;
   if (!(error instanceof MirrorError)) return error;
   if (error instanceof UpstreamRateLimitedError || error instanceof RateLimitedError) {

@@ -4,7 +4,7 @@
 import { Context } from '@temporalio/activity';
 
 /** How often: a quarter of the 20 s heartbeat timeouts the workflows set, so one late beat is not a timeout. */
-export const heartbeatEveryMs = 5_000;
+const heartbeatEveryMs = 5_000;
 
 /** Runs `fn` beating on a timer (outside an activity, e.g. a unit test calling it directly: just runs it). */
 export async function withHeartbeat<T>(fn: () => Promise<T>, everyMs = heartbeatEveryMs): Promise<T> {

@@ -9,7 +9,7 @@ import { AsyncRequestExpiredError, MirrorError, UpstreamError, UpstreamRateLimit
 import type { ListPage } from '../lib/list-page.ts';
 import { CrossProjectScopeError } from '../mirror/records/page-write.ts';
 
-export interface PageFetcherOptions {
+interface PageFetcherOptions {
   upstream: UpstreamClient;
   /** The account's credentials and what page `page` is, for each call. */
   call: (page: number) => AccountContext & { page: number; what: string; signal: AbortSignal | undefined };

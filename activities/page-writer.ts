@@ -14,7 +14,7 @@ import type { Checkpoint } from '../mirror/streams/streams.ts';
 export const writeDepth = 3;
 
 /** A page to write, as the slice hands it over. */
-export interface PageToWrite {
+interface PageToWrite {
   page: number;
   /** The keys of its records (a page sharing one with a page in flight waits for it). */
   ids: readonly string[];

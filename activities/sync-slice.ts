@@ -32,7 +32,7 @@ import { PageHistory, storedFingerprint } from './page-history.ts';
 import { PageWriter } from './page-writer.ts';
 
 /** One stream to sync: enough to fetch it without looking anything up. */
-export interface StreamSpec {
+interface StreamSpec {
   accountId: string;
   resource: string;
   /** Canonical scope (see lib/resources.ts). */
@@ -87,7 +87,7 @@ export interface SyncSliceResult extends SliceCounts {
 export const defaultMaxPagesPerPass = 100_000;
 
 /** A pass that went past its page bound without the upstream saying it ended. Never retried. */
-export class PageBoundError extends UpstreamError {
+class PageBoundError extends UpstreamError {
   override readonly code = 'upstream_page_bound';
   override get retryable(): boolean {
     return false;
@@ -106,7 +106,7 @@ const historiesKept = 64;
 
 const defaultSlicePages = 200;
 
-export interface SliceDeps {
+interface SliceDeps {
   upstream: UpstreamClient;
   pool: Pool;
   accounts: AccountStore;

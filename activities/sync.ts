@@ -33,8 +33,7 @@ import { withHeartbeat } from './heartbeat.ts';
 import { activityContext, defaultMaxPagesPerPass, SliceRunner, type SliceCounts, type SyncSliceInput, type SyncSliceResult } from './sync-slice.ts';
 
 export { writeDepth } from './page-writer.ts';
-export { defaultMaxPagesPerPass, PageBoundError } from './sync-slice.ts';
-export type { SliceCounts, StreamSpec, SyncSliceInput, SyncSliceResult } from './sync-slice.ts';
+export type { SliceCounts, SyncSliceInput, SyncSliceResult } from './sync-slice.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
@@ -52,7 +51,7 @@ export interface SyncDeps {
 /** Most parents a children plan names inline (about 40 bytes each in the workflow's history). */
 const inlineTotalMax = 20_000;
 
-export interface PlannedResource {
+interface PlannedResource {
   name: string;
   /** Where it lives in this account's source system. */
   scope: ScopeKind;

@@ -35,7 +35,7 @@ import { registerMetricsRoutes } from './routes/metrics.ts';
 import { registerStatusRoutes } from './routes/status.ts';
 import type { FreshnessSettings } from '../mirror/streams/freshness.ts';
 
-export interface ApiDeps {
+interface ApiDeps {
   pool: Pool;
   prisma: PrismaClient;
   accounts: AccountStore;

@@ -13,10 +13,10 @@ import type { Authenticator } from './auth.ts';
 import type { SyncControl } from './sync-control.ts';
 import { passedUpstream } from './forward.ts';
 
-export const maxAsyncResultBytes = 2 * 1024 * 1024;
+const maxAsyncResultBytes = 2 * 1024 * 1024;
 
 /** `Async-Request: true` or `1` (the real service's own collection sends both). */
-export function asksAsync(value: string | string[] | undefined): boolean {
+function asksAsync(value: string | string[] | undefined): boolean {
   const v = (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase();
   return v === 'true' || v === '1';
 }
@@ -24,7 +24,7 @@ export function asksAsync(value: string | string[] | undefined): boolean {
 /** Request headers not kept with a stored request: the flag itself, and the length of a body re-encoded when it runs. */
 const notKept = new Set(['async-request', 'content-length']);
 
-export interface AsyncDeps {
+interface AsyncDeps {
   auth: Authenticator;
   store: AsyncRequestStore;
   sync: SyncControl;

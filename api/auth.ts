@@ -51,7 +51,7 @@ export function internalToken(key: Buffer, accountId: string): string {
  * (deleting or rotating its secret) or unlinking an account takes effect within this time at most,
  * in every API process, without a restart.
  */
-export const authCacheMs = 3000;
+const authCacheMs = 3000;
 
 export function createAuthenticator(deps: {
   prisma: PrismaClient;

@@ -3,7 +3,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { BadRequestError, MirrorError } from '../lib/errors.ts';
 
 /** Deepest JSON body accepted: the contract's objects nest a few levels; thousands only crash recursion. */
-export const maxBodyDepth = 100;
+const maxBodyDepth = 100;
 
 /** What JSON.parse makes: arrays and plain objects (a streamed body is neither, and is not walked). */
 function isJsonContainer(v: unknown): v is object {
@@ -14,7 +14,7 @@ function isJsonContainer(v: unknown): v is object {
 }
 
 /** Nesting depth of a parsed JSON body, counted without recursion (so any depth is safe to measure). */
-export function bodyDepth(value: unknown, limit = maxBodyDepth): number {
+function bodyDepth(value: unknown, limit = maxBodyDepth): number {
   let deepest = 0;
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length > 0) {
@@ -27,7 +27,7 @@ export function bodyDepth(value: unknown, limit = maxBodyDepth): number {
   return deepest;
 }
 
-export interface ErrorBody {
+interface ErrorBody {
   message: string;
   code: string;
   details: { path?: string; message: string }[];

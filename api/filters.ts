@@ -10,11 +10,9 @@ import { isoInstant, MAX_FILTERS, MAX_ORDER_KEYS } from '../lib/list-parameters.
 import type { ResourceDef } from '../lib/resources.ts';
 import { filterOperators as operators, sourceDataPrefix, timeColumns, type RecordFilter, type RecordOrder } from '../mirror/reads/record-filters.ts';
 
-export { operators };
-
 /** At most this many filters and order keys in one read, all forms together (as upstream). */
-export const maxFilters = MAX_FILTERS;
-export const maxOrderKeys = MAX_ORDER_KEYS;
+const maxFilters = MAX_FILTERS;
+const maxOrderKeys = MAX_ORDER_KEYS;
 
 /** The first instant Postgres takes (0001-01-01): the rule's parse reaches year 0, which it refuses. */
 const firstInstant = -62135596800000;
@@ -25,7 +23,7 @@ const firstInstant = -62135596800000;
  * Date#toISOString writes a year past 9999 in ECMAScript's expanded form (`+010000-01-01T...`), which
  * Postgres refuses; it reads the year's digits alone (`10000-01-01T...`).
  */
-export function isoMicros(t: number): string {
+function isoMicros(t: number): string {
   let ms = Math.floor(t);
   let micros = Math.round((t - ms) * 1000);
   // A fraction that rounds up to a whole millisecond is the next millisecond.

@@ -42,7 +42,7 @@ export interface UpstreamTarget {
   credentials?: ForwardCredentials;
 }
 
-export interface ForwardCredentials {
+interface ForwardCredentials {
   /** The account's stored upstream token (a request the worker runs as the account carries none). */
   accountToken(accountId: string): Promise<string>;
   /** The scopes of the link session with this secret, if it is one of this account's. */
@@ -91,7 +91,7 @@ export function forwardCredentials(deps: {
  *   path names) nor the account token (which would widen a scoped, expiring credential to the whole
  *   account, and hide from the upstream that the session ended).
  */
-export type UpstreamAuth = { kind: 'client' } | { kind: 'account'; accountToken: string } | { kind: 'session'; session: string };
+type UpstreamAuth = { kind: 'client' } | { kind: 'account'; accountToken: string } | { kind: 'session'; session: string };
 
 /**
  * Request headers never sent upstream from the caller's request: credentials (the upstream gets the
@@ -189,7 +189,7 @@ export function forwardHeaders(incoming: IncomingHttpHeaders, target: UpstreamTa
   return out;
 }
 
-export interface ForwardOptions {
+interface ForwardOptions {
   /**
    * The account the request authenticated as (what `auth.account` answered); absent only for a call
    * authenticated by client credentials alone, which then reaches only the link-token calls. Its

@@ -10,7 +10,7 @@ import type { LinkedAccountObject } from '../connectors/schemas.ts';
 import type { AccountStore, AccountSummary, Registration } from '../mirror/control/accounts.ts';
 import type { SyncControl } from './sync-control.ts';
 
-export interface LinkDeps {
+interface LinkDeps {
   upstream: UpstreamClient;
   accounts: AccountStore;
   sync?: SyncControl;

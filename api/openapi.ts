@@ -8,7 +8,7 @@ import { apiVersion } from './auth.ts';
 import { docsPage } from './openapi-page.ts';
 import { answer, errorSchema, json, type Security } from './route-schema.ts';
 
-export interface RouteEntry {
+interface RouteEntry {
   method: string;
   /** Fastify's pattern, e.g. `/projects/:id`. */
   url: string;
@@ -33,10 +33,7 @@ export function openApiPath(url: string): string {
   return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 }
 
-export function buildOpenApiDocument(
-  routes: readonly RouteEntry[],
-  options: { title?: string; version?: string; serverUrl?: string } = {},
-): Record<string, unknown> {
+function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: string; version?: string; serverUrl?: string } = {}): Record<string, unknown> {
   const schemas: Record<string, unknown> = {};
   const toJson = (schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> => {
     // Named schemas (`.meta({ id })`) land in $defs: they move to components, referenced from there.

@@ -10,14 +10,14 @@ import type { Pool } from '../mirror/db/pool.ts';
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Source ids are the source system's own (digits, 18-character CRM ids, job numbers with spaces). */
-export const maxSourceIdLength = 256;
+const maxSourceIdLength = 256;
 
 /**
  * What is wrong with a `Project-Id` value (`*` aside, which the routes handle), or undefined: a
  * service UUID, or `source_id:` and the source system's id (no control characters, no `/` or `\`:
  * it goes into an upstream path).
  */
-export function projectRefProblem(ref: string): string | undefined {
+function projectRefProblem(ref: string): string | undefined {
   if (uuid.test(ref)) return undefined;
   const shown = JSON.stringify(ref.length > 60 ? `${ref.slice(0, 60)}...` : ref);
   const expected = "send a project's id (a UUID), source_id:<the source system's id>, or * where all projects are accepted";
@@ -30,7 +30,7 @@ export function projectRefProblem(ref: string): string | undefined {
   return undefined;
 }
 
-export interface ProjectIdsDeps {
+interface ProjectIdsDeps {
   pool: Pool;
   /** Asked once per value (then cached) while the account's projects list is not mirrored yet. */
   upstream?: { client: UpstreamClient; accounts: AccountStore };

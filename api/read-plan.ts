@@ -12,7 +12,7 @@ import type { RecordFilter, RecordOrder } from '../mirror/reads/record-filters.t
 import { checkFilters, checkOrder, NotEvaluated, quoted, type Sourced } from './filters.ts';
 
 /** A read the mirror answers, or the reason it is forwarded. */
-export type Plan<T> = { serve: T } | { forward: string };
+type Plan<T> = { serve: T } | { forward: string };
 
 /** A list read as the mirror evaluates it. */
 export interface ListPlan {
@@ -92,7 +92,7 @@ const evaluatedOrInert = new Set([
 ]);
 
 /** Why a request's headers make it a read the mirror forwards (undefined: none does). */
-export function headersNotEvaluated(headers: IncomingHttpHeaders, debugIdHeader: string, apiVersion?: string): string | undefined {
+function headersNotEvaluated(headers: IncomingHttpHeaders, debugIdHeader: string, apiVersion?: string): string | undefined {
   let debugId: string | undefined;
   // Node hands header names lower-cased; the loop runs on every read, so it allocates nothing for
   // the headers that pass.
@@ -188,7 +188,7 @@ function bodyParts(r: ReadRequest): { filters: Sourced[]; order: Sourced[] } {
  * characters; when full, it starts again.
  */
 const cachedPlans = new Map<string, Plan<ListPlan>>();
-export const maxCachedPlans = 2000;
+const maxCachedPlans = 2000;
 const maxCachedTarget = 2048;
 
 /**

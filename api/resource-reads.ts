@@ -45,7 +45,7 @@ export interface ResourceRouteDeps {
 }
 
 /** The largest GET body a list read takes (filters and order keys: a few kilobytes at most). */
-export const maxGetBodyBytes = 1024 * 1024;
+const maxGetBodyBytes = 1024 * 1024;
 
 /**
  * Reads the body of a GET (Fastify parses none on a GET): the real service's clients send list
@@ -126,7 +126,7 @@ async function scopesFor(
  * The envelope of every page a read answers, built here only: the rows are the JSON Postgres
  * assembled, joined as they are (never parsed, never serialised again).
  */
-export function pageBody(rows: readonly string[], page: number, hasMore: boolean): string {
+function pageBody(rows: readonly string[], page: number, hasMore: boolean): string {
   return `{"data":[${rows.join(',')}],"meta":{"current_page":${page},"has_more_results":${hasMore}}}`;
 }
 
@@ -135,7 +135,7 @@ export const acrossOrderUnknown = (resource: string): string =>
   `the order of ${resource} across projects (Project-Id: *) is the upstream's, and the mirror knows it only from a full pass across projects that no change has followed since`;
 
 /** A read's answer: its JSON text and when the mirror last retrieved what it holds (a header). */
-export interface Answer {
+interface Answer {
   body: string;
   retrievedAt: Date | null;
 }
@@ -146,7 +146,7 @@ export function sendJson(reply: FastifyReply, prefix: string, answer: Answer): F
 }
 
 /** An object reference as callers send it: an id, or `source_id:<id>`. */
-export function objectRef(ref: string): { id: string; bySourceId: boolean } {
+function objectRef(ref: string): { id: string; bySourceId: boolean } {
   const bySourceId = ref.startsWith('source_id:');
   return { id: bySourceId ? ref.slice('source_id:'.length) : ref, bySourceId };
 }

@@ -20,17 +20,16 @@ export function sessionSecretHash(key: Buffer, secret: string): string {
 }
 
 // The scope rule lives in lib/ (the forwarder's path rule uses it too); re-exported for callers here.
-export { requiredScope, sessionAllows };
 
 /**
  * How long what the upstream said about a session is believed: a session expired or deleted at the
  * upstream (not through the mirror) is refused within this time, and at its first use through the
  * mirror. One upstream request per session (and API process) per period at most.
  */
-export const sessionCheckMs = 60_000;
+const sessionCheckMs = 60_000;
 
 /** Whether the upstream still holds a session valid (it may also move the session's recorded expiry). */
-export type SessionChecker = (session: { id: string; accountId: string; expiresAt: Date }, account: AccountSummary) => Promise<boolean>;
+type SessionChecker = (session: { id: string; accountId: string; expiresAt: Date }, account: AccountSummary) => Promise<boolean>;
 
 /** The link session object of `GET /link/sessions/{id}` (contract 2.3): only its expiry matters here. */
 const sessionAnswerSchema = z.looseObject({ expires_at: z.string().optional() });

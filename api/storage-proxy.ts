@@ -19,7 +19,7 @@ export interface StorageLink {
   expiresAt: number;
 }
 
-export const linkLifetimeMs = 60 * 60_000;
+const linkLifetimeMs = 60 * 60_000;
 const bucketMs = 10 * 60_000;
 
 function mac(key: Buffer, l: StorageLink): string {
@@ -35,7 +35,7 @@ export function storageUrl(base: string, key: Buffer, l: StorageLink): string {
   return `${base}/storage/${encodeURIComponent(l.resource)}/${encodeURIComponent(l.id)}/${encodeURIComponent(l.field)}?${q.toString()}`;
 }
 
-export type LinkCheck = { ok: true; link: StorageLink } | { ok: false; reason: string };
+type LinkCheck = { ok: true; link: StorageLink } | { ok: false; reason: string };
 
 /** Checks a link's signature (in constant time) and expiry. */
 export function verifyLink(
@@ -57,7 +57,7 @@ export function verifyLink(
   return { ok: true, link };
 }
 
-export interface RewriteContext {
+interface RewriteContext {
   base: string;
   key: Buffer;
   accountId: string;
@@ -102,7 +102,7 @@ export function linkBase(server: { address(): AddressInfo | string | null }, con
 }
 
 /** Where the upstream's storage URLs live: one origin and the path its `/download` and `/preview` sit under. */
-export interface StorageLocation {
+interface StorageLocation {
   origin: string;
   /** Without a trailing slash: '' for storage at the origin's root. */
   path: string;
@@ -120,7 +120,7 @@ export function storageLocations(urls: readonly string[]): StorageLocation[] {
   });
 }
 
-export type StorageUrlCheck = { ok: true; url: string } | { ok: false; reason: string };
+type StorageUrlCheck = { ok: true; url: string } | { ok: false; reason: string };
 
 const maxStorageUrlLength = 8192;
 

@@ -11,7 +11,7 @@ import {
 } from '../lib/workflow-ids.ts';
 import { workPriority, type WorkKind } from '../lib/work-priority.ts';
 
-export interface SyncRequest {
+interface SyncRequest {
   accountId: string;
   registerWebhooks?: boolean;
   mode?: 'full' | 'incremental';
@@ -35,7 +35,7 @@ export interface AccountSyncSummary {
 }
 
 /** The account pass by its workflow type's name, typed here so handles' results are typed too. */
-export type AccountSyncWorkflow = (input: Record<string, unknown>) => Promise<AccountSyncSummary>;
+type AccountSyncWorkflow = (input: Record<string, unknown>) => Promise<AccountSyncSummary>;
 
 /** How accounts are handled over time (MIRROR_CREDENTIALS_PROBE_AFTER, MIRROR_CREDENTIALS_PROBE_MAX, MIRROR_RETENTION_AFTER_UNLINK). */
 export interface AccountPolicy {

@@ -14,7 +14,7 @@ import { ensureTemporalCli } from './temporal-cli.ts';
 export const projectRoot = new URL('..', import.meta.url).pathname;
 
 /** Generates whatever secret is missing from the environment and .env.local, and appends it there. */
-export function ensureEnvFile(root = projectRoot): string[] {
+function ensureEnvFile(root = projectRoot): string[] {
   const file = join(root, envFileName);
   const existing = existsSync(file) ? readFileSync(file, 'utf8') : '';
   const has = (k: string) => process.env[k] !== undefined || new RegExp(`^${k}=`, 'm').test(existing);
@@ -38,7 +38,7 @@ export function ensureEnvFile(root = projectRoot): string[] {
   return names;
 }
 
-export interface SetupReport {
+interface SetupReport {
   config: Config;
   temporalCli: string | undefined;
   createdDatabase: boolean;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError } from '../lib/errors.ts';
 
-export const temporalCliVersion = 'v1.5.1';
+const temporalCliVersion = 'v1.5.1';
 
 export function cacheDir(): string {
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'construction-mirror');

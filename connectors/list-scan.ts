@@ -14,7 +14,7 @@
 // wrong. It does not check JSON's grammar in full: Postgres does, when it parses the body.
 import { pageMetaSchema, type PageMeta } from './schemas.ts';
 
-export interface ScannedList {
+interface ScannedList {
   /** The records' ids, in the body's order. */
   ids: string[];
   meta: PageMeta | undefined;

@@ -24,7 +24,7 @@ export interface AccountContext {
   sourceSystem?: string;
 }
 
-export interface ListPageInput extends AccountContext {
+interface ListPageInput extends AccountContext {
   /** List path, e.g. `/projects` or `/ap-invoices/{id}/line-items`. */
   path: string;
   page: number;
@@ -38,7 +38,7 @@ export interface ListPageInput extends AccountContext {
 }
 
 /** A list page (lib/list-page.ts): the body's bytes where they were scanned, else its parsed records. */
-export type Page = ListPage;
+type Page = ListPage;
 
 function budget(ctx: AccountContext) {
   return { account: ctx.accountId, sourceSystem: ctx.sourceSystem };
@@ -211,7 +211,7 @@ export async function exchangePublicToken(client: UpstreamClient, publicToken: s
   return res.body;
 }
 
-export interface WebhookInput {
+interface WebhookInput {
   callbackUrl: string;
   authorizationHeader: string;
   event: 'CREATE' | 'UPDATE' | 'DELETE';
@@ -219,7 +219,7 @@ export interface WebhookInput {
   projectId?: string;
 }
 
-export const webhookSchema = z.looseObject({ id: z.string(), source_id: z.string().nullish(), event: z.string(), type: z.string() });
+const webhookSchema = z.looseObject({ id: z.string(), source_id: z.string().nullish(), event: z.string(), type: z.string() });
 
 export async function createWebhook(client: UpstreamClient, ctx: AccountContext, input: WebhookInput): Promise<z.infer<typeof webhookSchema>> {
   const res = await client.request(

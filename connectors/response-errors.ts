@@ -11,7 +11,7 @@ import {
 } from '../lib/errors.ts';
 
 /** The upstream's own message: `message`, else `error`, else a short excerpt of the body. */
-export function upstreamMessage(body: unknown): string | undefined {
+function upstreamMessage(body: unknown): string | undefined {
   if (body && typeof body === 'object') {
     const b = body as Record<string, unknown>;
     if (typeof b.message === 'string') return b.message;

@@ -1,7 +1,7 @@
 // The retry decision for one upstream call, as a pure function. HTTP-level retries are few and
 // short; the long tail (and every 429) belongs to Temporal's activity retries.
 
-export interface RetryInput {
+interface RetryInput {
   /** 1 for the first try. */
   attempt: number;
   /** The upstream's status, or undefined when no response came (connection error, timeout). */
@@ -17,10 +17,10 @@ export interface RetryInput {
   random?: () => number;
 }
 
-export type RetryDecision =
+type RetryDecision =
   { retry: true; delayMs: number } | { retry: false; reason: 'success' | 'not-retryable' | 'attempts-exhausted' | 'rate-limited' | 'not-idempotent' };
 
-export const defaultRetry = { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 2_000 } as const;
+const defaultRetry = { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 2_000 } as const;
 
 export function retryDecision(input: RetryInput): RetryDecision {
   const { attempt, status } = input;

@@ -4,7 +4,7 @@
 // the mirror forwards (bodies streamed both ways, the answer relayed as it came). It takes no more of
 // an answer than it can use: a body over the cap (as received, or once inflated) is not read further,
 // and every attempt has a deadline.
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync, inflateSync } from 'node:zlib';
@@ -17,7 +17,7 @@ import { readRateLimits, resetAtOf, type RateLimitReport } from './rate-limit-he
 import { errorForResponse } from './response-errors.ts';
 import { retryDecision } from './retry-policy.ts';
 
-export interface UpstreamClientOptions {
+interface UpstreamClientOptions {
   baseUrl: string;
   clientId: string;
   clientSecret: string;
@@ -42,7 +42,7 @@ export interface UpstreamClientOptions {
 }
 
 /** One attempt of an upstream call, as metrics see it. */
-export interface UpstreamObservation {
+interface UpstreamObservation {
   method: UpstreamCall['method'];
   /** Path without its query string. */
   path: string;
@@ -55,7 +55,7 @@ export interface UpstreamObservation {
   priority: Priority;
 }
 
-export type UpstreamObserver = (observation: UpstreamObservation) => void;
+type UpstreamObserver = (observation: UpstreamObservation) => void;
 
 export interface UpstreamCall {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -96,7 +96,7 @@ export interface UpstreamCall {
 }
 
 /** A successful answer whose body digest matched the one the caller already holds; not parsed. */
-export interface UnchangedAnswer {
+interface UnchangedAnswer {
   status: number;
   unchanged: true;
   digest: string;
@@ -105,7 +105,7 @@ export interface UnchangedAnswer {
   retrievedAt: Date;
 }
 
-export type AsyncRequestState = 'pending' | 'running' | 'executed' | 'failure';
+type AsyncRequestState = 'pending' | 'running' | 'executed' | 'failure';
 
 /** What the upstream's `-Async-Request-*` headers say of one async request. */
 export interface AsyncRequestHandle {
@@ -116,7 +116,7 @@ export interface AsyncRequestHandle {
 }
 
 /** An answer about an async request rather than the resource asked for; `body` is not validated. */
-export interface AsyncAnswer {
+interface AsyncAnswer {
   status: number;
   handle: AsyncRequestHandle;
   body: unknown;
@@ -188,14 +188,14 @@ export interface UpstreamStream {
 const idempotentMethods = new Set(['GET', 'PUT', 'DELETE']);
 
 /** Defaults of the body cap and the deadline: far above the largest real page (about 4 MB with source data) and its time. */
-export const defaultMaxBodyBytes = 64 * 1024 * 1024;
-export const defaultTotalTimeoutMs = 120_000;
+const defaultMaxBodyBytes = 64 * 1024 * 1024;
+const defaultTotalTimeoutMs = 120_000;
 
 /**
  * An answer whose body is over the client's cap, as received or once inflated (a page far over any
  * real one, a gzip bomb). Not retried: the same request brings the same body.
  */
-export class UpstreamBodyTooLargeError extends UpstreamError {
+class UpstreamBodyTooLargeError extends UpstreamError {
   override readonly code = 'upstream_body_too_large';
   override get retryable(): boolean {
     return false;
@@ -203,7 +203,7 @@ export class UpstreamBodyTooLargeError extends UpstreamError {
 }
 
 /** An attempt that outlived its deadline (a slow answer, a body that trickles); worth another try. */
-export class UpstreamTimeoutError extends UpstreamError {
+class UpstreamTimeoutError extends UpstreamError {
   override readonly statusCode = 504;
   override readonly code = 'upstream_timeout';
 }
@@ -632,8 +632,4 @@ function asUpstreamError(error: unknown, what: string): Error {
   if (error instanceof Error && error.name === 'AbortError') return error;
   const message = error instanceof Error ? error.message : String(error);
   return new UpstreamError(`Upstream could not be reached for ${what}: ${message}`, undefined, { cause: error });
-}
-
-export function debugId(): string {
-  return randomUUID();
 }

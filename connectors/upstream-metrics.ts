@@ -7,7 +7,7 @@ import type { Priority } from './governor.ts';
 import type { UpstreamClient } from './upstream-client.ts';
 
 /** How the figures name a class: the sync (background work) and the applications (interactive calls). */
-export const className: Record<Priority, string> = { background: 'sync', interactive: 'application' };
+const className: Record<Priority, string> = { background: 'sync', interactive: 'application' };
 
 /** Registers the by-class figures of `client` on `registry`; returns the removal of its observer. */
 export function registerUpstreamClassMetrics(registry: Registry, client: UpstreamClient): () => void {

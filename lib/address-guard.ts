@@ -6,7 +6,7 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, isIPv4 } from 'node:net';
 
-export type AddressClass = 'public' | 'loopback' | 'private' | 'link-local' | 'unspecified' | 'multicast' | 'reserved';
+type AddressClass = 'public' | 'loopback' | 'private' | 'link-local' | 'unspecified' | 'multicast' | 'reserved';
 
 /** Every address a host name resolves to (`dns.lookup` with `all`, in production). */
 export type Resolver = (host: string) => Promise<LookupAddress[]>;
@@ -166,7 +166,7 @@ function normalHost(host: string): string {
 const systemResolver: Resolver = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => (error ? reject(error) : resolve(addresses))));
 
-export type CallbackVerdict = { ok: true; url: URL } | { ok: false; reason: string };
+type CallbackVerdict = { ok: true; url: URL } | { ok: false; reason: string };
 
 export interface CallbackGuard {
   /** Whether a connection to this address is allowed (public, or on the allow-list). */

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 
 const root = new URL('..', import.meta.url).pathname;
 
-export interface BuildInfo {
+interface BuildInfo {
   /** package.json's version. */
   version: string;
   /** The full git commit, or null when neither MIRROR_COMMIT nor git says. */

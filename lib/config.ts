@@ -224,10 +224,3 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     { details },
   );
 }
-
-let cached: Config | undefined;
-/** The process's configuration, parsed on first use. */
-export function config(): Config {
-  cached ??= parseConfig();
-  return cached;
-}

@@ -52,7 +52,7 @@ export const hashDomains = {
   webhookAuthorization: 'webhook-authorization:',
   storageLink: 'storage|',
 } as const;
-export type HashDomain = keyof typeof hashDomains;
+type HashDomain = keyof typeof hashDomains;
 
 /** The keyed hash of `value` in one use's domain. */
 export function domainHash(key: Buffer, domain: HashDomain, value: string): string {
@@ -68,10 +68,6 @@ export function safeEqual(a: string, b: string): boolean {
   const da = createHash('sha256').update(a).digest();
   const db = createHash('sha256').update(b).digest();
   return timingSafeEqual(da, db);
-}
-
-export function sign(key: Buffer, payload: string): string {
-  return createHmac('sha256', key).update(payload).digest('base64url');
 }
 
 export function randomSecret(length: number, alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'): string {

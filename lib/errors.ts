@@ -1,7 +1,7 @@
 // The one error hierarchy of the project. Every layer throws these; api/ maps them to responses in
 // one place and activities map them to Temporal failures in one place.
 
-export interface ErrorDetail {
+interface ErrorDetail {
   path?: string;
   message: string;
 }

@@ -17,7 +17,7 @@ export interface IndexedField {
 const sourceDataPrefix = 'source_data.';
 
 /** One entry, or the reason it is not one. */
-export function parseIndexedField(entry: string): IndexedField | string {
+function parseIndexedField(entry: string): IndexedField | string {
   let text = entry.trim();
   let kind: IndexedField['kind'] = 'text';
   if (text.endsWith(':number')) {

@@ -19,7 +19,7 @@
  * list where the real service answers the whole one. `expand` changes the answer's shape, not
  * which records it holds: never an equality.
  */
-export const equalityParameters: Readonly<Record<string, readonly string[]>> = {
+const equalityParameters: Readonly<Record<string, readonly string[]>> = {
   activities: ['type'],
   drawings: ['discipline'],
 };
@@ -37,9 +37,6 @@ export const mirrorListExtensions = ['include_deleted', 'modified_after'] as con
 
 export const filterOperators = ['=', '!=', '>', '>=', '<', '<=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE', 'IN', 'NOT IN', 'BETWEEN', 'NOT BETWEEN'] as const;
 export type FilterOperator = (typeof filterOperators)[number];
-
-/** Fields compared as instants; every other field compares as a number or as text. */
-export const timeFields = ['source_create_time', 'source_update_time'] as const;
 
 export function isTimeField(field: string): boolean {
   return field === 'source_create_time' || field === 'source_update_time';

@@ -32,7 +32,7 @@ function bracket(key: string): string {
 }
 
 /** Redaction paths: each secret key at the top level and up to three levels deep. */
-export const redactPaths: string[] = secretKeys.flatMap((key) => {
+const redactPaths: string[] = secretKeys.flatMap((key) => {
   const k = bracket(key);
   return [k.startsWith('.') ? k.slice(1) : k, `*${k}`, `*.*${k}`, `*.*.*${k}`];
 });

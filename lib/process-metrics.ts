@@ -7,7 +7,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { buildInfo } from './build-info.ts';
 
 /** What the registry counts of one upstream attempt (connectors/upstream-client.ts's observation has more). */
-export interface UpstreamAttempt {
+interface UpstreamAttempt {
   sourceSystem: string | undefined;
   /** The upstream's HTTP status; undefined when no answer came (timeout, reset, refused). */
   status: number | undefined;

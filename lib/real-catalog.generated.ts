@@ -2,7 +2,7 @@
 // (real-service-collections.json): its listable collection paths as catalog entries. Do not edit;
 // regenerate. lib/resources.ts adds those its own entries do not already hold.
 
-export interface RealEntry {
+interface RealEntry {
   path: string;
   name: string;
   scope: 'account' | 'project' | 'child';

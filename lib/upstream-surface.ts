@@ -203,7 +203,7 @@ export type UpstreamCredential =
   /** A link session: reads (GET, HEAD) of the areas its scopes name. */
   | { kind: 'session'; scopes: readonly string[] };
 
-export interface UpstreamPathInput {
+interface UpstreamPathInput {
   method: string;
   /** The request target as received: path and query, never normalised. */
   rawUrl: string;
@@ -211,13 +211,13 @@ export interface UpstreamPathInput {
 }
 
 export type UpstreamPathRefusal = { ok: false; status: 400 | 403 | 404; reason: string };
-export type UpstreamPathResult = { ok: true; path: string } | UpstreamPathRefusal;
+type UpstreamPathResult = { ok: true; path: string } | UpstreamPathRefusal;
 
 /** Longest id or name segment, decoded (upstream ids are UUIDs or `source_id:` values, far shorter). */
 export const maxSegmentLength = 256;
 /** Longest path and query as received. */
-export const maxPathLength = 2048;
-export const maxQueryLength = 8192;
+const maxPathLength = 2048;
+const maxQueryLength = 8192;
 /** More segments than the deepest template (`/submittals/{id}/submittal-reviewers/{id}/attachments`). */
 const maxSegments = 8;
 

@@ -16,7 +16,7 @@ import { ChurnRunner } from './webhooks/churn.ts';
 import { RecordCache } from './resources/record-cache.ts';
 
 /** Per-source-system knobs settable at runtime (`PUT /_admin/source-systems/:slug`). */
-export interface SourceSystemSettings {
+interface SourceSystemSettings {
   /** Simulated latency added to each request, to make queues and concurrency observable. */
   latencyMs: number;
   maxQueued?: number;

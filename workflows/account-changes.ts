@@ -12,7 +12,7 @@ const { applyInbox } = proxyActivities<EventActivities>({
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
-export interface AccountChangesInput {
+interface AccountChangesInput {
   accountId: string;
 }
 

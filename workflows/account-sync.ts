@@ -55,7 +55,7 @@ export interface AccountSyncInput {
   passKey?: string;
 }
 
-export interface StreamOutcome {
+interface StreamOutcome {
   resource: string;
   scope: string;
   records: number;

@@ -1,10 +1,8 @@
 // Names shared by workflows, the worker and clients: task queue, workflow ids, signals and queries.
 import { ApplicationFailure, defineQuery, defineSignal } from '@temporalio/workflow';
 
-export const defaultTaskQueue = 'mirror';
-
 // Workflow ids are made in lib/workflow-ids.ts (the API and the CLI make them too); re-exported for workflow code.
-export { accountSyncWorkflowId, changesWorkflowId, childrenWorkflowId, streamWorkflowId } from '../lib/workflow-ids.ts';
+export { accountSyncWorkflowId, childrenWorkflowId, streamWorkflowId } from '../lib/workflow-ids.ts';
 
 export interface StreamProgress {
   resource: string;

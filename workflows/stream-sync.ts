@@ -11,12 +11,12 @@ const { syncSlice } = proxyActivities<SyncActivities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
 
-export interface StreamSyncInput extends SyncSliceInput {
+interface StreamSyncInput extends SyncSliceInput {
   /** Totals of earlier runs of this pass (carried over continue-as-new). */
   carried?: SliceCounts;
 }
 
-export type StreamSyncResult = SliceCounts;
+type StreamSyncResult = SliceCounts;
 
 const zero = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
 

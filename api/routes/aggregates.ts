@@ -19,7 +19,7 @@ import { ProjectIds } from '../project-ids.ts';
 import { readGetBody } from '../resource-reads.ts';
 import { errorAnswer, headersOf, json, pathParams, projectHeader } from '../route-schema.ts';
 
-export interface AggregateRouteDeps {
+interface AggregateRouteDeps {
   pool: Pool;
   auth: Authenticator;
   headerPrefix: string;
@@ -29,9 +29,9 @@ export interface AggregateRouteDeps {
 }
 
 /** Most aggregated fields in one request, all functions together: each is one more expression per record. */
-export const maxMeasures = 20;
+const maxMeasures = 20;
 /** Most groups in one answer; past it `has_more_results` is true (narrow with filters). */
-export const maxGroups = 1000;
+const maxGroups = 1000;
 
 const fieldList = (fn: string) =>
   z
@@ -52,7 +52,7 @@ const once = (name: string) => z.string({ message: `${name} is given once, as te
 const parameters = 'count, sum, avg, min, max, group_by, limit, include_deleted, modified_after, filters, filters[]';
 
 /** The query (the filter forms are read again in order from the raw query, with the body's). */
-export const aggregatesQuerySchema = z.strictObject(
+const aggregatesQuerySchema = z.strictObject(
   {
     count: z
       .enum(['', 'true', 'false'], { message: 'count is a flag: `count`, `count=true` or `count=false`' })
@@ -106,7 +106,7 @@ const measureSchema = z.object({
   min: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(),
   max: z.record(z.string(), z.union([z.number(), z.string()]).nullable()).optional(),
 });
-export const aggregatesResponseSchema = z.object({
+const aggregatesResponseSchema = z.object({
   data: z.array(
     z
       .object({ group: z.unknown().optional().describe("The group's value (only with group_by)."), count: z.number().int().optional() })

@@ -16,7 +16,7 @@ import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { recordSession, updateSessionExpiry } from '../sessions.ts';
 import { answer, forwardedSchema, json, pathParams, readAsItCame } from '../route-schema.ts';
 
-export interface ForwardedRouteDeps {
+interface ForwardedRouteDeps {
   /** The contract's header prefix (`{Prefix}-Warnings` on what the mirror forwards on its own account). */
   headerPrefix: string;
   prisma?: PrismaClient;

@@ -13,7 +13,7 @@ import type { Pool } from '../../mirror/db/pool.ts';
 import type { Authenticator } from '../auth.ts';
 import { operatorGuard } from '../status-page/auth.ts';
 
-export interface MetricsRouteDeps {
+interface MetricsRouteDeps {
   pool: Pool;
   auth: Authenticator;
   /** The upstream client of this process, whose requests are counted. */

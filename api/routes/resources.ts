@@ -27,8 +27,6 @@ import {
   sourceDataHeaders,
 } from '../route-schema.ts';
 
-export { maxGetBodyBytes, readGetBody, type ResourceRouteDeps } from '../resource-reads.ts';
-
 /**
  * The list parameters the read rule evaluates (read-plan.ts), read from the query as it came:
  * repeated, unknown or malformed, a parameter decides between a 400, an answer and a forward.

@@ -13,7 +13,7 @@ import { buildOverview } from '../status-page/overview.ts';
 import { renderMain, renderPage } from '../status-page/page.ts';
 import type { FreshnessSettings } from '../../mirror/streams/freshness.ts';
 
-export interface StatusRouteDeps {
+interface StatusRouteDeps {
   pool: Pool;
   auth: Authenticator;
   sync?: SyncControl;

@@ -22,7 +22,7 @@ import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from 
 import { notFound } from '../errors.ts';
 import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';
 
-export interface StorageRouteDeps {
+interface StorageRouteDeps {
   pool: Pool;
   prisma: PrismaClient;
   key: Buffer;

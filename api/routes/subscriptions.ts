@@ -85,7 +85,7 @@ const schemas = {
   },
 } satisfies Record<string, FastifySchema>;
 
-export interface SubscriptionDeps {
+interface SubscriptionDeps {
   auth: Authenticator;
   prisma: PrismaClient;
   sync: SyncControl;

@@ -15,7 +15,7 @@ import { findWebhookRegistration } from '../../mirror/control/webhook-registrati
 import type { SyncControl } from '../sync-control.ts';
 import { errorAnswer, json, pathParams } from '../route-schema.ts';
 
-export const inboundEventSchema = z.looseObject({
+const inboundEventSchema = z.looseObject({
   id: z.string().optional(),
   source_id: z.string().nullish(),
   callback_url: z.string().optional(),
@@ -40,7 +40,7 @@ const inboundSchema = {
   },
 } satisfies FastifySchema;
 
-export interface InboundDeps {
+interface InboundDeps {
   pool: Pool;
   prisma: PrismaClient;
   hashKey: Buffer;

@@ -25,7 +25,7 @@ import { header, type Authenticator } from '../auth.ts';
 import { forward, jsonOf, refuseHostileTarget, type UpstreamTarget } from '../forward.ts';
 import { answer, asyncHeader, errorAnswer, forwardedSchema, headersOf, json, objectSchema, pathParams, readAsItCame } from '../route-schema.ts';
 
-export interface WriteRouteDeps {
+interface WriteRouteDeps {
   pool: Pool;
   auth: Authenticator;
   target: UpstreamTarget;
@@ -42,7 +42,7 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 const hasId = (o: Json): boolean => typeof o.id === 'string';
 
 /** The objects a write answered: the object itself, or the `data` of a list answer. */
-export function objectsOf(body: unknown): Json[] {
+function objectsOf(body: unknown): Json[] {
   if (isObject(body) && Array.isArray(body.data)) return body.data.filter(isObject).filter(hasId);
   if (isObject(body) && hasId(body)) return [body];
   return [];
@@ -53,7 +53,7 @@ export function objectsOf(body: unknown): Json[] {
  * `status` of 2xx, or none), in order; results that are objects themselves (a plain list answer)
  * count too. A failed item (`status` 4xx/5xx, an `error`) gives nothing.
  */
-export function bulkObjectsOf(body: unknown): Json[] {
+function bulkObjectsOf(body: unknown): Json[] {
   if (!isObject(body) || !Array.isArray(body.data)) return [];
   const out: Json[] = [];
   for (const item of body.data) {

@@ -6,7 +6,7 @@ import { safeEqual, sha256Hex } from '../../lib/crypto.ts';
 import { UnauthorizedError } from '../../lib/errors.ts';
 import { apiVersion, type Authenticator } from '../auth.ts';
 
-export interface OperatorAuthDeps {
+interface OperatorAuthDeps {
   auth: Authenticator;
   /** OPERATOR_TOKEN, if configured. */
   token?: string;

@@ -22,13 +22,13 @@ import type { ClassUsage, Priority } from '../../connectors/governor.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { runningPasses, temporalLinks, type RunningPass } from './temporal.ts';
 
-export interface AccountStatus extends AccountOverview {
+interface AccountStatus extends AccountOverview {
   /** The pass running now, with its progress as the workflow reports it. */
   pass: (RunningPass & { link: string | undefined }) | null;
   links: { sync: string | undefined; fullSchedule: string | undefined; incrementalSchedule: string | undefined };
 }
 
-export interface ActiveStream extends StreamProgressRow {
+interface ActiveStream extends StreamProgressRow {
   link: string | undefined;
 }
 
@@ -69,7 +69,7 @@ export interface StatusOverview {
   deliveries: DeliveryOverview[];
 }
 
-export interface OverviewDeps {
+interface OverviewDeps {
   pool: Pool;
   sync?: SyncControl;
   temporalUiUrl?: string;

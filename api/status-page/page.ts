@@ -2,13 +2,13 @@
 // part every few seconds. No framework, no external asset: it loads in one request.
 import type { StatusOverview } from './overview.ts';
 
-export function escapeHtml(v: string | number | null | undefined): string {
+function escapeHtml(v: string | number | null | undefined): string {
   return String(v ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 const num = (n: number | null | undefined) => (n === null || n === undefined ? '–' : n.toLocaleString('en-US'));
 
-export function age(seconds: number | null | undefined): string {
+function age(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined) return 'never';
   if (seconds < 90) return `${Math.round(seconds)} s`;
   if (seconds < 90 * 60) return `${Math.round(seconds / 60)} min`;

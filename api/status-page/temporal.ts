@@ -12,7 +12,7 @@ export function defaultTemporalUiUrl(address: string): string {
   return `http://${host}:${port + 1000}`;
 }
 
-export interface TemporalLinks {
+interface TemporalLinks {
   workflow(workflowId: string, runId?: string): string | undefined;
   schedule(scheduleId: string): string | undefined;
 }

@@ -10,7 +10,7 @@ import { readMigrations } from '../../mirror/db/migrate.ts';
 import { placeholderSecrets } from './migrate.ts';
 import { exitCode, oneLine, postgresProblem, safeUrl, UsageError, type Command } from './shared.ts';
 
-export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
+type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 
 export interface Check {
   name: string;
@@ -20,7 +20,7 @@ export interface Check {
   fix?: string;
 }
 
-export interface DoctorOptions {
+interface DoctorOptions {
   /** Per network check (default 5 s). */
   timeoutMs?: number;
   /** Skip the API check (no API is expected to run). */

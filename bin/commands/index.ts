@@ -40,7 +40,7 @@ export const commands: Record<string, Command> = {
   bench: benchCommand,
 };
 
-export function help(): string {
+function help(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
   return [
     'Usage: mirror <command> [options]   (npx mirror <command> --help for one command)',
@@ -52,7 +52,7 @@ export function help(): string {
   ].join('\n');
 }
 
-export function commandHelp(name: string, command: Command): string {
+function commandHelp(name: string, command: Command): string {
   return [command.summary, '', `Usage: ${command.usage}`, ...(command.help ? ['', command.help] : [])].join('\n');
 }
 

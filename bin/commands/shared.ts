@@ -68,7 +68,7 @@ export function describeFailure(error: unknown, config?: Partial<Config>): { cod
 }
 
 /** Ends a message with a full stop (once). */
-export function sentence(s: string): string {
+function sentence(s: string): string {
   return /[.!?]$/.test(s) ? s : `${s}.`;
 }
 
@@ -150,7 +150,7 @@ export async function cliServices(config: Config = cliConfig()): Promise<Service
   return services;
 }
 
-export interface TemporalHandle {
+interface TemporalHandle {
   sync: import('../../api/sync-control.ts').SyncControl;
   close(): Promise<void>;
 }

@@ -6,7 +6,7 @@ import { passTotals, streamProgress, type PassTotals, type StreamProgressRow } f
 import type { Pool } from '../../mirror/db/pool.ts';
 import { clip, table } from './shared.ts';
 
-export interface FollowOptions {
+interface FollowOptions {
   pool: Pool;
   sync: SyncControl;
   handle: WorkflowHandle;
@@ -32,7 +32,7 @@ export function textBar(done: number, total: number | null, tick: number, finish
   return `[${'#'.repeat(n)}${'.'.repeat(width - n)}]`;
 }
 
-export function streamLine(s: StreamProgressRow, tick: number): string {
+function streamLine(s: StreamProgressRow, tick: number): string {
   const finished = s.state === 'synced';
   const name = `${s.resource}${s.scope ? ` ${s.scope}` : ''}`;
   const count = s.expected && !finished ? `${s.records}/~${s.expected}` : String(s.records);

@@ -3,7 +3,7 @@
 // mirror/control/rate-budgets.ts; bin/ passes it in (connectors/ never imports mirror/'s code).
 
 /** A budget's row after a try to reserve a slot in every budget of a request (times from now, in ms). */
-export interface ReservedBudget {
+interface ReservedBudget {
   key: string;
   windowMs: number;
   /** Whether the slot was taken (in every budget of the request, or in none). */
@@ -21,7 +21,7 @@ export interface ReservedBudget {
 }
 
 /** A budget's first guesses, for a row that does not exist yet. */
-export interface BudgetSeed {
+interface BudgetSeed {
   key: string;
   total: number | null;
   windowMs: number;
@@ -29,7 +29,7 @@ export interface BudgetSeed {
 }
 
 /** What responses reported for a budget, and the pace that follows (times from now, in ms). */
-export interface BudgetReport {
+interface BudgetReport {
   key: string;
   total: number | null;
   remaining: number | null;
@@ -45,7 +45,7 @@ export interface BudgetReport {
   anchorSpanMs: number | null;
 }
 
-export interface LeaseTry {
+interface LeaseTry {
   key: string;
   holder: string;
   /** A taken lease lasts this long unless renewed. */

@@ -141,7 +141,7 @@ export interface CapSpec {
   limit: number;
 }
 
-export interface Plan {
+interface Plan {
   service: BudgetSpec;
   sourceSystem?: BudgetSpec & { slug: string; profile?: SourceSystemProfile };
   /** In the order they are taken: the narrower (source system) first. */

@@ -55,7 +55,7 @@ export interface Pace {
  * end. `notBefore` is that slot by this process's bound on the end; a store shared by processes takes
  * the tightest bound any of them knows, less `spanMs`.
  */
-export interface LaneAnchor {
+interface LaneAnchor {
   notBefore: number;
   spanMs: number;
 }
@@ -82,7 +82,7 @@ export function resetSlack(windowMs: number, options: PacingOptions = defaultPac
  * but unused and hold an application's call for seconds. Spending what the window has left before
  * the reset it reports is safe whatever its length; the length itself is learned at the next reset.
  */
-export function pacedSpan(facts: WindowFacts, now: number): number {
+function pacedSpan(facts: WindowFacts, now: number): number {
   if (!facts.lengthGuessed) return facts.windowMs;
   const resetsAt = facts.resetBound ?? facts.resetsAt;
   if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return facts.windowMs;
@@ -99,7 +99,7 @@ export function laneSpacing(facts: WindowFacts, now: number, share: number, opti
   return baseSpacing({ total: facts.total, windowMs: pacedSpan(facts, now) }, options) / share;
 }
 
-export interface PaceInput {
+interface PaceInput {
   facts: WindowFacts;
   now: number;
   /** The earliest slot not yet reserved (the end of the schedule); spreading starts there. */
@@ -300,7 +300,7 @@ export function reserveSlot(schedules: readonly Schedule[], now: number, early =
  * on (its own reset is not reported yet; it began at the slot or before). While the window's length
  * is a guess, no credit.
  */
-export function bankedCredit(s: Schedule, at: number): number {
+function bankedCredit(s: Schedule, at: number): number {
   const edge = s.edge;
   const spacing = s.spacingMs;
   if (!edge || !(spacing > 0) || s.nextAt - spacing >= edge.to) return spacing;

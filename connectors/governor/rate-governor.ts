@@ -24,7 +24,7 @@ import { blockAfterRejection, laneAnchor, laneSpacing, observeWindow, paceFor, t
 import { backgroundShare, emptyAppUse, recentAppUse, windowIndex, type AppUse } from './reserve.ts';
 import { Semaphore } from './semaphore.ts';
 
-export const systemClock: Clock = {
+const systemClock: Clock = {
   now: () => Date.now(),
   sleep: (ms, signal) => sleep(ms, undefined, signal ? { signal } : {}),
 };

@@ -2,7 +2,7 @@
 // how large its pages may be, whether it filters on source_update_time, its webhooks and limits.
 import { z } from 'zod';
 
-export const resourceSupportSchema = z.object({
+const resourceSupportSchema = z.object({
   /** Where the resource lives in this source system (the catalog's default otherwise): cost codes are per project in one, per account in another. */
   scope: z.enum(['account', 'project']).optional(),
   /** Largest `per_page` the source system honours for this resource (else the profile's). */
@@ -33,7 +33,6 @@ export const sourceSystemProfileSchema = z.object({
   preferAsync: z.boolean().default(false),
 });
 export type SourceSystemProfile = z.infer<typeof sourceSystemProfileSchema>;
-export type ResourceSupport = z.infer<typeof resourceSupportSchema>;
 
 export function perPageFor(profile: SourceSystemProfile, resource: string): number {
   return profile.resources[resource]?.maxPerPage ?? profile.maxPerPage;

@@ -5,14 +5,14 @@ import { decryptSecret, domainHash, encryptSecret, keyedHash } from '../../lib/c
 import { ConflictError, NotFoundError } from '../../lib/errors.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 
-export interface AccountKeys {
+interface AccountKeys {
   /** AES-256-GCM key for tokens at rest. */
   encryptionKey: Buffer;
   /** HMAC key for token lookups. */
   hashKey: Buffer;
 }
 
-export interface AccountStoreOptions {
+interface AccountStoreOptions {
   /**
    * The configured MIRROR_CLIENT_ID. Accounts linked before owners were recorded (client_id null)
    * belong to it, and so do those the operator's own tools (CLI, demo) link without naming a client.
@@ -20,7 +20,7 @@ export interface AccountStoreOptions {
   defaultClientId?: string;
 }
 
-export interface LinkedAccountInput {
+interface LinkedAccountInput {
   referenceId: string;
   accountToken: string;
   sourceSystem: { slug: string; name: string };

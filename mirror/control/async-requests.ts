@@ -2,8 +2,6 @@
 // a workflow runs it, and the stored response is served until it expires.
 import type { PrismaClient } from '../db/prisma.ts';
 
-export type AsyncState = 'pending' | 'running' | 'executed' | 'failure';
-
 export interface StoredRequest {
   id: string;
   accountId: string;

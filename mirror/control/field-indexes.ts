@@ -22,7 +22,7 @@ export const fieldIndexPrefix = 'mirror_fx_';
 const literal = (v: unknown) => `'${String(v).replace(/'/g, "''")}'`;
 
 /** The expression filters compare for this field, as SQL text with literals for its parameters. */
-export function fieldExpression(f: Pick<IndexedField, 'field' | 'kind'>): string {
+function fieldExpression(f: Pick<IndexedField, 'field' | 'kind'>): string {
   const isTime = f.field === 'source_create_time' || f.field === 'source_update_time';
   const sample = f.kind === 'number' ? 0 : isTime ? '2000-01-01T00:00:00Z' : '';
   const { sql, params } = filtersSql([{ field: f.field, operator: '=', value: sample }], 1, new Set([f.field]));
@@ -32,7 +32,7 @@ export function fieldExpression(f: Pick<IndexedField, 'field' | 'kind'>): string
   return sql.slice(0, -tail.length).replace(/\$(\d+)/g, (_m, n: string) => literal(params[Number(n) - 1]));
 }
 
-export interface FieldIndexPlan {
+interface FieldIndexPlan {
   field: IndexedField;
   name: string;
   table: string;
@@ -41,7 +41,7 @@ export interface FieldIndexPlan {
 }
 
 /** The index of one field on its table (the resource's partition; records_default, partially, for a resource without one). */
-export function fieldIndexPlan(f: IndexedField, ownPartition: boolean): FieldIndexPlan {
+function fieldIndexPlan(f: IndexedField, ownPartition: boolean): FieldIndexPlan {
   const table = ownPartition ? `records_${sqlName(f.resource)}` : 'records_default';
   const expression = fieldExpression(f);
   const where = ownPartition ? '' : ` WHERE resource = ${literal(f.resource)}`;
@@ -52,7 +52,7 @@ export function fieldIndexPlan(f: IndexedField, ownPartition: boolean): FieldInd
   return { field: f, name, table, create: `CREATE INDEX CONCURRENTLY IF NOT EXISTS "${name}" ON "${table}" (account_id, (${expression}))${where}` };
 }
 
-export interface FieldIndexResult {
+interface FieldIndexResult {
   created: string[];
   kept: string[];
   dropped: string[];

@@ -2,14 +2,14 @@
 // itself), with their account, scopes and expiry. The rules for using one are api/sessions.ts's.
 import type { PrismaClient } from '../db/prisma.ts';
 
-export interface LinkSessionRow {
+interface LinkSessionRow {
   id: string;
   accountId: string;
   scopes: string[];
   expiresAt: Date;
 }
 
-export interface LinkSessionInput {
+interface LinkSessionInput {
   id: string;
   accountId: string;
   secretHash: string;

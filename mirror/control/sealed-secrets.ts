@@ -2,7 +2,7 @@
 // Authorization headers), read and rewritten together by `mirror rekey` after a key changed.
 import type { PrismaClient } from '../db/prisma.ts';
 
-export interface SealedSecrets {
+interface SealedSecrets {
   accounts: { id: string; tokenCiphertext: Uint8Array<ArrayBuffer>; tokenHash: string }[];
   /** Every token each account was linked with (the current one is also in `accounts`). */
   tokens: { accountId: string; tokenCiphertext: Uint8Array<ArrayBuffer>; tokenHash: string }[];

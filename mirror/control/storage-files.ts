@@ -15,7 +15,7 @@ export async function storedRecordData(
   return rows[0]?.data;
 }
 
-export interface StorageAccessEntry {
+interface StorageAccessEntry {
   accountId: string;
   resource: string;
   scope: string;

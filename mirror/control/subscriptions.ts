@@ -19,7 +19,7 @@ export interface SubscriptionRow {
   lastDeliveredAt: Date | null;
 }
 
-export type NewSubscription = Pick<SubscriptionRow, 'id' | 'accountId' | 'callbackUrl' | 'authorizationCiphertext' | 'event' | 'type' | 'projectId'>;
+type NewSubscription = Pick<SubscriptionRow, 'id' | 'accountId' | 'callbackUrl' | 'authorizationCiphertext' | 'event' | 'type' | 'projectId'>;
 
 export async function createSubscription(prisma: PrismaClient, subscription: NewSubscription): Promise<SubscriptionRow> {
   return prisma.subscription.create({ data: subscription });

@@ -2,7 +2,7 @@
 // keyed hash of the secret each delivery must present (api/routes/webhooks-inbound.ts checks it).
 import type { PrismaClient } from '../db/prisma.ts';
 
-export interface WebhookRegistrationRow {
+interface WebhookRegistrationRow {
   id: string;
   accountId: string;
   /** The upstream's id of the webhook, to delete it there. */

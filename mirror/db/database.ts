@@ -9,7 +9,7 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-export function databaseName(url: string): string {
+function databaseName(url: string): string {
   return decodeURIComponent(new URL(url).pathname.replace(/^\//, '')) || 'postgres';
 }
 

@@ -11,13 +11,13 @@ const PRISMA_MIGRATE_LOCK = 72707369;
 
 export const defaultMigrationsDir = new URL('../../prisma/migrations/', import.meta.url).pathname;
 
-export interface MigrationFile {
+interface MigrationFile {
   name: string;
   sql: string;
   checksum: string;
 }
 
-export class MigrationError extends MirrorError {
+class MigrationError extends MirrorError {
   override readonly code = 'migration_failed';
 }
 
@@ -53,7 +53,7 @@ interface AppliedRow {
   rolled_back_at: Date | null;
 }
 
-export interface MigrateResult {
+interface MigrateResult {
   applied: string[];
   alreadyApplied: string[];
 }

@@ -26,7 +26,7 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
  * checked out emits 'error' on the client, not only a failed query), and hands a broken client back
  * as broken so the pool destroys it instead of reusing it.
  */
-export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let lost: Error | undefined;
   const onError = (error: Error) => {
@@ -90,7 +90,7 @@ export async function inTransaction<T>(
 }
 
 /** A failure of the connection itself (not of a statement): the client must not be reused. */
-export function isConnectionError(error: Error): boolean {
+function isConnectionError(error: Error): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^(08|57P0)/.test(code)) return true; // connection exception, admin shutdown
   return /Connection terminated|ECONNRESET|ECONNREFUSED|EPIPE|not queryable|Client has encountered a connection error/i.test(error.message);

@@ -3,7 +3,7 @@
 // sealed account tokens. Each answer is a value; judging it is the doctor's.
 import pg from 'pg';
 
-export interface AppliedMigration {
+interface AppliedMigration {
   migration_name: string;
   checksum: string;
   finished_at: Date | null;

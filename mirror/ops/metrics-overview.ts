@@ -376,7 +376,7 @@ export interface DeliveryOverview {
   backlog: number;
 }
 
-export const backlogCap = 10_000;
+const backlogCap = 10_000;
 
 export async function deliveriesOverview(pool: Pool, limit = 100): Promise<DeliveryOverview[]> {
   const { rows } = await pool.query<{
@@ -427,7 +427,7 @@ export async function deliveriesOverview(pool: Pool, limit = 100): Promise<Deliv
   );
 }
 
-export interface RegistrationOverview {
+interface RegistrationOverview {
   id: string;
   accountId: string;
   upstreamId: string | null;

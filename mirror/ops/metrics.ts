@@ -3,7 +3,7 @@
 // whole cluster, so any one API process can export them, however many workers there are.
 import type { Pool } from '../db/pool.ts';
 
-export interface Sample {
+interface Sample {
   labels: Record<string, string>;
   value: number;
 }
@@ -16,7 +16,7 @@ export interface Family {
 }
 
 /** Seconds; receipt of a webhook event to its application. */
-export const webhookLatencyBuckets = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
+const webhookLatencyBuckets = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
 
 export async function databaseMetrics(pool: Pool): Promise<Family[]> {
   const [records, written, streams, lag, runs, budgets, inbox, latency, subs, accountStatuses, accountEvents] = await Promise.all([

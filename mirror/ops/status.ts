@@ -60,7 +60,7 @@ export async function streamStatuses(pool: Pool, filter: { accountId?: string } 
 }
 
 /** Streams whose polling nothing has recorded yet (no pass completed since adaptive polling came). */
-export const unrecordedReason = 'no poll recorded yet: every pass';
+const unrecordedReason = 'no poll recorded yet: every pass';
 
 export interface PollingGroup {
   accountId: string;
@@ -109,7 +109,7 @@ export async function pollingOverview(pool: Pool, filter: { accountId?: string; 
   };
 }
 
-export interface ResourceSummary {
+interface ResourceSummary {
   accountId: string;
   sourceSystem: string;
   resource: string;

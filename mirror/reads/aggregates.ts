@@ -8,7 +8,7 @@ import { fieldRef, filtersSql, jsonOf, timeColumns, type Param, type RecordFilte
 import { scopesLastVerifiedAt } from '../streams/freshness.ts';
 
 export const aggregateFunctions = ['sum', 'avg', 'min', 'max'] as const;
-export type AggregateFunction = (typeof aggregateFunctions)[number];
+type AggregateFunction = (typeof aggregateFunctions)[number];
 
 export interface Measure {
   fn: AggregateFunction;
@@ -16,7 +16,7 @@ export interface Measure {
   field: string;
 }
 
-export interface AggregateQuery {
+interface AggregateQuery {
   accountId: string;
   resource: string;
   /** One scope or several; 'all': every scope of the account's resource. */
@@ -36,7 +36,7 @@ export interface AggregateQuery {
   indexed?: ReadonlySet<string>;
 }
 
-export interface AggregateGroup {
+interface AggregateGroup {
   /** The group's value (absent when not grouped): a JSON value, or an ISO instant for a time field. */
   group?: unknown;
   count: number;
@@ -44,7 +44,7 @@ export interface AggregateGroup {
   values: Record<AggregateFunction, Record<string, number | string | null>>;
 }
 
-export interface AggregateResult {
+interface AggregateResult {
   groups: AggregateGroup[];
   hasMore: boolean;
   /** Oldest verification among the streams read (for `{Prefix}-Data-Retrieved-At`; freshness.ts); null: none verified. */
@@ -64,7 +64,7 @@ export interface AggregateResult {
  * round trip). Per 200k records, against the raw SQL `(data->>key)::numeric`: all nulls 117 ms (was
  * 147; raw 117), all numbers 86 (was 109; raw 89), a mix of numbers, number strings and nulls 138 (was 147).
  */
-export function amountSql(ref: { json: string; text: string }): string {
+function amountSql(ref: { json: string; text: string }): string {
   const { json, text } = ref;
   return `(CASE WHEN ${text} IS NOT NULL THEN (CASE jsonb_typeof(${json}) WHEN 'number' THEN ${json}::numeric WHEN 'string' THEN (CASE WHEN ${text} ~ '^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?\\s*$' THEN ${text}::numeric END) END) END)`;
 }

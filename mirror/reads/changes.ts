@@ -6,14 +6,14 @@
 // its own cursor and be delivered again on every poll (3 updates were 492 deliveries in 20 s).
 import type { Pool } from '../db/pool.ts';
 
-export const settleMs = 2000;
+const settleMs = 2000;
 
 export interface ChangeCursor {
   at: Date;
   key: string;
 }
 
-export interface Change {
+interface Change {
   resource: string;
   scope: string;
   id: string;
@@ -63,7 +63,7 @@ export async function changesSince(
 }
 
 /** A stream's completed pass, as the SYNCED event tells it. */
-export interface SyncedPass {
+interface SyncedPass {
   runId: number;
   scope: string;
   mode: string;

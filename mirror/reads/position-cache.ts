@@ -95,13 +95,13 @@ export interface CachedPositions {
  * Chunks kept at most, over every stream the process reads (about 5 kB a chunk of uuids, less of
  * short ids: at most ~20 MB); past it the cache starts again. Enough for every page of a 400k list.
  */
-export const maxCachedChunks = 4096;
+const maxCachedChunks = 4096;
 
 /**
  * Chunks read at once past a page's own: a reader paging through a list one page after another then
  * reads chunk rows once every few pages, not for every page.
  */
-export const chunksAhead = 7;
+const chunksAhead = 7;
 
 const caches = new WeakMap<Pool, { sets: Map<string, CachedPositions>; chunks: number }>();
 
@@ -126,7 +126,7 @@ export function forgetPositions(pool: Pool, key: PositionKey): void {
  * Chunks read at once by the reading of a whole set behind a reader's page ({@link positionsFor}):
  * ~300 kB of ids a statement.
  */
-export const chunksAtOnce = 64;
+const chunksAtOnce = 64;
 
 /** Sets being read whole, per pool, by the set they were read for. */
 const readingWhole = new WeakMap<Pool, Map<CachedPositions, Promise<void>>>();

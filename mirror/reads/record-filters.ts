@@ -4,8 +4,8 @@
 // Everything the caller chose is a parameter: values and field names alike (`data->$n`), so no
 // caller's text ever reaches the SQL; only the two time column names do, from the table below.
 export const filterOperators = ['=', '!=', '>', '>=', '<', '<=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE', 'IN', 'NOT IN', 'BETWEEN', 'NOT BETWEEN'] as const;
-export type FilterOperator = (typeof filterOperators)[number];
-export type FilterValue = string | number | boolean;
+type FilterOperator = (typeof filterOperators)[number];
+type FilterValue = string | number | boolean;
 
 /**
  * One predicate of a list (ANDed). `field` is a time field, a key of the record, or
@@ -182,7 +182,7 @@ function compileFilters(filters: readonly RecordFilter[], offset: number, indexe
   return { sql: parts.join(' AND '), params };
 }
 
-export interface OrderColumn {
+interface OrderColumn {
   sql: string;
   dir: 'ASC' | 'DESC';
   /** A text compared binary (COLLATE "C"), wherever the column is sorted again. */

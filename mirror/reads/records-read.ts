@@ -26,7 +26,7 @@ export interface ListQuery {
   indexed?: ReadonlySet<string>;
 }
 
-export interface ListResult {
+interface ListResult {
   /** Each row's JSON text. */
   rows: string[];
   /** Each row's scope (same order as `rows`). */
@@ -63,7 +63,7 @@ function objectText(includeSourceData: boolean, alias = ''): string {
  * stream (account, resource, scope), so no account ever sees another's value; a pass that completes
  * shows in the header within this time.
  */
-export const freshnessTtlMs = 1000;
+const freshnessTtlMs = 1000;
 const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number }>>();
 
 function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
@@ -96,7 +96,7 @@ export const listReadPaths = { first: 0, positioned: 0, offset: 0 };
  * ~0.5 ms of the page's ~1.1 ms of Postgres CPU), one on the partition is planned once per connection.
  * Every statement still compares `resource`, so a partition holding several resources answers the same.
  */
-export const partitionsTtlMs = 10_000;
+const partitionsTtlMs = 10_000;
 const partitionMaps = new WeakMap<Pool, { at: number; map: Promise<Map<string, string>> }>();
 
 function loadPartitions(pool: Pool): Promise<Map<string, string>> {
@@ -550,7 +550,7 @@ export async function listRecords(pool: Pool, q: ListQuery): Promise<ListResult>
   return { rows: page.map((r) => r[0]), rowScopes: page.map((r) => oneScope ?? r[1]!), hasMore, retrievedAt };
 }
 
-export interface GetQuery {
+interface GetQuery {
   accountId: string;
   resource: string;
   scopes: readonly string[] | 'all';
@@ -560,7 +560,7 @@ export interface GetQuery {
   includeSourceData: boolean;
 }
 
-export interface GetResult {
+interface GetResult {
   json: string;
   scope: string;
   /**

@@ -9,7 +9,7 @@ import { MalformedResponseError } from '../../lib/errors.ts';
 import type { PageRecords } from '../../lib/list-page.ts';
 
 /** A list body as it came: its bytes and what the scan found in them. */
-export type BodyRecords = Extract<PageRecords, { bytes: Buffer }>;
+type BodyRecords = Extract<PageRecords, { bytes: Buffer }>;
 
 /**
  * An object without its source data. jsonb's `-` rebuilds the object even when the key is absent

@@ -25,7 +25,7 @@ export interface WriteCounts {
   unchanged: number;
 }
 
-export interface SeenPage {
+interface SeenPage {
   page: number;
   perPage: number;
   /** Digest (SHA-256) of the page's body as received (null: never to be reused). */
@@ -34,7 +34,7 @@ export interface SeenPage {
 }
 
 /** A page to write: its records (lib/list-page.ts), where they go, and what the write records of it. */
-export interface PageStage {
+interface PageStage {
   key: StreamKey;
   pass: { streamId: number; generation: number };
   records: PageRecords;
@@ -75,7 +75,7 @@ export interface StagedPage {
 }
 
 /** A page written at once: outside a pass, or (with `checkpoint`) a pass's page committed as it is staged. */
-export interface PageWrite extends PageStage {
+interface PageWrite extends PageStage {
   /**
    * The checkpoint of the pages before this one: saved, with this page's counts added, as the page
    * commits. Omitted for writes outside a pass.

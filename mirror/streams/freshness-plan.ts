@@ -48,7 +48,7 @@ export interface PlanList {
   event?: boolean;
 }
 
-export interface PlanInput {
+interface PlanInput {
   lists: readonly PlanList[];
   /** Visits a minute the polling budget allows for these lists. */
   visitsPerMinute: number;
@@ -56,7 +56,7 @@ export interface PlanInput {
   passMs: number;
 }
 
-export interface PlannedList {
+interface PlannedList {
   key: string;
   visit: boolean;
   /** Why: `event`, `floor` (would pass the floor before the next pass), `due` (by its interval), `deferred`. */
@@ -133,7 +133,7 @@ export function planVisits(input: PlanInput): FreshnessPlan {
   return { lists: input.lists.map((l) => out.get(l.key)!), budget, cycleMs, floorMs };
 }
 
-export interface TargetReport {
+interface TargetReport {
   targetMs: number;
   /** Lists whose planned interval is longer than the target (each may then be that stale). */
   missing: string[];

@@ -44,7 +44,7 @@ function verifyingStreams(resource: string, scope: string): { resource: string; 
   return out;
 }
 
-export interface StalenessStats {
+interface StalenessStats {
   lists: number;
   /** Seconds since last verified, over the lists; null when none was ever verified. */
   p50: number | null;
@@ -55,7 +55,7 @@ export interface StalenessStats {
 }
 
 /** Nearest-rank percentile of sorted values. */
-export function percentile(sorted: readonly number[], p: number): number | null {
+function percentile(sorted: readonly number[], p: number): number | null {
   if (sorted.length === 0) return null;
   const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
   return sorted[rank - 1]!;
@@ -72,7 +72,7 @@ export function stalenessStats(seconds: readonly (number | null)[]): StalenessSt
   };
 }
 
-export interface ListStaleness {
+interface ListStaleness {
   accountId: string;
   sourceSystem: string;
   resource: string;
@@ -232,7 +232,7 @@ export async function freshnessOverview(
 }
 
 /** Seconds; a list's staleness (the /metrics histogram's buckets). */
-export const stalenessBuckets = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];
+const stalenessBuckets = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];
 
 /** The /metrics families of freshness: each list's staleness as a histogram per account and resource, and whether each account's plan meets the target. */
 export async function freshnessMetrics(pool: Pool, s: FreshnessSettings): Promise<Family[]> {

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from '../db/pool.ts';
 
-export interface InboundEvent {
+interface InboundEvent {
   accountId: string;
   registrationId: string | null;
   event: string;
@@ -14,7 +14,7 @@ export interface InboundEvent {
 }
 
 /** Identity of a delivery: the same event delivered twice has the same key. */
-export function dedupeKey(body: unknown): string {
+function dedupeKey(body: unknown): string {
   return createHash('sha256').update(stableJson(body)).digest('hex');
 }
 
@@ -58,9 +58,4 @@ export async function pendingEvents(pool: Pool, accountId: string, limit: number
 export async function markApplied(pool: Pool, ids: readonly number[], outcome: string): Promise<void> {
   if (ids.length === 0) return;
   await pool.query(`UPDATE inbox_events SET applied_at = now(), outcome = $2 WHERE id = ANY($1::bigint[]) AND applied_at IS NULL`, [ids, outcome]);
-}
-
-export async function inboxBacklog(pool: Pool): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM inbox_events WHERE applied_at IS NULL`);
-  return rows[0]!.n;
 }

@@ -3,7 +3,7 @@
 // mirror knows to be absent is refused before anything is forwarded or started for it.
 import type { Pool } from '../db/pool.ts';
 
-export interface IdLookup {
+interface IdLookup {
   accountId: string;
   /** The list the id belongs to: `projects` in scope '', `ap-invoices` in a project's scope, ... */
   resource: string;
@@ -12,7 +12,7 @@ export interface IdLookup {
   ref: string;
 }
 
-export interface IdStanding {
+interface IdStanding {
   /** The record's service id, when the mirror holds it (a service id: deleted or not; a source id: live). */
   id: string | undefined;
   /** Whether a pass over the list has completed: then an id absent from it is absent upstream too. */
@@ -33,7 +33,7 @@ export async function idStanding(pool: Pool, q: IdLookup): Promise<IdStanding> {
   return { id: rows[0]?.id ?? undefined, listSynced: rows[0]?.synced ?? false };
 }
 
-export interface StreamRef {
+interface StreamRef {
   accountId: string;
   resource: string;
   scope: string;

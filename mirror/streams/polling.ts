@@ -46,7 +46,7 @@ export const defaultPollingPolicy: PollingPolicy = {
  * and `across`, a list across projects (one request each per idle pass: every incremental pass);
  * `children`, a parent's children (listed when the parent changed: mirror/streams/streams.ts `parentsToRefresh`).
  */
-export type PollKind = 'account' | 'across' | 'project' | 'children';
+type PollKind = 'account' | 'across' | 'project' | 'children';
 
 export function pollKind(scope: string): PollKind {
   if (scope === '') return 'account';
@@ -56,10 +56,10 @@ export function pollKind(scope: string): PollKind {
 }
 
 /** Reasons that say a stream is not listed by incremental passes (see {@link pollingAfter}). */
-export const webhookCoveredReason = 'webhook-covered: full pass only';
-export const acrossReason = 'listed across projects';
+const webhookCoveredReason = 'webhook-covered: full pass only';
+const acrossReason = 'listed across projects';
 /** A project list's poll that found a change (or an event named it): listed at the next pass, budget or not. */
-export const firstReason = 'first listed';
+const firstReason = 'first listed';
 /** A project's list, between two passes: the scheduler weighs it again at the next one. */
 export const scheduledReason = 'freshness scheduler: weighed at each pass';
 
@@ -86,7 +86,7 @@ export interface PollOutcome {
   first?: boolean;
 }
 
-export interface PollPlan {
+interface PollPlan {
   unchangedPolls: number;
   /** Null: not on a clock (children follow their parent). */
   nextDueAt: Date | null;
@@ -165,7 +165,7 @@ const keyOf = (resource: string, scope: string) => `${resource}\n${scope}`;
  * Project lists a pass may visit where the source system's rate is not known: SYNC_POLLS_PER_PASS, else
  * the number of resources the account's source system serves.
  */
-export function pollsPerPass(policy: PollingPolicy, resourcesServed: number): number {
+function pollsPerPass(policy: PollingPolicy, resourcesServed: number): number {
   return policy.pollsPerPass !== undefined && policy.pollsPerPass > 0 ? Math.floor(policy.pollsPerPass) : Math.max(1, resourcesServed);
 }
 
@@ -184,7 +184,7 @@ export function pollingVisitsPerMinute(policy: PollingPolicy, q: { requestsPerMi
 }
 
 /** "every ~42 min (learned: 3.1 changes a day)": why a list is visited when it is. */
-export function scheduledWhy(why: string, intervalMs: number, ratePerMs: number): string {
+function scheduledWhy(why: string, intervalMs: number, ratePerMs: number): string {
   const perDay = ratePerMs * 86_400_000;
   return `freshness: ${why}, every ~${formatEvery(intervalMs)} (learned: ${perDay < 10 ? perDay.toFixed(1) : Math.round(perDay)} changes a day)`;
 }
@@ -330,7 +330,7 @@ async function requestsPerMinute(
   return published ?? null;
 }
 
-export interface AccountPlanInput {
+interface AccountPlanInput {
   accountId: string;
   policy: PollingPolicy;
   coverage: WebhookCoverage;

@@ -5,7 +5,7 @@ import { MirrorError } from '../../lib/errors.ts';
 import { allProjectsScope } from '../../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction } from '../db/pool.ts';
 
-export type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
+type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
 export type PassMode = 'full' | 'incremental';
 
 export const checkpointSchema = z.object({

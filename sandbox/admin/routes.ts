@@ -14,7 +14,7 @@ import { applyChange } from '../webhooks/changes.ts';
 import { churnSchema } from '../webhooks/churn.ts';
 import { deliverySettingsSchema } from '../webhooks/registry.ts';
 
-export const mintPublicTokenSchema = z.object({
+const mintPublicTokenSchema = z.object({
   link_token: z.string().min(1),
   source_system: z.string().min(1),
   /** Another person signing in under the same reference id (another user, company and data); unset: its usual user. */
@@ -28,19 +28,18 @@ const target = {
   parent_id: z.string().optional(),
   company_id: z.string().optional(),
 };
-export const createObjectSchema = z.object({ ...target, object: z.record(z.string(), z.unknown()) });
-export const updateObjectSchema = z.object({ ...target, id: z.string().min(1), patch: z.record(z.string(), z.unknown()) });
-export const deleteObjectSchema = z.object({ ...target, id: z.string().min(1) });
-export type CreateObject = z.infer<typeof createObjectSchema>;
+const createObjectSchema = z.object({ ...target, object: z.record(z.string(), z.unknown()) });
+const updateObjectSchema = z.object({ ...target, id: z.string().min(1), patch: z.record(z.string(), z.unknown()) });
+const deleteObjectSchema = z.object({ ...target, id: z.string().min(1) });
 
-export const revokeTokenSchema = z.object({
+const revokeTokenSchema = z.object({
   account_token: z.string().min(1),
   /** `expired`: the token ran out rather than being revoked (the upstream says which). */
   reason: z.enum(['revoked', 'expired']).default('revoked'),
 });
-export const unlinkAccountSchema = z.object({ account_token: z.string().min(1) });
+const unlinkAccountSchema = z.object({ account_token: z.string().min(1) });
 
-export const rateLimitSettingsSchema = z.object({
+const rateLimitSettingsSchema = z.object({
   enabled: z.boolean().optional(),
   windowMs: z.number().int().positive().optional(),
   accountLimit: z.number().int().positive().optional(),
@@ -49,13 +48,13 @@ export const rateLimitSettingsSchema = z.object({
   reset: z.boolean().optional(),
 });
 
-export const sourceSystemSettingsSchema = z.object({
+const sourceSystemSettingsSchema = z.object({
   latency_ms: z.number().int().nonnegative().optional(),
   max_queued: z.number().int().nonnegative().optional(),
   max_execution_ms: z.number().int().positive().optional(),
 });
 
-export const storageSettingsSchema = z.object({
+const storageSettingsSchema = z.object({
   url_ttl_ms: z.number().int().positive().optional(),
   async_result_ttl_ms: z.number().int().positive().optional(),
 });

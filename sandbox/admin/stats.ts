@@ -13,7 +13,7 @@ function counter(): Counter {
   return { requests: 0, rate_limited: 0, errors: 0, in_flight: 0, peak_in_flight: 0 };
 }
 
-export interface AccountLabel {
+interface AccountLabel {
   id: string;
   referenceId: string;
   slug: string;

@@ -2,9 +2,9 @@
 // `/async-requests/{id}` until it expires.
 import { randomUUID } from 'node:crypto';
 
-export type AsyncState = 'pending' | 'running' | 'executed' | 'failure';
+type AsyncState = 'pending' | 'running' | 'executed' | 'failure';
 
-export interface StoredResponse {
+interface StoredResponse {
   status: number;
   headers: Record<string, string>;
   body: string;

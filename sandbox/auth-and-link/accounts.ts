@@ -10,7 +10,7 @@ import { Rng } from '../data/random.ts';
 import { companyWords, companySuffixes, firstNames, lastNames } from '../data/vocabulary.ts';
 import type { SourceSystemProfile } from '../source-systems/profiles.ts';
 
-export interface Company {
+interface Company {
   id: string;
   source_id: string;
   name: string;
@@ -39,7 +39,7 @@ interface PendingToken {
 }
 
 /** Why the upstream no longer takes a token: revoked or expired by the source system, or its account unlinked. */
-export type TokenRefusal = 'revoked' | 'expired' | 'unlinked';
+type TokenRefusal = 'revoked' | 'expired' | 'unlinked';
 
 /** What the upstream answers (401) to a token it no longer takes, by why. */
 export const refusalMessages: Record<TokenRefusal, string> = {
@@ -48,8 +48,8 @@ export const refusalMessages: Record<TokenRefusal, string> = {
   unlinked: 'Invalid Account-Token: the linked account was unlinked',
 };
 
-export const LINK_TOKEN_TTL_MS = 30 * 60_000;
-export const PUBLIC_TOKEN_TTL_MS = 10 * 60_000;
+const LINK_TOKEN_TTL_MS = 30 * 60_000;
+const PUBLIC_TOKEN_TTL_MS = 10 * 60_000;
 
 export class AccountRegistry {
   private readonly linkTokens = new Map<string, PendingToken>();

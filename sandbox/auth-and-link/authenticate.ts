@@ -19,7 +19,7 @@ function header(request: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function clientCredentialsValid(ctx: SandboxContext, request: FastifyRequest): boolean {
+function clientCredentialsValid(ctx: SandboxContext, request: FastifyRequest): boolean {
   const id = header(request, 'client-id');
   const secret = header(request, 'client-secret');
   return id !== undefined && secret !== undefined && safeEqual(id, ctx.options.clientId) && safeEqual(secret, ctx.options.clientSecret);

@@ -10,7 +10,7 @@ import { linkBrand, registerLinkScript, scriptLiteral, type LinkMessage } from '
 /** An opener's origin (`http(s)://host[:port]`), the only window the page's messages go to. */
 const originSchema = z.string().regex(/^https?:\/\/[A-Za-z0-9.-]+(?::\d{1,5})?$/);
 
-export const signInSchema = z.object({
+const signInSchema = z.object({
   link_token: z.string().min(1),
   source_system: z.string().min(1),
   username: z.string().optional(),

@@ -9,11 +9,9 @@ import { profileOf } from '../source-systems/profiles.ts';
 import { linkedAccountView } from './accounts.ts';
 import { createSessionSchema, extendSessionSchema, sessionView } from './link-sessions.ts';
 
-export const createLinkTokenSchema = z.object({ reference_id: z.string().min(1).max(255) });
-export type CreateLinkToken = z.infer<typeof createLinkTokenSchema>;
+const createLinkTokenSchema = z.object({ reference_id: z.string().min(1).max(255) });
 
-export const exchangeSchema = z.object({ public_token: z.string().min(1) });
-export type Exchange = z.infer<typeof exchangeSchema>;
+const exchangeSchema = z.object({ public_token: z.string().min(1) });
 
 export function registerLinkRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const linkToken = { config: { kind: 'link-token' as const } };

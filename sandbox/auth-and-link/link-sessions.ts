@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
 
 const readScopes = ['projects:read', 'documents:read', 'drawings:read', 'specification-sections:read'];
-export const sessionModes: Record<string, string[]> = {
+const sessionModes: Record<string, string[]> = {
   'file-picker': ['link:read', ...readScopes],
   'construction-file-picker': ['link:read', ...readScopes.map((s) => `construction.${s}`)],
 };
@@ -21,7 +21,7 @@ export const createSessionSchema = z
       .optional(),
   })
   .refine((b) => b.mode !== undefined || b.scopes !== undefined, { message: 'give a mode or a list of scopes' });
-export type CreateSession = z.infer<typeof createSessionSchema>;
+type CreateSession = z.infer<typeof createSessionSchema>;
 
 export const extendSessionSchema = z.object({
   ttl: z.union([z.string().regex(/^\d+$/), z.number().int().positive()]),

@@ -7,8 +7,8 @@ import { realEntries } from '../../lib/real-catalog.generated.ts';
 
 type RealEntry = (typeof realEntries)[number];
 /** The real service's other top-level resources (lists of their own, aggregates included). */
-export type RealTopLevel = Extract<RealEntry, { scope: 'account' | 'project' }>['name'];
-export type RealChild = Extract<RealEntry, { scope: 'child' }>['name'];
+type RealTopLevel = Extract<RealEntry, { scope: 'account' | 'project' }>['name'];
+type RealChild = Extract<RealEntry, { scope: 'child' }>['name'];
 
 const contractTopLevel = [
   'projects',
@@ -46,7 +46,7 @@ export const childResources: readonly ChildResource[] = [...contractChildren, ..
 
 export type ResourceName = TopLevelResource | ChildResource;
 
-export interface ChildSpec {
+interface ChildSpec {
   parent: TopLevelResource;
   /** Path segment under the parent: `/ap-invoices/{id}/line-items`. */
   segment: string;
@@ -69,7 +69,7 @@ export const aggregates: ReadonlyMap<TopLevelResource, { path: string; child: Ch
 );
 
 /** Records per list of the real service's other resources: a handful, whatever `size` is. */
-export const realListSize = 4;
+const realListSize = 4;
 
 export function childOf(parent: string, segment: string): ChildResource | undefined {
   return childResources.find((c) => childSpecs[c].parent === parent && childSpecs[c].segment === segment);

@@ -13,7 +13,7 @@ import { rawObject } from './raw-source.ts';
 import { sourceIdOf } from './source-ids.ts';
 import type { SourceSystemProfile } from '../source-systems/profiles.ts';
 
-export interface DataAccount {
+interface DataAccount {
   /** Derived from reference id and source system: the same pair always sees the same data. */
   key: string;
   profile: SourceSystemProfile;
@@ -44,9 +44,9 @@ export interface FileRef {
   /** Whether the source system supports ETag / If-None-Match. */
   etag: boolean;
 }
-export type FileUrlFactory = (ref: FileRef) => { url: string; preview_url: string };
+type FileUrlFactory = (ref: FileRef) => { url: string; preview_url: string };
 
-export interface DatasetOptions {
+interface DatasetOptions {
   seed: number;
   size: number;
   /** Per-resource list sizes that replace `size`'s rule (see catalog.ts `listSize`). */
@@ -67,7 +67,7 @@ export interface ProjectSkew {
   small: number;
 }
 
-export interface ListOptions {
+interface ListOptions {
   offset: number;
   limit: number;
   filters?: readonly Filter[];
@@ -92,7 +92,7 @@ const MAX_SELECTIONS = 8;
  * million is some 10 s of one core before the first page. Past it the request is refused (400)
  * and told to narrow the list by time first, rather than left to time out.
  */
-export const MAX_RECORDS_MADE = 1_000_000;
+const MAX_RECORDS_MADE = 1_000_000;
 
 const EPOCH_S = Date.UTC(2023, 0, 1) / 1000;
 const DAY_S = 86_400;
@@ -102,7 +102,7 @@ export function fileTransferIdOf(fileId: string): string {
   return uuidFromKey(`file-transfer|${fileId}`);
 }
 
-export function scopeKey(scope: Scope): string {
+function scopeKey(scope: Scope): string {
   let k = `c${scope.company}`;
   if (scope.project) k += `/p${scope.project.key}`;
   if (scope.parent) k += `/x${scope.parent.key}`;

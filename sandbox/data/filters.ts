@@ -6,9 +6,7 @@ import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
 import { filterOperators, isoInstant, isTimeField, type FilterOperator } from '../../lib/list-parameters.ts';
 
-export { filterOperators };
-
-export type Scalar = string | number | boolean;
+type Scalar = string | number | boolean;
 
 /** Where a filter or order key reads: a time field (as an instant), a record field, or a key of the raw source object. */
 export type FieldRef = { kind: 'time'; name: string } | { kind: 'field'; name: string } | { kind: 'source'; key: string };
@@ -124,7 +122,7 @@ export function compileOrderKey(raw: unknown, where: string, resolve: FieldResol
  * A record value as text: a string itself, a boolean `true`/`false`, a number its JSON text; null,
  * missing, objects and arrays have none (SQL null).
  */
-export function textOf(x: unknown): string | null {
+function textOf(x: unknown): string | null {
   if (typeof x === 'string') return x;
   if (typeof x === 'boolean') return x ? 'true' : 'false';
   if (typeof x === 'number') return Number.isFinite(x) ? JSON.stringify(x) : null;

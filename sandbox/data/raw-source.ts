@@ -55,7 +55,7 @@ function renamed(naming: Naming, field: string): string {
 const renames: Record<Naming, Map<string, string>> = { snake: new Map(), camel: new Map(), pascal: new Map(), upper: new Map() };
 const MAX_REMEMBERED_NAMES = 10_000;
 
-export function renameField(naming: Naming, field: string): string {
+function renameField(naming: Naming, field: string): string {
   const memo = renames[naming];
   let name = memo.get(field);
   if (name === undefined) {

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Rng } from '../data/random.ts';
 
-export const faultKinds = [
+const faultKinds = [
   'status',
   'rate-limit',
   'slow',
@@ -23,7 +23,6 @@ export const faultKinds = [
   'alternating-pages',
   'endless-pages',
 ] as const;
-export type FaultKind = (typeof faultKinds)[number];
 
 export const faultSpecSchema = z.object({
   match: z
@@ -59,22 +58,12 @@ export const faultSpecSchema = z.object({
   /** `trickle`: time between two bytes of a body that never ends (default 1000 ms). */
   interval_ms: z.number().int().positive().optional(),
 });
-export type FaultSpec = z.infer<typeof faultSpecSchema>;
+type FaultSpec = z.infer<typeof faultSpecSchema>;
 
 export interface Fault extends FaultSpec {
   id: string;
   hits: number;
 }
-
-/** Faults that act on the response body rather than on the exchange. */
-export const bodyFaults: ReadonlySet<FaultKind> = new Set([
-  'truncated-json',
-  'malformed-json',
-  'lying-has-more',
-  'repeat-page',
-  'alternating-pages',
-  'endless-pages',
-]);
 
 export class FaultRegistry {
   private faults: Fault[] = [];

@@ -8,12 +8,6 @@ export class NotSupportedError extends MirrorError {
   override readonly code = 'not_supported';
 }
 
-/** The source system failed or timed out. */
-export class SourceUnavailableError extends MirrorError {
-  override readonly statusCode: number = 503;
-  override readonly code: string = 'source_unavailable';
-}
-
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | Error, request, reply) => {
     if (isMirrorError(error)) {

@@ -9,7 +9,7 @@ import type { Fault } from '../faults/faults.ts';
  */
 export type RouteKind = 'link-token' | 'account' | 'admin' | 'public';
 
-export interface RequestState {
+interface RequestState {
   account: LinkedAccount | undefined;
   session: LinkSession | undefined;
   /** Index of the company in `account.companies` (Company-Id), 0 by default. */

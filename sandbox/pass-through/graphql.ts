@@ -10,7 +10,7 @@ import { nativeName, rawObject } from '../data/raw-source.ts';
 import type { SourceAnswer } from './sql.ts';
 
 export const graphqlSchema = z.object({ query: z.string().min(1), variables: z.record(z.string(), z.unknown()).default({}) });
-export type GraphqlRequest = z.infer<typeof graphqlSchema>;
+type GraphqlRequest = z.infer<typeof graphqlSchema>;
 
 interface Field {
   alias: string;

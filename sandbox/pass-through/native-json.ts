@@ -13,7 +13,7 @@ export const jsonPassthroughSchema = z.object({
   path: z.string().min(1).startsWith('/'),
   data: z.record(z.string(), z.unknown()).optional(),
 });
-export type JsonPassthrough = z.infer<typeof jsonPassthroughSchema>;
+type JsonPassthrough = z.infer<typeof jsonPassthroughSchema>;
 
 export function runNativeJson(ctx: SandboxContext, account: LinkedAccount, req: JsonPassthrough): SourceAnswer {
   const profile = account.profile;

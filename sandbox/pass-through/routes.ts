@@ -16,7 +16,7 @@ import { runSql, sqlPassthroughSchema, type SourceAnswer } from './sql.ts';
 import { runXml } from './xml.ts';
 import { z } from 'zod';
 
-export const passthroughWriteHeadersSchema = z.object({
+const passthroughWriteHeadersSchema = z.object({
   method: z.enum(['PATCH', 'POST', 'PUT']),
   path: z.string().min(1).startsWith('/'),
 });

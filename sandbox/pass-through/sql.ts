@@ -8,7 +8,7 @@ import { isTopLevel } from '../data/catalog.ts';
 import type { Fields } from '../data/generators.ts';
 import { nativeName, nativeResourceOf, rawObject } from '../data/raw-source.ts';
 
-export const sqlOperators = ['=', '!=', '<>', '<=>', '<', '<=', '>', '>=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE'] as const;
+const sqlOperators = ['=', '!=', '<>', '<=>', '<', '<=', '>', '>=', 'LIKE', 'NOT LIKE', 'ILIKE', 'NOT ILIKE'] as const;
 
 export const sqlPassthroughSchema = z.object({
   table: z.string().min(1),
@@ -19,7 +19,7 @@ export const sqlPassthroughSchema = z.object({
   order_by: z.array(z.object({ field: z.string(), dir: z.enum(['ASC', 'DESC']).default('ASC') })).default([]),
   fields: z.array(z.string()).optional(),
 });
-export type SqlPassthrough = z.infer<typeof sqlPassthroughSchema>;
+type SqlPassthrough = z.infer<typeof sqlPassthroughSchema>;
 
 export interface SourceAnswer {
   status: number;

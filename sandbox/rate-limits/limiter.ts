@@ -23,12 +23,12 @@ export interface SourceSystemWindow {
   windowMs: number;
 }
 
-export interface Window {
+interface Window {
   start: number;
   count: number;
 }
 
-export interface RateDecision {
+interface RateDecision {
   headers: Record<string, string>;
   /** Set when the request must be refused. */
   exceeded?: { message: string; resetAt: number };
@@ -127,7 +127,7 @@ export class RateLimiter {
  * The window the headers report when several apply: the one nearer to running out (the fewest
  * requests left); of two as near, the one that resets later, as it would keep the client out longer.
  */
-export function nearer<T extends { limit: number; windowMs: number; w: Window }>(windows: readonly T[]): T {
+function nearer<T extends { limit: number; windowMs: number; w: Window }>(windows: readonly T[]): T {
   const left = (x: T) => x.limit - x.w.count;
   const reset = (x: T) => x.w.start + x.windowMs;
   return windows.reduce((a, b) => (left(b) < left(a) || (left(b) === left(a) && reset(b) > reset(a)) ? b : a));

@@ -97,7 +97,7 @@ function fromQuery(query: Record<string, unknown>, name: string, what: string): 
   return out;
 }
 
-export interface ListQuery {
+interface ListQuery {
   /** The request's own filters, every form (what a source system may refuse). */
   filters: Filter[];
   /** The resource's equality parameters as filters. */

@@ -3,7 +3,7 @@
 import { BadRequestError } from '../../lib/errors.ts';
 import type { SourceSystemProfile } from '../source-systems/profiles.ts';
 
-export interface PageRequest {
+interface PageRequest {
   page: number;
   perPage: number;
   offset: number;

@@ -16,7 +16,7 @@ export function supportOf(account: LinkedAccount, resource: ResourceName): Resou
   return s;
 }
 
-export function companyScope(request: FastifyRequest): Scope {
+function companyScope(request: FastifyRequest): Scope {
   return { company: request.svc.company, project: null, parent: null };
 }
 

@@ -54,7 +54,7 @@ function offers(template: string, op: CollectionOperation): boolean {
 const uploads = new Set(realServiceCollections.filter(([path]) => /\/\{id\}\/(attachments|versions|files)$/.test(path)).map(([path]) => path));
 
 /** Most items of one bulk write. */
-export const maxBulkItems = 100;
+const maxBulkItems = 100;
 
 const bulkSchema = z.strictObject({
   creates: z.array(z.record(z.string(), z.unknown())).optional(),

@@ -524,10 +524,6 @@ export function profileOf(slug: string): SourceSystemProfile | undefined {
   return bySlug.get(slug);
 }
 
-export function supports(profile: SourceSystemProfile, resource: ResourceName): ResourceSupport | undefined {
-  return profile.resources[resource];
-}
-
 /** The public description served at `GET /_admin/source-systems` and written in sandbox/README.md. */
 export function describeProfile(p: SourceSystemProfile) {
   return {

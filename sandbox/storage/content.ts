@@ -4,9 +4,9 @@ import { Readable } from 'node:stream';
 import type { FileRef } from '../data/dataset.ts';
 import { hash128, Rng } from '../data/random.ts';
 
-export const BLOCK = 64 * 1024;
+const BLOCK = 64 * 1024;
 
-export function fileKey(ref: FileRef): string {
+function fileKey(ref: FileRef): string {
   return `${ref.owner}|${ref.resource}|${ref.scope}|${ref.index}|${ref.size}`;
 }
 

@@ -9,7 +9,7 @@ import { scopesFor } from '../resources/scope.ts';
 import { contentStream, contentTypeOf, etagOf } from './content.ts';
 import type { StorageKind } from './signing.ts';
 
-export interface StorageAccess {
+interface StorageAccess {
   kind: StorageKind;
   filename: string;
   at: string;
@@ -121,5 +121,3 @@ export function registerStorageRoutes(app: FastifyInstance, ctx: SandboxContext)
     };
   });
 }
-
-export { LARGE_FILE_BYTES };

@@ -6,18 +6,11 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { FileRef } from '../data/dataset.ts';
 
-export const fileRefSchema = z.tuple([
-  z.string(),
-  z.string(),
-  z.string(),
-  z.number().int(),
-  z.number().int().nonnegative(),
-  z.union([z.literal(0), z.literal(1)]),
-]);
+const fileRefSchema = z.tuple([z.string(), z.string(), z.string(), z.number().int(), z.number().int().nonnegative(), z.union([z.literal(0), z.literal(1)])]);
 
 export type StorageKind = 'download' | 'preview';
 
-export type VerifyResult = { ok: true; ref: FileRef } | { ok: false; reason: 'expired' | 'invalid' };
+type VerifyResult = { ok: true; ref: FileRef } | { ok: false; reason: 'expired' | 'invalid' };
 
 export class StorageSigner {
   constructor(

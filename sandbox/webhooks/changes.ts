@@ -15,7 +15,7 @@ export interface ChangeContext {
   webhooks: WebhookRegistry;
 }
 
-export type Change = { op: 'create'; object: Fields } | { op: 'update'; id: string; patch: Fields } | { op: 'delete'; id: string };
+type Change = { op: 'create'; object: Fields } | { op: 'update'; id: string; patch: Fields } | { op: 'delete'; id: string };
 
 const eventOf = { create: 'CREATE', update: 'UPDATE', delete: 'DELETE' } as const;
 
@@ -39,7 +39,7 @@ export function applyChange(
   return fields;
 }
 
-export function announce(
+function announce(
   ctx: ChangeContext,
   account: LinkedAccount,
   resource: ResourceName,

@@ -11,7 +11,7 @@ import { Rng } from '../data/random.ts';
 import { applyChange, type ChangeContext } from './changes.ts';
 
 /** What churn needs of the sandbox (context.ts builds the runner, so this module does not import it). */
-export interface ChurnContext extends ChangeContext {
+interface ChurnContext extends ChangeContext {
   options: { seed: number };
   logger: Logger | undefined;
 }
@@ -31,7 +31,7 @@ export const churnSchema = z.object({
     .object({ create: z.number().nonnegative(), update: z.number().nonnegative(), delete: z.number().nonnegative() })
     .default({ create: 1, update: 6, delete: 1 }),
 });
-export type ChurnRequest = z.infer<typeof churnSchema>;
+type ChurnRequest = z.infer<typeof churnSchema>;
 
 interface Churn {
   id: string;

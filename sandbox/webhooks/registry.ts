@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
 import { Rng } from '../data/random.ts';
 
-export const webhookEvents = ['CREATE', 'UPDATE', 'DELETE'] as const;
+const webhookEvents = ['CREATE', 'UPDATE', 'DELETE'] as const;
 
 export const createWebhookSchema = z.object({
   callback_url: z.url({ protocol: /^https?$/ }),
@@ -17,7 +17,7 @@ export const createWebhookSchema = z.object({
   /** `<type>:*` (default) or the service UUID of one object. */
   target: z.string().optional(),
 });
-export type CreateWebhook = z.infer<typeof createWebhookSchema>;
+type CreateWebhook = z.infer<typeof createWebhookSchema>;
 
 export const deliverySettingsSchema = z.object({
   duplicate_probability: z.number().min(0).max(1).default(0),
@@ -25,9 +25,9 @@ export const deliverySettingsSchema = z.object({
   delay_ms: z.number().int().nonnegative().default(0),
   loss_probability: z.number().min(0).max(1).default(0),
 });
-export type DeliverySettings = z.infer<typeof deliverySettingsSchema>;
+type DeliverySettings = z.infer<typeof deliverySettingsSchema>;
 
-export interface Webhook {
+interface Webhook {
   id: string;
   source_id: string;
   callback_url: string;
@@ -42,7 +42,7 @@ export interface Webhook {
   createdAt: string;
 }
 
-export interface WebhookEventBody {
+interface WebhookEventBody {
   id: string;
   source_id: string;
   callback_url: string;
@@ -53,7 +53,7 @@ export interface WebhookEventBody {
   source_data: { path: string; content_type: string; data: unknown };
 }
 
-export interface DeliveryRecord {
+interface DeliveryRecord {
   webhook_id: string;
   delivery_id: string;
   event: string;
