@@ -63,7 +63,7 @@ function objectText(includeSourceData: boolean, alias = ''): string {
  * stream (account, resource, scope), so no account ever sees another's value; a pass that completes
  * shows in the header within this time.
  */
-const freshnessTtlMs = 1000;
+export const freshnessTtlMs = 1000;
 const freshness = new WeakMap<Pool, Map<string, { at: Date | null; until: number }>>();
 
 function freshnessOf(pool: Pool): Map<string, { at: Date | null; until: number }> {
