@@ -3,7 +3,7 @@
 // serves; its API is the one that must not notice. So the reads during migration M go to the API of
 // the release before M: the parent of the commit that added M, or this checkout's HEAD for a migration
 // not committed yet (each such release exported with `git archive` into a temporary folder, sharing
-// this checkout's node_modules and generated Prisma client, and loaded in this process). One database
+// this checkout's node_modules, with a Prisma client generated from its own schema, and loaded in this process). One database
 // is migrated up to the first migration tested, loaded once with 200k records of one account, then the
 // migrations are applied one by one while readers send single GETs and list pages without pause; each
 // migration's duration and the reads' max latency during it are printed, and any non-2xx answer or
@@ -11,22 +11,20 @@
 //
 // Where it starts: the API of every release since 20261125010000_linked_account_owner authenticates
 // through Prisma, whose model of linked_accounts selects the owner columns that migration added; the
-// account this test loads is registered by today's code, which needs them. Before it the records table
+// account this test loads is registered by the first release that serves, which needs them. Before it the records table
 // exists (from the init on), but an upgrade from those releases is history: their migrations are
 // applied in the field and never edited (checksums). What a new migration must not do is what the lint
 // test (test/unit/mirror/migration-lint.test.ts) forbids.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { upsertApiClient } from '../../api/auth.ts';
-import { createServices, type Services } from '../../bin/services.ts';
-import { parseConfig } from '../../lib/config.ts';
+import type { Services } from '../../bin/services.ts';
 import { generateKey, randomSecret } from '../../lib/crypto.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { migrate, readMigrations } from '../../mirror/db/migrate.ts';
@@ -106,8 +104,13 @@ function exportRelease(commit: string): { dir: string; remove(): void } {
   // A symlink, read only by `import`: never run `bin/mirror.js` in such a folder (it may `npm ci`, which
   // would empty this checkout's node_modules through the link; the upgrade drill hard-links a copy).
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-  // Not in git: this checkout's client (its models select only columns every tested release has).
-  if (existsSync(join(root, 'prisma/generated'))) cpSync(join(root, 'prisma/generated'), join(dir, 'prisma/generated'), { recursive: true });
+  // Not in git: the release's own Prisma client, generated from its schema (a model selects every
+  // column it names, so a client of a later schema fails on a database the release ran against).
+  execFileSync(process.execPath, [join(root, 'node_modules/prisma/build/index.js'), 'generate', '--schema', join(dir, 'prisma/schema.prisma')], {
+    cwd: dir,
+    stdio: 'ignore',
+    env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: existsSync('/bin/false') ? '/bin/false' : '/usr/bin/false', PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+  });
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -160,10 +163,20 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     };
     headers = { 'api-version': '2021-11-21', 'client-id': clientId, 'client-secret': clientSecret, 'account-token': accountToken };
-    const services: Services = createServices(parseConfig(env), { logger: createLogger({ level: 'silent' }), poolSize: 2 });
+    // The client and the account are registered by the release that serves first: today's code would
+    // name columns the database has not got yet.
+    const firstRelease = exportRelease(releaseBefore(pending[0]!, pending));
+    exports.push(firstRelease);
+    const load = async <T>(path: string): Promise<T> => (await import(pathToFileURL(join(firstRelease.dir, path)).href)) as T;
+    const old = {
+      services: await load<typeof import('../../bin/services.ts')>('bin/services.ts'),
+      config: await load<typeof import('../../lib/config.ts')>('lib/config.ts'),
+      auth: await load<{ upsertApiClient(prisma: unknown, id: string, secret: string): Promise<void> }>('api/auth.ts'),
+    };
+    const services: Services = old.services.createServices(old.config.parseConfig(env), { logger: createLogger({ level: 'silent' }), poolSize: 2 });
     try {
       const { pool, prisma, accounts } = services;
-      await upsertApiClient(prisma, clientId, clientSecret);
+      await old.auth.upsertApiClient(prisma, clientId, clientSecret);
       const account = await accounts.register({ referenceId: 'online', accountToken, sourceSystem: { slug: 'buildpro', name: 'BuildPro' } });
       // What a completed full pass of one account-scoped list leaves: its stream, fresh, and its records.
       const t0 = performance.now();
