@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import { randomBytes, randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
-import { createWebhook, getObject, listWebhooks } from '../connectors/operations.ts';
+import { createWebhook, getObject } from '../connectors/operations.ts';
 import { domainHash } from '../lib/crypto.ts';
 import { UpstreamNotFoundError } from '../lib/errors.ts';
 import { formatScope, resourceForWebhookType } from '../lib/resources.ts';
@@ -17,7 +17,7 @@ import { markDeleted } from '../mirror/records/deletes.ts';
 import { applyObjects } from '../mirror/records/object-writes.ts';
 import type { StreamKey } from '../mirror/streams/streams.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
-import { deleteWebhookRegistration, saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
+import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
 import { asActivity } from './failures.ts';
 import type { SyncDeps } from './sync.ts';
 
@@ -44,35 +44,14 @@ export function createEventActivities(deps: EventDeps) {
   const { pool, accounts, upstream } = deps;
 
   return {
-    /**
-     * Registers CREATE/UPDATE/DELETE webhooks for every type the account's source system supports, and
-     * keeps them true: first the upstream's own list is read, and a registration of the mirror's that
-     * the upstream no longer has (deleted there, an upstream reset, a registration made against
-     * another upstream) is dropped here and registered again. Where the upstream does not list its
-     * webhooks the mirror's registrations are taken as they are. A project's registrations are made
-     * for the projects the mirror holds, so new projects get theirs at the next full pass.
-     * `onlyIfRegistered`: an account with no registration at all is left so (an account is registered
-     * when it is linked, or when asked: `mirror webhooks register`).
-     */
-    async registerWebhooks(input: { accountId: string; onlyIfRegistered?: boolean }): Promise<{ registered: number; missing: number }> {
+    /** Registers CREATE/UPDATE/DELETE webhooks for every type the account's source system supports. */
+    async registerWebhooks(input: { accountId: string }): Promise<{ registered: number }> {
       return asActivity(async () => {
         const account = await accounts.get(input.accountId);
         const profile = knownProfile(account.sourceSystem);
-        if (!profile || profile.webhookTypes.length === 0) return { registered: 0, missing: 0 };
-        let existing = await webhookRegistrationsOf(deps.prisma, input.accountId);
-        if (input.onlyIfRegistered && existing.length === 0) return { registered: 0, missing: 0 };
+        if (!profile || profile.webhookTypes.length === 0) return { registered: 0 };
         const token = await accounts.token(input.accountId);
-        let missing = 0;
-        const listed =
-          existing.length === 0 ? undefined : await listWebhooks(upstream, { accountToken: token, accountId: input.accountId, sourceSystem: profile.slug });
-        if (listed) {
-          const upstreamIds = new Set(listed.map((w) => w.id));
-          const gone = existing.filter((r) => !r.upstreamId || !upstreamIds.has(r.upstreamId));
-          for (const r of gone) await deleteWebhookRegistration(deps.prisma, r.id);
-          missing = gone.length;
-          if (missing > 0) deps.logger.warn({ accountId: input.accountId, missing }, 'upstream webhooks missing: registering them again');
-          existing = existing.filter((r) => !gone.includes(r));
-        }
+        const existing = await webhookRegistrationsOf(deps.prisma, input.accountId);
         const have = new Set(existing.map((r) => `${r.event}:${r.type}:${r.projectId ?? ''}`));
         let registered = 0;
         const projectIds: (string | undefined)[] = [];
@@ -115,7 +94,7 @@ export function createEventActivities(deps: EventDeps) {
             }
           }
         }
-        return { registered, missing };
+        return { registered };
       });
     },
 

@@ -49,7 +49,7 @@ export interface AccountSyncInput {
   /** Restrict the pass to one resource (and optionally one scope): a targeted resync. */
   resource?: string;
   scope?: string;
-  /** After the pass, register upstream webhooks for the account (the first pass after linking; every full pass of the whole account checks them). */
+  /** After the pass, register upstream webhooks for the account (the first pass after linking). */
   registerWebhooks?: boolean;
   /** Set by a resumed run; new runs draw a fresh key. */
   passKey?: string;
@@ -322,15 +322,10 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       result.failed.push({ resource: 'projects', scope: '', records: 0, error: rootMessage(error) });
     }
   }
-  // The first pass after linking registers the account's webhooks. Every full pass of a whole account
-  // with registrations checks that the upstream still has them and registers what is missing (what the
-  // upstream lost, and new projects' own). Passes begun before this replay as they ran.
-  const keepWebhooks =
-    !input.registerWebhooks && mode === 'full' && input.resource === undefined && input.scope === undefined && patched('webhooks-every-full-pass');
-  if ((input.registerWebhooks || keepWebhooks) && result.halted === undefined) {
+  if (input.registerWebhooks && result.halted === undefined) {
     progress.phase = 'webhooks';
     try {
-      await registerWebhooks(input.registerWebhooks ? { accountId: input.accountId } : { accountId: input.accountId, onlyIfRegistered: true });
+      await registerWebhooks({ accountId: input.accountId });
     } catch (error) {
       // Periodic passes still keep the mirror fresh; the failure is visible in the Temporal UI.
       result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: rootMessage(error) });
