@@ -270,7 +270,7 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
     );
   });
 
-  it('fails the account visibly when its token is revoked mid-sync, other accounts unaffected', async () => {
+  it('refuses the account, not its streams, when its token is revoked mid-sync; other accounts unaffected', async () => {
     await scenario(
       group,
       'account token revoked mid-sync (every later request of the account answers 401)',
@@ -283,16 +283,20 @@ describe('chaos: upstream faults', { timeout: scaled(420_000, 1_200_000) }, () =
             await m.fault({ kind: 'status', status: 401, match: { source_system: 'crmcloud' } });
           },
         });
-        const failed = r.result.failed.map((f) => f.resource);
-        assert.ok(failed.includes('customers'), `customers failed: ${JSON.stringify(r.result.failed)}`);
-        const outcome = await assertVisibleFailure(
-          r.victim,
-          r.result,
-          'customers',
-          /refused the credentials|401/,
-          otherResources.filter((x) => !failed.includes(x)),
+        // A refused credential is the account's state, confirmed by one upstream call: no stream fails for it.
+        assert.deepEqual(r.result.failed, [], 'no stream is failed for a refused credential');
+        const { rows } = await m.services.pool.query<{ status: string; status_reason: string | null }>(
+          'SELECT status, status_reason FROM linked_accounts WHERE id = $1',
+          [r.victim.accountId],
         );
-        return { tries: 1, outcome: `${failed.length} stream(s) failed: ${outcome}` };
+        assert.equal(rows[0]?.status, 'credentials_refused', 'the account is credentials_refused within the pass');
+        const s = (await m.stream(r.victim.accountId, 'customers'))!;
+        assert.notEqual(s.state, 'failed', 'the customers stream is not marked failed');
+        const deleted = await m.services.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM records WHERE account_id = $1 AND deleted_at IS NOT NULL', [
+          r.victim.accountId,
+        ]);
+        assert.equal(deleted.rows[0]!.n, 0, 'nothing was marked deleted');
+        return { tries: 1, outcome: `account credentials_refused, customers ${s.state}, nothing deleted, the control account synced` };
       },
       file,
     );
