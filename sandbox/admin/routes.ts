@@ -9,6 +9,7 @@ import { childResources, childSpecs, isChild, isTopLevel, type ResourceName } fr
 import type { Scope } from '../data/dataset.ts';
 import { faultSpecSchema } from '../faults/faults.ts';
 import { parseInput } from '../http/validate.ts';
+import { registerStallRoutes } from './stall-routes.ts';
 import { describeProfile, profileOf, sourceSystemProfiles } from '../source-systems/profiles.ts';
 import { applyChange } from '../webhooks/changes.ts';
 import { churnSchema } from '../webhooks/churn.ts';
@@ -174,6 +175,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     const spec = parseInput(faultSpecSchema, request.body);
     return reply.code(201).send({ id: ctx.faults.add(spec).id });
   });
+  registerStallRoutes(app, ctx, opts);
   app.get('/_admin/faults', opts, async () => ({ data: ctx.faults.list() }));
   app.delete('/_admin/faults', opts, async () => {
     ctx.faults.clear();

@@ -15,6 +15,8 @@ const faultKinds = [
   'malformed-json',
   'lying-has-more',
   'repeat-page',
+  // A cursor that does not move: the page answers as the page before it (its records), saying there is more.
+  'stuck-page',
   // A hostile or broken upstream's bodies: far too big, a gzip bomb, a trickle that never ends,
   // pages that cycle (1, 2, 1, 2, ...) and full pages that never end (`has_more_results` null).
   'oversized-page',

@@ -126,6 +126,8 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     // Pages that cycle: 1, 2, 1, 2, ... each saying there is more.
     const alternating = hasFault(request, 'alternating-pages');
     if (alternating) Object.assign(page, { offset: ((page.page - 1) % 2) * page.perPage });
+    const stuck = hasFault(request, 'stuck-page');
+    if (stuck) Object.assign(page, { offset: Math.max(0, page.offset - page.perPage) });
     dataHeaders(reply);
     if (hasFault(request, 'endless-pages')) return sendJson(reply, endlessPage(page.page, page.perPage));
     const mode = sourceDataMode(request.headers);
@@ -175,7 +177,7 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
     const lie = hasFault(request, 'lying-has-more');
     if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
-    if (alternating) meta.has_more_results = true;
+    if (alternating || stuck) meta.has_more_results = true;
     w.text(`],"meta":${JSON.stringify(meta)}}`);
     // Once sent (all of it handed to the socket, or copied by an inject), the buffer may serve another page.
     const backing = w.backing;

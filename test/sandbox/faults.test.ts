@@ -110,3 +110,31 @@ test('lying-has-more inverts (or sets) has_more_results; repeat-page serves page
   assert.deepEqual(page3.body.data, page1.body.data);
   assert.equal(page3.body.meta.current_page, 3);
 });
+
+test('stall: one page answers as the page before it forever, or never answers; the pages before it are untouched', async () => {
+  const page = (n: number) => call(sb, 'GET', `/customers?page=${n}&per_page=3`, { headers: crm.headers });
+  const [p2, p3] = [await page(2), await page(3)];
+  const stall = await admin(sb, 'POST', '/_admin/faults/stall', { resource: 'customers', page: 3, mode: 'same-page', source_system: 'crmcloud' });
+  assert.equal(stall.status, 201, stall.text);
+  assert.deepEqual((await page(2)).body.data, p2.body.data, 'the page before answers as usual');
+  for (let k = 0; k < 3; k++) {
+    const again = await page(3);
+    assert.deepEqual(again.body.data, p2.body.data, 'page 3 is page 2 again');
+    assert.equal(again.body.meta.current_page, 3);
+    assert.equal(again.body.meta.has_more_results, true, 'and says there is more');
+  }
+  assert.notDeepEqual(p3.body.data, p2.body.data);
+  assert.equal((await call(sb, 'GET', '/customers?page=3&per_page=3', { headers: fo.headers })).status, 200, 'other source systems untouched');
+  assert.equal((await call(sb, 'GET', '/customers?per_page=3&page=13', { headers: crm.headers })).body.meta.current_page, 13, 'page 13 is not page 3');
+  await admin(sb, 'DELETE', `/_admin/faults/${String(stall.body.id)}`);
+  assert.deepEqual((await page(3)).body.data, p3.body.data, 'removed like any fault');
+
+  await admin(sb, 'POST', '/_admin/faults/stall', { resource: '/customers', page: 2, mode: 'timeout' });
+  assert.equal((await page(1)).status, 200);
+  await assert.rejects(fetch(`${sb.url}/customers?page=2&per_page=3`, { headers: crm.headers, signal: AbortSignal.timeout(300) }), /aborted|timeout/i);
+
+  const bad = await admin(sb, 'POST', '/_admin/faults/stall', { resource: 'customers', page: 1, mode: 'same-page' });
+  assert.equal(bad.status, 400);
+  assert.match(bad.text, /page must be 2 or more/);
+  assert.equal((await admin(sb, 'POST', '/_admin/faults/stall', { resource: 'customers?page=2', mode: 'timeout' })).status, 400);
+});
