@@ -9,7 +9,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { AccountStore } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
-import { createAuthenticator } from './auth.ts';
+import { createAuthenticator, type Authenticator } from './auth.ts';
 import { registerErrorHandling } from './errors.ts';
 import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
@@ -138,11 +138,9 @@ class LazyChildLogger {
   }
 }
 
-export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
-  // Every upstream call the API makes has an application waiting on it: interactive.
-  const deps: ApiDeps = input.upstream ? { ...input, upstream: { ...input.upstream, client: input.upstream.client.withPriority('interactive') } } : input;
-  const prefix = deps.headerPrefix ?? 'Svc';
-  const app: FastifyInstance = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
+/** The Fastify instance with the server's options: request ids, the lazy request logger, body limit and timeouts. */
+function createServer(deps: ApiDeps): FastifyInstance {
+  return Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
     loggerInstance: deps.logger,
     genReqId: () => randomUUID(),
     logController: new LogController({ disableRequestLogging: true }),
@@ -152,6 +150,10 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
     ...serverTimeoutOptions(deps.timeouts ?? defaultApiTimeouts),
   });
+}
+
+/** What every request goes through before its route: the debug id header, body timeouts, error mapping, schemas. */
+function registerRequestPipeline(app: FastifyInstance, deps: ApiDeps, prefix: string): void {
   // Hooks of every request are plain callbacks (an async hook costs a promise and a tick each).
   const debugIdHeader = `${prefix}-Debug-Id`;
   app.addHook('onRequest', (request, reply, done) => {
@@ -164,10 +166,15 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   // document is generated from (register the document first: it collects the routes as they come).
   useZodSchemas(app);
   registerOpenApi(app);
-  // Forwards send the account's stored token for requests the worker runs as the account, and check a
-  // link session's scopes: the credential sources travel with the upstream target, and so does the one
-  // upstream client that sends them (its governor counts them against the account's budget).
-  const forwardTarget: UpstreamTarget | undefined = deps.upstream && {
+}
+
+/**
+ * Forwards send the account's stored token for requests the worker runs as the account, and check a
+ * link session's scopes: the credential sources travel with the upstream target, and so does the one
+ * upstream client that sends them (its governor counts them against the account's budget).
+ */
+function forwardTargetOf(deps: ApiDeps & { upstream: NonNullable<ApiDeps['upstream']> }): UpstreamTarget {
+  return {
     ...deps.upstream.target,
     client: deps.upstream.client,
     credentials: forwardCredentials({
@@ -178,7 +185,10 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
       logger: deps.logger,
     }),
   };
-  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
+}
+
+/** The operator's routes: /metrics, /status, /healthz. */
+function registerOperatorRoutes(app: FastifyInstance, deps: ApiDeps, auth: Authenticator): void {
   registerMetricsRoutes(app, {
     pool: deps.pool,
     auth,
@@ -195,8 +205,18 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     ...(deps.freshness ? { freshness: deps.freshness } : {}),
   });
   app.get('/healthz', { schema: healthzSchema }, async () => ({ ok: true, ...buildInfo() }));
+}
+
+interface Shared {
+  prefix: string;
+  auth: Authenticator;
+  projects: ProjectIds;
+  forwardTarget: UpstreamTarget | undefined;
+}
+
+/** What the mirror serves from its own tables: records, aggregates, async requests, webhooks in, subscriptions. */
+function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, auth, projects, forwardTarget }: Shared): void {
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
-  const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
   const indexed = textIndexed(deps.indexedFields ?? []);
   registerResourceRoutes(app, {
     pool: deps.pool,
@@ -219,28 +239,49 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
       callbacks: createCallbackGuard(deps.callbacks),
       projects,
     });
-  if (deps.upstream) {
-    registerForwardedRoutes(app, {
-      headerPrefix: prefix,
-      auth,
-      target: forwardTarget!,
+}
+
+/** What goes to the upstream: forwarded calls, the storage proxy and writes. */
+function registerUpstreamRoutes(
+  app: FastifyInstance,
+  deps: ApiDeps & { upstream: NonNullable<ApiDeps['upstream']> },
+  { prefix, auth, forwardTarget }: Shared & { forwardTarget: UpstreamTarget },
+): void {
+  registerForwardedRoutes(app, {
+    headerPrefix: prefix,
+    auth,
+    target: forwardTarget,
+    upstream: deps.upstream.client,
+    accounts: deps.accounts,
+    sync: deps.sync,
+    prisma: deps.prisma,
+    sessionKey: deps.hashKey,
+  });
+  if (deps.hashKey)
+    registerStorageRoutes(app, {
+      pool: deps.pool,
+      prisma: deps.prisma,
+      key: deps.hashKey,
       upstream: deps.upstream.client,
       accounts: deps.accounts,
-      sync: deps.sync,
-      prisma: deps.prisma,
-      sessionKey: deps.hashKey,
+      storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl),
     });
-    if (deps.hashKey)
-      registerStorageRoutes(app, {
-        pool: deps.pool,
-        prisma: deps.prisma,
-        key: deps.hashKey,
-        upstream: deps.upstream.client,
-        accounts: deps.accounts,
-        storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl),
-      });
-    registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget!, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
-  }
+  registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
+}
+
+export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
+  // Every upstream call the API makes has an application waiting on it: interactive.
+  const deps: ApiDeps = input.upstream ? { ...input, upstream: { ...input.upstream, client: input.upstream.client.withPriority('interactive') } } : input;
+  const prefix = deps.headerPrefix ?? 'Svc';
+  const app = createServer(deps);
+  registerRequestPipeline(app, deps, prefix);
+  const forwardTarget = deps.upstream && forwardTargetOf({ ...deps, upstream: deps.upstream });
+  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
+  registerOperatorRoutes(app, deps, auth);
+  const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
+  const shared: Shared = { prefix, auth, projects, forwardTarget };
+  registerMirroredRoutes(app, deps, shared);
+  if (deps.upstream && forwardTarget) registerUpstreamRoutes(app, { ...deps, upstream: deps.upstream }, { ...shared, forwardTarget });
   await app.ready();
   return app;
 }

@@ -41,12 +41,9 @@ function stateChips(states: Record<string, number>): string {
 
 const short = (id: string) => id.slice(0, 8);
 
-export function renderMain(o: StatusOverview): string {
-  const now = Date.parse(o.generatedAt);
+function renderTotals(o: StatusOverview): string {
   const t = o.totals;
-  const parts: string[] = [];
-
-  parts.push(`<section class="tiles" id="totals">
+  return `<section class="tiles" id="totals">
 <div class="tile"><b>${num(t.accounts)}</b>accounts</div>
 <div class="tile"><b>${num(t.streams)}</b>streams</div>
 <div class="tile ${t.syncing ? 'busy' : ''}"><b id="total-syncing">${num(t.syncing)}</b>syncing</div>
@@ -54,34 +51,42 @@ export function renderMain(o: StatusOverview): string {
 <div class="tile"><b id="total-records">${num(t.records)}</b>records</div>
 <div class="tile ${t.inboxPending ? 'busy' : ''}"><b>${num(t.inboxPending)}</b>inbox backlog</div>
 <div class="tile ${t.deliveriesFailing ? 'bad' : ''}"><b>${num(t.deliveryBacklog)}</b>delivery backlog</div>
-</section>`);
+</section>`;
+}
 
-  if (!o.temporal.reachable) parts.push(`<p class="warn">Temporal: ${escapeHtml(o.temporal.error)}. Progress of running passes is not shown.</p>`);
+type AccountRow = StatusOverview['accounts'][number];
 
-  // Accounts, with the pass running now.
-  const accountRows = o.accounts.map((a) => {
-    const p = a.pass;
-    const progress = p
-      ? `${bar(p.progress?.streamsDone ?? 0, p.progress && p.progress.phase !== 'planning' ? p.progress.streamsTotal : null, 'streams done')}
-<div class="small pass-progress">${link(p.link, p.progress ? p.progress.phase : 'running')}: ${num(p.progress?.streamsDone ?? 0)}/${num(p.progress?.streamsTotal ?? 0)} streams, ${num(p.progress?.records ?? 0)} records${p.progress?.streamsFailed ? `, <span class="bad">${num(p.progress.streamsFailed)} failed</span>` : ''}</div>`
-      : '<span class="muted">idle</span>';
-    return `<tr class="account" data-account="${escapeHtml(a.id)}" data-syncing="${a.states.syncing ?? 0}">
+/** The pass an account runs now: a bar of its streams and a line of counts, or "idle". */
+function passProgress(p: AccountRow['pass']): string {
+  if (!p) return '<span class="muted">idle</span>';
+  return `${bar(p.progress?.streamsDone ?? 0, p.progress && p.progress.phase !== 'planning' ? p.progress.streamsTotal : null, 'streams done')}
+<div class="small pass-progress">${link(p.link, p.progress ? p.progress.phase : 'running')}: ${num(p.progress?.streamsDone ?? 0)}/${num(p.progress?.streamsTotal ?? 0)} streams, ${num(p.progress?.records ?? 0)} records${p.progress?.streamsFailed ? `, <span class="bad">${num(p.progress.streamsFailed)} failed</span>` : ''}</div>`;
+}
+
+function accountRow(a: AccountRow): string {
+  return `<tr class="account" data-account="${escapeHtml(a.id)}" data-syncing="${a.states.syncing ?? 0}">
 <td><code title="${escapeHtml(a.id)}">${short(a.id)}</code><div class="small">${escapeHtml(a.referenceId)}</div></td>
 <td>${escapeHtml(a.sourceSystemName)}<div class="small">${escapeHtml(a.sourceSystem)}${a.status !== 'linked' ? ` · <b class="${a.status === 'credentials_refused' ? 'bad' : 'muted'}"${a.statusReason ? ` title="${escapeHtml(a.statusReason)}"` : ''}>${escapeHtml(a.status)}</b>` : ''}</div></td>
 <td>${stateChips(a.states) || '<span class="muted">no streams yet</span>'}</td>
-<td class="progress-cell">${progress}</td>
+<td class="progress-cell">${passProgress(a.pass)}</td>
 <td class="num">${num(a.liveRecords)}</td>
 <td class="${a.lagSeconds !== null && a.lagSeconds > 86400 ? 'bad' : ''}">${age(a.lagSeconds)}</td>
 <td class="num">${num(a.inboxPending)}</td>
 <td class="err">${escapeHtml(a.statusReason ?? a.lastError ?? '')}</td>
 <td class="small">${link(a.links.sync, 'syncs')}${a.links.fullSchedule ? ` · ${link(a.links.fullSchedule, 'full', 'The daily full pass: trigger it from the Temporal UI')} · ${link(a.links.incrementalSchedule, 'incremental', 'The incremental pass schedule')}` : ''}</td>
 </tr>`;
-  });
-  parts.push(`<section id="accounts"><h2>Accounts</h2>
-<table><thead><tr><th>account</th><th>source system</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
-<tbody>${accountRows.join('\n') || '<tr><td colspan="9" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr>'}</tbody></table></section>`);
+}
 
-  // When incremental passes list streams next, and why: by reason, then the next few.
+/** Accounts, with the pass running now. */
+function renderAccounts(o: StatusOverview): string {
+  const accountRows = o.accounts.map(accountRow);
+  return `<section id="accounts"><h2>Accounts</h2>
+<table><thead><tr><th>account</th><th>source system</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
+<tbody>${accountRows.join('\n') || '<tr><td colspan="9" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr>'}</tbody></table></section>`;
+}
+
+/** When incremental passes list streams next, and why: by reason, then the next few. */
+function renderPolling(o: StatusOverview, now: number): string {
   const due = (iso: string | null) => (iso === null ? '–' : Date.parse(iso) <= now ? 'at the next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
   const groupRows = o.polling.groups.map(
     (g) =>
@@ -91,67 +96,78 @@ export function renderMain(o: StatusOverview): string {
     (n) =>
       `<tr class="poll-next"><td><code>${short(n.accountId)}</code></td><td>${escapeHtml(n.resource)}</td><td class="scope">${escapeHtml(n.scope || '–')}</td><td title="${escapeHtml(n.nextDueAt)}">${due(n.nextDueAt)}</td><td>${escapeHtml(n.reason ?? '')}</td></tr>`,
   );
-  parts.push(`<section id="polling"><h2>Polling: when incremental passes list streams next</h2>
+  return `<section id="polling"><h2>Polling: when incremental passes list streams next</h2>
 ${
   groupRows.length
     ? `<table><thead><tr><th>account</th><th>why</th><th class="num">streams</th><th>first due</th></tr></thead><tbody>${groupRows.join('\n')}</tbody></table>
 ${nextRows.length ? `<table id="polling-next"><thead><tr><th>account</th><th>resource</th><th>scope</th><th>next due</th><th>why</th></tr></thead><tbody>${nextRows.join('\n')}</tbody></table>` : ''}`
     : '<p class="muted">No stream yet.</p>'
-}</section>`);
+}</section>`;
+}
 
-  // Freshness: how long ago each account's and resource's lists were verified, against the target.
-  if (o.freshness) {
-    const f = o.freshness;
-    const accountFresh = f.accounts.map(
-      (a) =>
-        `<tr class="fresh-account" data-met="${a.met}"><td><code>${short(a.accountId)}</code></td><td class="${a.met ? '' : 'bad'}">${a.met ? 'met' : `missed by ${num(a.missingCount)} of ${num(a.polledLists)} lists`}</td><td class="num">${age(a.targetSeconds)}</td><td class="num">${age(a.cycleSeconds)}</td><td class="num">${age(a.floorSeconds)}</td><td class="small">${
-          a.met
-            ? ''
-            : `${escapeHtml(a.missing.join(', '))}${a.missingCount > a.missing.length ? ' …' : ''}; would meet it: ${a.visitsPerMinuteNeeded.toFixed(1)} visits a minute${a.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${a.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget: a higher limit or a longer target)"}`
-        }</td></tr>`,
-    );
-    const resourceFresh = f.resources.map(
-      (r) =>
-        `<tr class="fresh-resource" data-met="${r.met}"><td><code>${short(r.accountId)}</code></td><td>${escapeHtml(r.resource)}</td><td class="num">${num(r.lists)}</td><td class="num">${age(r.p50)}</td><td class="num">${age(r.p95)}</td><td class="num ${r.met ? '' : 'bad'}">${age(r.max)}</td><td>${r.met ? 'yes' : 'no'}</td></tr>`,
-    );
-    parts.push(`<section id="freshness"><h2>Freshness: time since each list was verified upstream</h2>
+type Freshness = NonNullable<StatusOverview['freshness']>;
+
+function accountFreshnessRow(a: Freshness['accounts'][number]): string {
+  return `<tr class="fresh-account" data-met="${a.met}"><td><code>${short(a.accountId)}</code></td><td class="${a.met ? '' : 'bad'}">${a.met ? 'met' : `missed by ${num(a.missingCount)} of ${num(a.polledLists)} lists`}</td><td class="num">${age(a.targetSeconds)}</td><td class="num">${age(a.cycleSeconds)}</td><td class="num">${age(a.floorSeconds)}</td><td class="small">${
+    a.met
+      ? ''
+      : `${escapeHtml(a.missing.join(', '))}${a.missingCount > a.missing.length ? ' …' : ''}; would meet it: ${a.visitsPerMinuteNeeded.toFixed(1)} visits a minute${a.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${a.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget: a higher limit or a longer target)"}`
+  }</td></tr>`;
+}
+
+function resourceFreshnessRow(r: Freshness['resources'][number]): string {
+  return `<tr class="fresh-resource" data-met="${r.met}"><td><code>${short(r.accountId)}</code></td><td>${escapeHtml(r.resource)}</td><td class="num">${num(r.lists)}</td><td class="num">${age(r.p50)}</td><td class="num">${age(r.p95)}</td><td class="num ${r.met ? '' : 'bad'}">${age(r.max)}</td><td>${r.met ? 'yes' : 'no'}</td></tr>`;
+}
+
+/** Freshness: how long ago each account's and resource's lists were verified, against the target. */
+function renderFreshness(f: Freshness): string {
+  const accountFresh = f.accounts.map(accountFreshnessRow);
+  const resourceFresh = f.resources.map(resourceFreshnessRow);
+  return `<section id="freshness"><h2>Freshness: time since each list was verified upstream</h2>
 ${accountFresh.length ? `<table id="freshness-accounts"><thead><tr><th>account</th><th>target</th><th class="num">target</th><th class="num">cycle</th><th class="num">longest wait</th><th>lists that miss it, and what would meet it</th></tr></thead><tbody>${accountFresh.join('\n')}</tbody></table>` : ''}
-${resourceFresh.length ? `<table id="freshness-resources"><thead><tr><th>account</th><th>resource</th><th class="num">lists</th><th class="num">p50</th><th class="num">p95</th><th class="num">max</th><th>within target</th></tr></thead><tbody>${resourceFresh.join('\n')}</tbody></table>` : '<p class="muted">No list verified yet.</p>'}</section>`);
-  }
+${resourceFresh.length ? `<table id="freshness-resources"><thead><tr><th>account</th><th>resource</th><th class="num">lists</th><th class="num">p50</th><th class="num">p95</th><th class="num">max</th><th>within target</th></tr></thead><tbody>${resourceFresh.join('\n')}</tbody></table>` : '<p class="muted">No list verified yet.</p>'}</section>`;
+}
 
-  // Streams syncing now.
+/** Streams syncing now. */
+function renderActiveStreams(o: StatusOverview, now: number): string {
   const streamRows = o.active.map(
     (s) => `<tr class="stream" data-records="${s.records}">
 <td><code>${short(s.accountId)}</code></td><td>${escapeHtml(s.resource)}</td><td class="scope">${escapeHtml(s.scope || '–')}</td><td>${escapeHtml(s.mode ?? '')}</td>
 <td class="progress-cell">${bar(s.records, s.expected, `${s.resource} records`)}<div class="small">${num(s.records)}${s.expected ? ` of ~${num(s.expected)}` : ''} records · ${num(s.pages)} pages</div></td>
 <td>${since(s.passStartedAt, now)}</td><td class="small">${link(s.link, 'workflow')}</td></tr>`,
   );
-  parts.push(`<section id="active-streams"><h2>Syncing now</h2>
-${streamRows.length ? `<table><thead><tr><th>account</th><th>resource</th><th>scope</th><th>mode</th><th>progress</th><th>started</th><th>Temporal</th></tr></thead><tbody>${streamRows.join('\n')}</tbody></table>` : '<p class="muted">No stream is syncing.</p>'}</section>`);
+  return `<section id="active-streams"><h2>Syncing now</h2>
+${streamRows.length ? `<table><thead><tr><th>account</th><th>resource</th><th>scope</th><th>mode</th><th>progress</th><th>started</th><th>Temporal</th></tr></thead><tbody>${streamRows.join('\n')}</tbody></table>` : '<p class="muted">No stream is syncing.</p>'}</section>`;
+}
 
-  // Rate budgets.
-  const budgetRows = o.budgets.map(
-    (
-      b,
-    ) => `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}${b.lane === 'sync' ? ' · <span class="small">sync share lane</span>' : ''}</td>
+function budgetRow(b: StatusOverview['budgets'][number]): string {
+  return `<tr><td><code>${escapeHtml(b.key)}</code></td><td>${escapeHtml(b.kind)}${b.sourceSystem ? ` · ${escapeHtml(b.sourceSystem)}` : ''}${b.lane === 'sync' ? ' · <span class="small">sync share lane</span>' : ''}</td>
 <td class="progress-cell">${b.usedRatio === null ? '<span class="muted">no limit reported</span>' : `${bar(b.usedRatio * 100, 100, 'budget used')}<div class="small">${Math.round(b.usedRatio * 100)} % used</div>`}</td>
 <td class="num">${num(b.remaining)} / ${num(b.total)}</td><td>${b.resetsInSeconds && b.resetsInSeconds > 0 ? `in ${age(b.resetsInSeconds)}` : '–'}</td>
-<td class="${b.blockedForSeconds ? 'bad' : ''}">${b.blockedForSeconds ? `blocked ${age(b.blockedForSeconds)}` : ''}</td></tr>`,
-  );
-  parts.push(`<section id="budgets"><h2>Rate-limit budgets</h2>
-${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}
-${
-  o.upstreamClasses.length
-    ? `<table id="budget-classes"><thead><tr><th>class (this process)</th><th class="num">sent</th><th class="num">refused (429 at once)</th><th class="num">waited for a concurrency slot</th><th class="num">waited for the rate (pace, spent window, sync share)</th></tr></thead><tbody>${o.upstreamClasses
-        .map(
-          (c) =>
-            `<tr><td>${c.class}</td><td class="num">${num(c.granted)}</td><td class="num">${num(c.refused)}</td><td class="num">${age(c.waitedForConcurrencySeconds)}</td><td class="num">${age(c.waitedForRateSeconds)}</td></tr>`,
-        )
-        .join('\n')}</tbody></table>`
-    : ''
-}</section>`);
+<td class="${b.blockedForSeconds ? 'bad' : ''}">${b.blockedForSeconds ? `blocked ${age(b.blockedForSeconds)}` : ''}</td></tr>`;
+}
 
-  // Inbox and outbound deliveries.
+/** What this process's governor let through, refused and made wait, by class. */
+function upstreamClassesTable(o: StatusOverview): string {
+  if (!o.upstreamClasses.length) return '';
+  return `<table id="budget-classes"><thead><tr><th>class (this process)</th><th class="num">sent</th><th class="num">refused (429 at once)</th><th class="num">waited for a concurrency slot</th><th class="num">waited for the rate (pace, spent window, sync share)</th></tr></thead><tbody>${o.upstreamClasses
+    .map(
+      (c) =>
+        `<tr><td>${c.class}</td><td class="num">${num(c.granted)}</td><td class="num">${num(c.refused)}</td><td class="num">${age(c.waitedForConcurrencySeconds)}</td><td class="num">${age(c.waitedForRateSeconds)}</td></tr>`,
+    )
+    .join('\n')}</tbody></table>`;
+}
+
+/** Rate budgets. */
+function renderBudgets(o: StatusOverview): string {
+  const budgetRows = o.budgets.map(budgetRow);
+  return `<section id="budgets"><h2>Rate-limit budgets</h2>
+${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th><th class="num">remaining</th><th>window resets</th><th></th></tr></thead><tbody>${budgetRows.join('\n')}</tbody></table>` : '<p class="muted">No request has spent a budget yet.</p>'}
+${upstreamClassesTable(o)}</section>`;
+}
+
+/** Inbox and outbound deliveries, side by side. */
+function renderInboxAndDeliveries(o: StatusOverview): string {
   const inboxRows = o.inbox.map(
     (i) =>
       `<tr><td><code>${short(i.accountId)}</code></td><td class="num">${num(i.pending)}</td><td>${i.oldestPendingSeconds === null ? '–' : age(i.oldestPendingSeconds)}</td><td class="num">${num(i.appliedLastHour)}</td><td>${i.latencyP50Seconds === null ? '–' : `${i.latencyP50Seconds} s / ${i.latencyP95Seconds} s`}</td></tr>`,
@@ -160,22 +176,34 @@ ${
     (d) =>
       `<tr><td><code>${short(d.accountId)}</code></td><td>${escapeHtml(d.event)} ${escapeHtml(d.type)}</td><td>${escapeHtml(d.callbackOrigin)}</td><td class="num">${num(d.delivered)}</td><td class="num">${num(d.backlog)}</td><td class="num ${d.failures ? 'bad' : ''}">${num(d.failures)}</td><td class="err">${escapeHtml(d.lastError ?? '')}</td></tr>`,
   );
-  parts.push(`<section id="inbox" class="half"><h2>Webhook inbox</h2>
+  return `<section id="inbox" class="half"><h2>Webhook inbox</h2>
 ${inboxRows.length ? `<table><thead><tr><th>account</th><th class="num">pending</th><th>oldest</th><th class="num">applied (1 h)</th><th>latency p50 / p95</th></tr></thead><tbody>${inboxRows.join('\n')}</tbody></table>` : '<p class="muted">No webhook event in the last hour, none waiting.</p>'}</section>
 <section id="deliveries" class="half"><h2>Outbound deliveries</h2>
-${deliveryRows.length ? `<table><thead><tr><th>account</th><th>subscription</th><th>callback</th><th class="num">delivered</th><th class="num">backlog</th><th class="num">failures</th><th>last error</th></tr></thead><tbody>${deliveryRows.join('\n')}</tbody></table>` : '<p class="muted">No subscription.</p>'}</section>`);
+${deliveryRows.length ? `<table><thead><tr><th>account</th><th>subscription</th><th>callback</th><th class="num">delivered</th><th class="num">backlog</th><th class="num">failures</th><th>last error</th></tr></thead><tbody>${deliveryRows.join('\n')}</tbody></table>` : '<p class="muted">No subscription.</p>'}</section>`;
+}
 
-  // Recent errors.
+/** Recent errors. */
+function renderErrors(o: StatusOverview, now: number): string {
   const errorRows = o.errors.map(
     (e) =>
       `<tr><td>${since(e.at, now)} ago</td><td>${escapeHtml(e.kind)}</td><td><code>${short(e.accountId)}</code></td><td>${escapeHtml(e.what)}</td><td class="err">${escapeHtml(e.message)}</td></tr>`,
   );
-  parts.push(`<section id="errors"><h2>Recent errors</h2>
-${errorRows.length ? `<table><thead><tr><th>when</th><th>kind</th><th>account</th><th>what</th><th>error</th></tr></thead><tbody>${errorRows.join('\n')}</tbody></table>` : '<p class="muted">None.</p>'}</section>`);
+  return `<section id="errors"><h2>Recent errors</h2>
+${errorRows.length ? `<table><thead><tr><th>when</th><th>kind</th><th>account</th><th>what</th><th>error</th></tr></thead><tbody>${errorRows.join('\n')}</tbody></table>` : '<p class="muted">None.</p>'}</section>`;
+}
 
-  parts.push(
-    `<p class="small muted" id="generated" data-generated="${escapeHtml(o.generatedAt)}">Generated ${escapeHtml(o.generatedAt)}${o.temporal.taskQueue ? ` · task queue <code>${escapeHtml(o.temporal.taskQueue)}</code>` : ''}${o.temporal.uiUrl ? ` · ${link(o.temporal.uiUrl, 'Temporal UI')}` : ''} · <a href="/status.json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/docs">API reference</a></p>`,
-  );
+function renderFooter(o: StatusOverview): string {
+  return `<p class="small muted" id="generated" data-generated="${escapeHtml(o.generatedAt)}">Generated ${escapeHtml(o.generatedAt)}${o.temporal.taskQueue ? ` · task queue <code>${escapeHtml(o.temporal.taskQueue)}</code>` : ''}${o.temporal.uiUrl ? ` · ${link(o.temporal.uiUrl, 'Temporal UI')}` : ''} · <a href="/status.json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/docs">API reference</a></p>`;
+}
+
+/** The page's main part, section by section (also what the page's script re-fetches). */
+export function renderMain(o: StatusOverview): string {
+  const now = Date.parse(o.generatedAt);
+  const parts: string[] = [renderTotals(o)];
+  if (!o.temporal.reachable) parts.push(`<p class="warn">Temporal: ${escapeHtml(o.temporal.error)}. Progress of running passes is not shown.</p>`);
+  parts.push(renderAccounts(o), renderPolling(o, now));
+  if (o.freshness) parts.push(renderFreshness(o.freshness));
+  parts.push(renderActiveStreams(o, now), renderBudgets(o), renderInboxAndDeliveries(o), renderErrors(o, now), renderFooter(o));
   return parts.join('\n');
 }
 
