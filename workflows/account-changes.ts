@@ -6,11 +6,9 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
 import { accountSyncWorkflowId, eventsSignal } from './shared.ts';
 import { accountSyncWorkflow } from './account-sync.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-const { applyInbox } = proxyActivities<EventActivities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-});
+const { applyInbox } = proxyActivities<EventActivities>(activityProfiles.inbox);
 
 interface AccountChangesInput {
   accountId: string;

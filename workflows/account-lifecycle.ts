@@ -3,13 +3,9 @@
 // the purge of an unlinked account's data once its retention has run out.
 import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { AccountActivities } from '../activities/accounts.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-// A probe makes at most one upstream request and never throws for the upstream's trouble: a retry
-// here is only for a worker or database that failed, and is short.
-const { probeAccount, purgeUnlinkedAccount } = proxyActivities<AccountActivities>({
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '5 minutes' },
-});
+const { probeAccount, purgeUnlinkedAccount } = proxyActivities<AccountActivities>(activityProfiles.lifecycle);
 
 export interface AccountProbeInput {
   accountId: string;

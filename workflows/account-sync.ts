@@ -13,33 +13,17 @@ import { runBounded } from './bounded.ts';
 import { accountProgressQuery, childrenWorkflowId, rootMessage, streamWorkflowId, type AccountProgress } from './shared.ts';
 import { childStreamsWorkflow } from './child-streams.ts';
 import { streamSyncWorkflow } from './stream-sync.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-// These heartbeat every 5 s (activities/heartbeat.ts): a killed worker's plan is retried after 20 s
-// instead of the 2-minute start-to-close. Activity options change no command: no patched() guard
-// (CONTRIBUTING.md "Changing workflow code").
-const { planAccount, listParentIds, retireRemovedProjects, planChildren } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '2 minutes',
-  heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
-});
-
-// A sweep heartbeats every 5 s; a killed worker's sweep is retried elsewhere within a minute and skips
-// the streams it finished (their passes are done in Postgres).
-const { sweepScopes } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '2 hours',
-  heartbeatTimeout: '60 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
-});
+const { planAccount, listParentIds, retireRemovedProjects, planChildren } = proxyActivities<SyncActivities>(activityProfiles.plan);
+const { sweepScopes } = proxyActivities<SyncActivities>(activityProfiles.sweep);
 
 /** Small streams per sweep activity. */
 const sweepSize = 100;
 /** A parent scope with more parents than this gets a children workflow of its own (which continues as new). */
 const inlineParentsMax = 1000;
 
-const { registerWebhooks } = proxyActivities<EventActivities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '2 seconds', maximumInterval: '1 minute', maximumAttempts: 5 },
-});
+const { registerWebhooks } = proxyActivities<EventActivities>(activityProfiles.webhooks);
 
 export interface AccountSyncInput {
   accountId: string;

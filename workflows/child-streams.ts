@@ -3,16 +3,10 @@
 import { continueAsNew, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { SliceCounts, SyncActivities } from '../activities/sync.ts';
 import { streamProgressQuery, type StreamProgress } from './shared.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-const { listParentIds } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
-});
-const { syncChildren } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '60 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
-});
+const { listParentIds } = proxyActivities<SyncActivities>(activityProfiles.parents);
+const { syncChildren } = proxyActivities<SyncActivities>(activityProfiles.children);
 
 export interface ChildStreamsInput {
   accountId: string;

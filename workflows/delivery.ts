@@ -2,15 +2,9 @@
 // there is traffic and slower when idle; ends when the subscription is deleted.
 import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { DeliveryActivities } from '../activities/delivery.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-// The activity heartbeats every 5 s (activities/heartbeat.ts): a worker killed mid-delivery has it
-// retried after 20 s, not after the 2-minute start-to-close. Activity options change no command, so
-// this needs no patched() guard (CONTRIBUTING.md "Changing workflow code").
-const { deliverChanges } = proxyActivities<DeliveryActivities>({
-  startToCloseTimeout: '2 minutes',
-  heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 minutes' },
-});
+const { deliverChanges } = proxyActivities<DeliveryActivities>(activityProfiles.delivery);
 
 export async function subscriptionDeliveryWorkflow(input: { subscriptionId: string }): Promise<void> {
   let idle = 0;

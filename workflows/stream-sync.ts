@@ -4,12 +4,9 @@ import { continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from 
 import type { SliceCounts, SyncActivities, SyncSliceInput } from '../activities/sync.ts';
 import { asyncPollIntervalMs } from '../lib/async-requests.ts';
 import { streamProgressQuery, type StreamProgress } from './shared.ts';
+import { activityProfiles } from './activity-profiles.ts';
 
-const { syncSlice } = proxyActivities<SyncActivities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
-});
+const { syncSlice } = proxyActivities<SyncActivities>(activityProfiles.slice);
 
 interface StreamSyncInput extends SyncSliceInput {
   /** Totals of earlier runs of this pass (carried over continue-as-new). */
