@@ -198,11 +198,14 @@ export class ResourceReads {
     return scopesFor(this.deps.pool, this.projects, r.account, def, r.request, parentRef);
   }
 
-  /** Folders are read one project at a time: the one scope Project-Id names. */
-  async oneProject(r: ReadScope): Promise<string> {
+  /**
+   * Folders are read one project at a time: the one scope Project-Id names, or undefined for
+   * `Project-Id: *`, whose answer is the upstream's (the caller forwards it).
+   */
+  async oneProject(r: ReadScope): Promise<string | undefined> {
     const scopes = await this.scopes(r, foldersDef());
-    if (scopes === 'all' || scopes.length !== 1)
-      throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
+    if (scopes === 'all') return undefined;
+    if (scopes.length !== 1) throw new BadRequestError('Folders are read one project at a time: send a Project-Id header naming one project.');
     return scopes[0]!;
   }
 

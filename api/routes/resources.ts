@@ -178,6 +178,8 @@ function handlers(reads: ResourceReads) {
       const plan = planGet(reads.readRequest(request, def), debugId);
       const scopes = await reads.scopes(r, def, request.params.parentId);
       if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+      // An object is read in one project: the upstream's own answer to `Project-Id: *` is relayed.
+      if (scopes === 'all') return reads.forwarded(r, reply, `Project-Id: * names no one project, and a single ${def.name} is read in its own`);
       const found = await reads.readObject(r, def, scopes, ref);
       if (found && reads.objectFreshEnough(r, def, scopes, ref, found)) return sendJson(reply, prefix, found);
       if (!found && (await reads.notSyncedYet(r, def.name, scopes))) return reads.fromUpstream(r, reply, def, scopes);
@@ -195,6 +197,8 @@ function handlers(reads: ResourceReads) {
   const unservedFolders = (r: ReadScope, sub?: 'files' | 'folders'): string | undefined =>
     reads.notServed(r.account, foldersDef) ?? (sub ? reads.notServed(r.account, resourceDef(sub)!) : undefined);
 
+  const allProjects = 'Project-Id: * names no one project, and folders are read one project at a time';
+
   const rootFolder = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const r = await reads.open(request);
     const unserved = unservedFolders(r);
@@ -202,6 +206,7 @@ function handlers(reads: ResourceReads) {
     const plan = planGet(reads.readRequest(request, foldersDef), debugId);
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+    if (scope === undefined) return reads.forwarded(r, reply, allProjects);
     if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
     const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
     if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
@@ -217,6 +222,7 @@ function handlers(reads: ResourceReads) {
     const plan = planGet(reads.readRequest(request, foldersDef), debugId);
     const scope = await reads.oneProject(r);
     if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+    if (scope === undefined) return reads.forwarded(r, reply, allProjects);
     if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
     // A folder is answered with its files and subfolders: its copy is as old as theirs.
     const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
@@ -237,6 +243,7 @@ function handlers(reads: ResourceReads) {
       const plan = planPagesOnly(reads.readRequest(request, foldersDef), debugId);
       const scope = await reads.oneProject(r);
       if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+      if (scope === undefined) return reads.forwarded(r, reply, allProjects);
       // Not synced (or not served by the account's source system at all): the upstream answers.
       if (await reads.notSyncedYet(r, sub, [scope])) return reads.fromUpstream(r, reply, resourceDef(sub)!, [scope]);
       const tooOld = await reads.tooOld(r, ['folders', sub], [scope]);

@@ -106,6 +106,10 @@ describe('read parity: the mirror answers as the upstream does', { timeout: 600_
         assertSame(`${def.path} * per_page=1000`, whole, def);
         const total = (whole.upstream.body as { data: Json[] }).data.length;
         assert.ok(total > 0, `${slug} serves some ${def.name} across projects`);
+        // One object asked with Project-Id: * is answered as the upstream answers it (its refusal).
+        const first = (whole.upstream.body as { data: Json[] }).data[0]!;
+        const one = await both(slug, `${def.path}/${encodeURIComponent(String(first.id))}`, headers);
+        assert.deepEqual(one.mirror, one.upstream, `${def.path}/<id> with Project-Id *: the upstream's answer`);
         for (const perPage of [1, 4, 25]) {
           const pages = Math.min(Math.ceil(total / perPage) + 1, 40);
           for (let page = 1; page <= pages; page++) {
