@@ -17,6 +17,7 @@ import type { AccountStore } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import { finishPass } from '../mirror/records/finish-pass.ts';
 import { knownPages, stageKeptPage, type KnownPage } from '../mirror/records/kept-pages.ts';
+import { appendedOrdinal } from '../mirror/records/object-writes.ts';
 import { crossProjectKey, stagePage } from '../mirror/records/page-write.ts';
 import {
   beginOrResumePass,
@@ -263,7 +264,9 @@ export class SliceRunner {
               key,
               pass,
               records: (page ?? (await fetcher.again(pageNo, digest!))).records,
-              ordinalBase: (pageNo - 1) * checkpoint.perPage,
+              // A full pass reads the whole list: its pages give each record its place. An incremental
+              // one reads only what changed: those keep their places, and new ones go after the rest.
+              ...(fullPass ? { ordinalBase: (pageNo - 1) * checkpoint.perPage } : { ordinalBase: await appendedOrdinal(pool, key), keepOrdinal: true }),
               what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${pageNo}`,
               ...(seen ? { seen } : {}),
               insertOnly,

@@ -11,12 +11,21 @@ import { volatileFields, writePage, type WriteCounts } from './page-write.ts';
  */
 export async function applyObjects(pool: Pool, key: StreamKey, items: readonly Record<string, unknown>[]): Promise<WriteCounts> {
   if (items.length === 0) return { inserted: 0, updated: 0, unchanged: 0 };
-  const { rows } = await pool.query<{ n: number | null }>(`SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND scope = $3`, [
-    key.accountId,
-    key.resource,
-    key.scope,
-  ]);
-  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, records: { items }, ordinalBase: rows[0]?.n ?? 0, keepOrdinal: true });
+  return writePage(pool, { key, pass: { streamId: 0, generation: 0 }, records: { items }, ordinalBase: await appendedOrdinal(pool, key), keepOrdinal: true });
+}
+
+/**
+ * The place after every known record of a list, where a record the upstream just added goes until
+ * a full pass reads the whole list again. For a list across projects (scope `project=*`), after
+ * every record of each of its projects.
+ */
+export async function appendedOrdinal(pool: Pool, key: StreamKey): Promise<number> {
+  const across = key.scope.includes('*');
+  const { rows } = await pool.query<{ n: number | null }>(
+    `SELECT max(ordinal) + 1 AS n FROM records WHERE account_id = $1 AND resource = $2 AND ${across ? 'scope LIKE $3' : 'scope = $3'}`,
+    [key.accountId, key.resource, across ? key.scope.replaceAll('%', '\\%').replaceAll('_', '\\_').replace('*', '%') : key.scope],
+  );
+  return rows[0]?.n ?? 0;
 }
 
 /**

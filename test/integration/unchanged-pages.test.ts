@@ -22,8 +22,8 @@ describe('unchanged pages of a full pass', { timeout: 240_000 }, () => {
     await h?.close();
   });
 
-  async function pass() {
-    const result = await (await h.sync.start({ accountId: account.accountId, mode: 'full', resource: 'customers' })).result();
+  async function pass(mode: 'full' | 'incremental' = 'full') {
+    const result = await (await h.sync.start({ accountId: account.accountId, mode, resource: 'customers' })).result();
     assert.deepEqual(result.failed, []);
   }
 
@@ -116,6 +116,31 @@ describe('unchanged pages of a full pass', { timeout: 240_000 }, () => {
     assert.equal(run.updated, 1);
     assert.equal(run.deleted, 1);
     assert.equal(run.unchanged, customers - 2);
+    await assertMirrorEqualsUpstream();
+  });
+
+  it('an incremental pass leaves changed records where the upstream lists them', async () => {
+    // The changes come as a short list filtered on update time; their places are those of the whole list.
+    const before = await pages();
+    const changed = [before[1]!.ids[300]!, before[2]!.ids[40]!];
+    for (const id of changed) {
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', {
+        account_token: account.accountToken,
+        resource: 'customers',
+        id,
+        patch: { name: 'Changed before an incremental pass' },
+      });
+    }
+    await pass('incremental');
+    const { rows } = await h.services.pool.query<{ name: string }>(
+      `SELECT data->>'name' AS name FROM records WHERE account_id = $1 AND resource = 'customers' AND scope = '' AND id = ANY($2::text[])`,
+      [account.accountId, changed],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.name),
+      changed.map(() => 'Changed before an incremental pass'),
+      'the incremental pass wrote the changes',
+    );
     await assertMirrorEqualsUpstream();
   });
 });
