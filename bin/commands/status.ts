@@ -19,140 +19,19 @@ export const statusCommand: Command = {
     const services = await cliServices();
     try {
       const accountId = typeof v.account === 'string' ? await resolveAccount(services, v.account) : undefined;
-      const [accounts, all, polling, freshness] = await Promise.all([
-        accountsOverview(services.pool, { accountId }),
-        streamStatuses(services.pool, { accountId }),
-        pollingOverview(services.pool, { ...(accountId ? { accountId } : {}), next: 5 }),
-        freshnessOverview(services.pool, freshnessSettings(services.config), accountId ? { accountId } : {}),
-      ]);
-      const now = Date.now();
-      const due = (iso: string | null) => (iso === null ? '-' : Date.parse(iso) <= now ? 'next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
-      const statuses = v.failed ? all.filter((s) => s.state === 'failed') : all;
-      const anyFailed = all.some((s) => s.state === 'failed');
+      const overview = await loadOverview(services, accountId);
+      const statuses = v.failed ? overview.all.filter((s) => s.state === 'failed') : overview.all;
+      const anyFailed = overview.all.some((s) => s.state === 'failed');
       if (v.json) {
-        const byAccount = (id: string) => statuses.filter((s) => s.accountId === id);
-        console.log(
-          JSON.stringify(
-            {
-              generatedAt: new Date().toISOString(),
-              accounts: accounts.map((a) => ({
-                ...a,
-                resources: summarise(byAccount(a.id)).map(withLag(byAccount(a.id))),
-                polling: polling.groups.filter((g) => g.accountId === a.id),
-                freshness: {
-                  target: freshness.accounts.find((f) => f.accountId === a.id) ?? null,
-                  resources: freshness.resources.filter((r) => r.accountId === a.id),
-                },
-                streams: byAccount(a.id),
-              })),
-            },
-            null,
-            2,
-          ),
-        );
+        console.log(JSON.stringify(asJson(overview, statuses), null, 2));
         return anyFailed ? exitCode.failed : exitCode.ok;
       }
-      if (accounts.length === 0) {
+      if (overview.accounts.length === 0) {
         console.log('No linked account yet. Link one with `npx mirror link --reference-id <your user id>`.');
         return;
       }
-      for (const a of accounts) {
-        const mine = statuses.filter((s) => s.accountId === a.id);
-        console.log(
-          `\n${a.id}  ${a.sourceSystemName} (${a.sourceSystem})  ${a.status}  ref ${a.referenceId}  ${a.liveRecords} records  lag ${age(a.lagSeconds)}`,
-        );
-        if (mine.length === 0) {
-          console.log(v.failed ? '  no failed stream' : '  no stream yet: its first pass has not started (is a worker running?)');
-          continue;
-        }
-        if (v.streams || v.failed) {
-          console.log(
-            indent(
-              table(
-                ['resource', 'scope', 'state', '>records', 'last fresh', '>lag', 'next due', 'why', 'last error'],
-                mine.map((s) => [
-                  s.resource,
-                  clip(s.scope || '-', 48),
-                  s.state,
-                  s.liveRecords,
-                  s.lastFreshAt ?? 'never',
-                  age(s.lagSeconds),
-                  due(s.nextDueAt),
-                  clip(s.dueReason, 60),
-                  clip(s.lastError, 70),
-                ]),
-              ),
-            ),
-          );
-        } else {
-          console.log(
-            indent(
-              table(
-                ['resource', '>streams', 'states', '>records', 'oldest fresh', '>lag', 'last error'],
-                summarise(mine)
-                  .map(withLag(mine))
-                  .map((r) => [
-                    r.resource,
-                    r.streams,
-                    Object.entries(r.states)
-                      .map(([k, n]) => `${k}:${n}`)
-                      .join(' '),
-                    r.liveRecords,
-                    r.oldestFreshAt ?? 'never',
-                    age(r.lagSeconds),
-                    clip(r.lastError, 70),
-                  ]),
-              ),
-            ),
-          );
-          // Freshness: per resource, how long ago its lists were verified; whether the plan meets the target.
-          const target = freshness.accounts.find((f) => f.accountId === a.id);
-          const fresh = freshness.resources.filter((r) => r.accountId === a.id);
-          if (target) {
-            console.log(
-              `\n  Freshness (target ${age(target.targetSeconds)}): ${
-                target.met
-                  ? 'met'
-                  : `missed by ${target.missingCount} of ${target.polledLists} polled lists (${target.missing.slice(0, 3).join(', ')}${target.missingCount > 3 ? ', ...' : ''}); ` +
-                    `would meet it: ${target.visitsPerMinuteNeeded.toFixed(1)} visits a minute` +
-                    (target.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${target.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget)")
-              }; cycle ${age(target.cycleSeconds)}, longest wait ${age(target.floorSeconds)}`,
-            );
-          }
-          if (fresh.length > 0) {
-            console.log(
-              indent(
-                table(
-                  ['resource', '>lists', '>p50', '>p95', '>max', 'within target'],
-                  fresh.map((r) => [r.resource, r.lists, age(r.p50), age(r.p95), age(r.max), r.met ? 'yes' : 'no']),
-                ),
-              ),
-            );
-          }
-          // Incremental passes' polling: a few lines whatever the number of streams.
-          const groups = polling.groups.filter((g) => g.accountId === a.id);
-          const next = polling.next.filter((n) => n.accountId === a.id);
-          console.log(`\n  Polling (when incremental passes list streams next):`);
-          console.log(
-            indent(
-              table(
-                ['>streams', 'why', 'first due'],
-                groups.map((g) => [g.streams, clip(g.reason, 70), due(g.nextDueAt)]),
-              ),
-            ),
-          );
-          if (next.length > 0) {
-            console.log(
-              indent(
-                table(
-                  ['next due', 'resource', 'scope', 'why'],
-                  next.map((n) => [due(n.nextDueAt), n.resource, clip(n.scope || '-', 48), clip(n.reason, 60)]),
-                ),
-              ),
-            );
-          }
-        }
-      }
+      const due = dueText(Date.now());
+      for (const a of overview.accounts) printAccount(a, overview, statuses, due, { streams: v.streams === true, failed: v.failed === true });
       if (anyFailed)
         console.log(
           `\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`,
@@ -163,6 +42,156 @@ export const statusCommand: Command = {
     }
   },
 };
+
+type Services = Awaited<ReturnType<typeof cliServices>>;
+type Overview = Awaited<ReturnType<typeof loadOverview>>;
+type Account = Overview['accounts'][number];
+type Due = (iso: string | null) => string;
+
+/** Everything the screen shows, read at once. */
+async function loadOverview(services: Services, accountId: string | undefined) {
+  const [accounts, all, polling, freshness] = await Promise.all([
+    accountsOverview(services.pool, { accountId }),
+    streamStatuses(services.pool, { accountId }),
+    pollingOverview(services.pool, { ...(accountId ? { accountId } : {}), next: 5 }),
+    freshnessOverview(services.pool, freshnessSettings(services.config), accountId ? { accountId } : {}),
+  ]);
+  return { accounts, all, polling, freshness };
+}
+
+/** When a stream is due, as a reader wants it: "next pass" once the time has come. */
+function dueText(now: number): Due {
+  return (iso) => (iso === null ? '-' : Date.parse(iso) <= now ? 'next pass' : `in ${age((Date.parse(iso) - now) / 1000)}`);
+}
+
+function asJson({ accounts, polling, freshness }: Overview, statuses: StreamStatus[]) {
+  const byAccount = (id: string) => statuses.filter((s) => s.accountId === id);
+  return {
+    generatedAt: new Date().toISOString(),
+    accounts: accounts.map((a) => ({
+      ...a,
+      resources: summarise(byAccount(a.id)).map(withLag(byAccount(a.id))),
+      polling: polling.groups.filter((g) => g.accountId === a.id),
+      freshness: {
+        target: freshness.accounts.find((f) => f.accountId === a.id) ?? null,
+        resources: freshness.resources.filter((r) => r.accountId === a.id),
+      },
+      streams: byAccount(a.id),
+    })),
+  };
+}
+
+function printAccount(a: Account, overview: Overview, statuses: StreamStatus[], due: Due, show: { streams: boolean; failed: boolean }): void {
+  const mine = statuses.filter((s) => s.accountId === a.id);
+  console.log(`\n${a.id}  ${a.sourceSystemName} (${a.sourceSystem})  ${a.status}  ref ${a.referenceId}  ${a.liveRecords} records  lag ${age(a.lagSeconds)}`);
+  if (mine.length === 0) {
+    console.log(show.failed ? '  no failed stream' : '  no stream yet: its first pass has not started (is a worker running?)');
+    return;
+  }
+  if (show.streams || show.failed) {
+    printStreams(mine, due);
+    return;
+  }
+  printResources(mine);
+  printFreshness(a.id, overview.freshness);
+  printPolling(a.id, overview.polling, due);
+}
+
+function printStreams(mine: StreamStatus[], due: Due): void {
+  console.log(
+    indent(
+      table(
+        ['resource', 'scope', 'state', '>records', 'last fresh', '>lag', 'next due', 'why', 'last error'],
+        mine.map((s) => [
+          s.resource,
+          clip(s.scope || '-', 48),
+          s.state,
+          s.liveRecords,
+          s.lastFreshAt ?? 'never',
+          age(s.lagSeconds),
+          due(s.nextDueAt),
+          clip(s.dueReason, 60),
+          clip(s.lastError, 70),
+        ]),
+      ),
+    ),
+  );
+}
+
+function printResources(mine: StreamStatus[]): void {
+  console.log(
+    indent(
+      table(
+        ['resource', '>streams', 'states', '>records', 'oldest fresh', '>lag', 'last error'],
+        summarise(mine)
+          .map(withLag(mine))
+          .map((r) => [
+            r.resource,
+            r.streams,
+            Object.entries(r.states)
+              .map(([k, n]) => `${k}:${n}`)
+              .join(' '),
+            r.liveRecords,
+            r.oldestFreshAt ?? 'never',
+            age(r.lagSeconds),
+            clip(r.lastError, 70),
+          ]),
+      ),
+    ),
+  );
+}
+
+/** Freshness: per resource, how long ago its lists were verified; whether the plan meets the target. */
+function printFreshness(accountId: string, freshness: Overview['freshness']): void {
+  const target = freshness.accounts.find((f) => f.accountId === accountId);
+  const fresh = freshness.resources.filter((r) => r.accountId === accountId);
+  if (target) {
+    console.log(
+      `\n  Freshness (target ${age(target.targetSeconds)}): ${
+        target.met
+          ? 'met'
+          : `missed by ${target.missingCount} of ${target.polledLists} polled lists (${target.missing.slice(0, 3).join(', ')}${target.missingCount > 3 ? ', ...' : ''}); ` +
+            `would meet it: ${target.visitsPerMinuteNeeded.toFixed(1)} visits a minute` +
+            (target.pollingShareNeeded !== null ? ` (SYNC_POLLING_SHARE=${target.pollingShareNeeded.toFixed(2)})` : " (more than the sync's budget)")
+      }; cycle ${age(target.cycleSeconds)}, longest wait ${age(target.floorSeconds)}`,
+    );
+  }
+  if (fresh.length > 0) {
+    console.log(
+      indent(
+        table(
+          ['resource', '>lists', '>p50', '>p95', '>max', 'within target'],
+          fresh.map((r) => [r.resource, r.lists, age(r.p50), age(r.p95), age(r.max), r.met ? 'yes' : 'no']),
+        ),
+      ),
+    );
+  }
+}
+
+/** Incremental passes' polling: a few lines whatever the number of streams. */
+function printPolling(accountId: string, polling: Overview['polling'], due: Due): void {
+  const groups = polling.groups.filter((g) => g.accountId === accountId);
+  const next = polling.next.filter((n) => n.accountId === accountId);
+  console.log(`\n  Polling (when incremental passes list streams next):`);
+  console.log(
+    indent(
+      table(
+        ['>streams', 'why', 'first due'],
+        groups.map((g) => [g.streams, clip(g.reason, 70), due(g.nextDueAt)]),
+      ),
+    ),
+  );
+  if (next.length > 0) {
+    console.log(
+      indent(
+        table(
+          ['next due', 'resource', 'scope', 'why'],
+          next.map((n) => [due(n.nextDueAt), n.resource, clip(n.scope || '-', 48), clip(n.reason, 60)]),
+        ),
+      ),
+    );
+  }
+}
 
 function indent(text: string): string {
   return text
