@@ -7,8 +7,18 @@
 import { ParentClosePolicy, executeChild, patched, proxyActivities, setHandler, uuid4 } from '@temporalio/workflow';
 import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
-import type { SweepItem, SyncActivities } from '../activities/sync.ts';
-import { allProjectsScope, childrenOf, formatScope, listPath, parseScope, resourceDef, type ScopePart } from '../lib/resources.ts';
+import type { AccountPlan, SweepItem, SyncActivities } from '../activities/sync.ts';
+import { allProjectsScope } from '../lib/resources.ts';
+import {
+  PassPlan,
+  childrenGroupsBeforeSweeps,
+  childrenWork,
+  inlineParentsMax,
+  retiresRemovedProjects,
+  sweepBatches,
+  type ChildrenGroup,
+  type StreamSpec,
+} from './account-pass-plan.ts';
 import { runBounded } from './bounded.ts';
 import { accountProgressQuery, childrenWorkflowId, rootMessage, streamWorkflowId, type AccountProgress } from './shared.ts';
 import { childStreamsWorkflow } from './child-streams.ts';
@@ -17,11 +27,6 @@ import { activityProfiles } from './activity-profiles.ts';
 
 const { planAccount, listParentIds, retireRemovedProjects, planChildren } = proxyActivities<SyncActivities>(activityProfiles.plan);
 const { sweepScopes } = proxyActivities<SyncActivities>(activityProfiles.sweep);
-
-/** Small streams per sweep activity. */
-const sweepSize = 100;
-/** A parent scope with more parents than this gets a children workflow of its own (which continues as new). */
-const inlineParentsMax = 1000;
 
 const { registerWebhooks } = proxyActivities<EventActivities>(activityProfiles.webhooks);
 
@@ -63,251 +68,113 @@ export interface AccountSyncResult {
   halted?: string;
 }
 
-interface Spec {
-  resource: string;
-  scope: string;
-  path: string;
-  projectId?: string;
-}
-
 export async function accountSyncWorkflow(input: AccountSyncInput): Promise<AccountSyncResult> {
-  const passKey = input.passKey ?? uuid4();
-  const mode = input.mode ?? 'full';
-  const concurrency = input.concurrency ?? 4;
-  const progress: AccountProgress = { phase: 'planning', streamsTotal: 0, streamsDone: 0, streamsFailed: 0, records: 0 };
-  setHandler(accountProgressQuery, () => progress);
-  const result: AccountSyncResult = { accountId: input.accountId, streams: 0, failed: [], records: 0, byResource: {} };
-
-  // The account's credentials refused (or the account unlinked) stops the whole pass, once: its
-  // remaining streams are not started, and none is reported failed. Passes begun before this replay as they ran.
-  const halts = (error: unknown): boolean => {
-    if (!isCredentialsRefusal(error) || !patched('account-states')) return false;
-    result.halted ??= rootMessage(error);
-    progress.phase = 'halted';
-    return true;
-  };
-  let plan: Awaited<ReturnType<typeof planAccount>>;
+  const run = new PassRun(input);
+  setHandler(accountProgressQuery, () => run.progress);
+  let plan: AccountPlan;
   try {
     plan = await planAccount({ accountId: input.accountId });
   } catch (error) {
-    if (halts(error)) return result;
+    if (run.halts(error)) return run.result;
     throw error;
   }
   // An account's own incremental pass polls adaptively: the activities skip streams that are not due
   // (mirror/streams/polling.ts). A targeted pass lists what it names. Passes begun before this replay as they ran.
-  const adaptive = mode === 'incremental' && input.resource === undefined && input.scope === undefined && patched('adaptive-polling');
-  const adaptiveFlag = adaptive ? { adaptive: true } : {};
-  const kindOf = new Map(plan.resources.map((r) => [r.name, r.scope]));
-  const wanted = (r: string) =>
-    kindOf.has(r) && (input.resource === undefined || input.resource === r || r === 'projects' || resourceDef(input.resource)?.parent === r);
-  const wantedScope = (scope: string) =>
-    input.scope === undefined || scope === input.scope || input.scope.startsWith(`${scope}/`) || scope.startsWith(`${input.scope}/`);
+  if (run.mode === 'incremental' && input.resource === undefined && input.scope === undefined && patched('adaptive-polling')) run.adaptive = true;
+  const p = new PassPlan(plan, input);
+  await accountPhase(run, p);
+  const { projectIds, sweeping } = await projectPhase(run, p);
+  await childrenPhase(run, p, projectIds, sweeping);
+  await closingPhase(run, p);
+  if (run.result.halted === undefined) run.progress.phase = 'done';
+  return run.result;
+}
 
-  /** `onRefused`: a stream across projects that the upstream will not list so (it is run per project instead). */
-  const run = async (spec: Spec, onRefused?: () => void): Promise<void> => {
-    if (result.halted !== undefined) return;
-    progress.streamsTotal++;
-    result.streams++;
-    try {
-      const totals = await executeChild(streamSyncWorkflow, {
-        workflowId: streamWorkflowId(input.accountId, spec.resource, spec.scope),
-        args: [{ accountId: input.accountId, ...spec, passKey, mode, ...adaptiveFlag }],
-        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-      });
-      progress.records += totals.records;
-      result.records += totals.records;
-      result.byResource[spec.resource] = (result.byResource[spec.resource] ?? 0) + totals.records;
-      progress.streamsDone++;
-    } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) {
-        // Another run of this stream is in progress (a resync): it will bring it up to date.
-        progress.streamsDone++;
-        return;
-      }
-      if (onRefused && isCrossProjectRefusal(error)) {
-        onRefused();
-        progress.streamsDone++;
-        return;
-      }
-      if (halts(error)) return;
-      progress.streamsFailed++;
-      result.failed.push({ resource: spec.resource, scope: spec.scope, records: 0, error: rootMessage(error) });
-    }
-  };
+/** 1. Account-level resources; projects first, since everything project-scoped hangs off them. */
+async function accountPhase(run: PassRun, p: PassPlan): Promise<void> {
+  run.progress.phase = 'account';
+  const { projects, others } = p.accountStreams();
+  if (projects) await run.stream(projects);
+  await runBounded(others, run.concurrency, (spec) => run.stream(spec));
+}
 
-  // 1. Account-level resources; projects first, since everything project-scoped hangs off them.
-  progress.phase = 'account';
-  const top = plan.resources.filter((r) => r.scope === 'account' && wanted(r.name)).map((r) => r.name);
-  if (top.includes('projects')) await run({ resource: 'projects', scope: '', path: listPath('projects') });
-  const accountSpecs = top.filter((r) => r !== 'projects').map((r) => ({ resource: r, scope: '', path: listPath(r) }));
-  await runBounded(
-    accountSpecs.filter((s) => wantedScope(s.scope)),
-    concurrency,
-    run,
-  );
-
-  // 2. Project-scoped resources: one stream across projects where the source system lists the
-  // resource so (a targeted resync of one project aside), else one stream per project.
-  progress.phase = 'projects';
-  const projectLevel = plan.resources.filter((r) => r.scope === 'project' && wanted(r.name)).map((r) => r.name);
-  const projectScopes: { scope: string; parts: ScopePart[]; projectId: string }[] = [];
-  if (projectLevel.length > 0 && kindOf.has('projects')) {
-    const projectIds = await listParentIds({ accountId: input.accountId, parentResource: 'projects', parentScope: '' });
-    for (const id of projectIds) projectScopes.push({ scope: formatScope([['project', id]]), parts: [['project', id]], projectId: id });
-  }
-  const perProject = (names: readonly string[]): Spec[] =>
-    projectScopes
-      .flatMap((p) => names.map((r) => ({ resource: r, scope: p.scope, path: listPath(r), projectId: p.projectId })))
-      .filter((s) => wantedScope(s.scope));
+/**
+ * 2. Project-scoped resources: one stream across projects where the source system lists the
+ * resource so (a targeted resync of one project aside), else one stream per project. A list across
+ * projects the upstream refuses is listed per project in the same pass (and the refusal is remembered).
+ */
+async function projectPhase(run: PassRun, p: PassPlan): Promise<{ projectIds: string[]; sweeping: boolean }> {
+  run.progress.phase = 'projects';
+  const projectIds = p.needsProjectIds() ? await listParentIds({ accountId: run.input.accountId, parentResource: 'projects', parentScope: '' }) : [];
   // Passes begun before lists across projects existed replay as they ran (one stream per project).
-  const crossLists = projectLevel.length > 0 && input.scope === undefined && patched('cross-project-lists');
-  const across = crossLists ? plan.resources.filter((r) => projectLevel.includes(r.name) && r.crossProject !== false).map((r) => r.name) : [];
+  const crossLists = p.mayListAcross() && patched('cross-project-lists');
+  const { across, perProject } = p.projectStreams(projectIds, crossLists);
   const refused: string[] = [];
-  const acrossSpecs: Spec[] = across.map((r) => ({ resource: r, scope: allProjectsScope, path: listPath(r), projectId: '*' }));
+  const refusedAcross = (spec: StreamSpec) => () => refused.push(spec.resource);
   // Many small streams (per project, per parent) are swept inside activities rather than each run
   // by a workflow of its own: workflows per pass stay about the number of resources.
   const sweeping = patched('sweep-scopes');
-  const sweep = async (items: SweepItem[]): Promise<void> => {
-    if (result.halted !== undefined) return;
-    progress.streamsTotal += items.length;
-    result.streams += items.length;
-    try {
-      const r = await sweepScopes({ accountId: input.accountId, passKey, mode, items, ...adaptiveFlag });
-      if (r.notDue) result.notDue = (result.notDue ?? 0) + r.notDue;
-      progress.records += r.records;
-      result.records += r.records;
-      // A sweep holds one resource's streams.
-      result.byResource[items[0]!.resource] = (result.byResource[items[0]!.resource] ?? 0) + r.records;
-      progress.streamsDone += items.length - r.failed.length;
-      progress.streamsFailed += r.failed.length;
-      for (const f of r.failed) result.failed.push({ resource: f.resource, scope: f.scope, records: 0, error: f.error });
-    } catch (error) {
-      if (halts(error)) return;
-      progress.streamsFailed += items.length;
-      const message = rootMessage(error);
-      for (const item of items) result.failed.push({ resource: item.resource, scope: item.scope, records: 0, error: message });
-    }
-  };
-  const sweepsOf = (items: SweepItem[]): SweepItem[][] => {
-    const byResource = new Map<string, SweepItem[]>();
-    for (const item of items) byResource.set(item.resource, [...(byResource.get(item.resource) ?? []), item]);
-    const batches: SweepItem[][] = [];
-    for (const list of byResource.values()) for (let i = 0; i < list.length; i += sweepSize) batches.push(list.slice(i, i + sweepSize));
-    return batches;
-  };
-  const perProjectRest = perProject(projectLevel.filter((r) => !across.includes(r)));
   if (sweeping) {
     // Streams across projects and sweeps of the per-project ones, side by side.
-    await runBounded([...acrossSpecs.map((spec) => ({ spec })), ...sweepsOf(perProjectRest).map((batch) => ({ batch }))], concurrency, (job) =>
-      'spec' in job ? run(job.spec, () => refused.push(job.spec.resource)) : sweep(job.batch),
-    );
-    if (refused.length > 0) await runBounded(sweepsOf(perProject(refused)), concurrency, sweep);
+    const jobs = [...across.map((spec) => ({ spec })), ...sweepBatches(perProject).map((batch) => ({ batch }))];
+    await runBounded(jobs, run.concurrency, (job) => ('spec' in job ? run.stream(job.spec, refusedAcross(job.spec)) : run.sweep(job.batch)));
+    if (refused.length > 0) await runBounded(sweepBatches(p.perProject(refused, projectIds)), run.concurrency, (batch) => run.sweep(batch));
   } else {
-    await runBounded([...acrossSpecs, ...perProjectRest], concurrency, (spec) =>
-      spec.scope === allProjectsScope ? run(spec, () => refused.push(spec.resource)) : run(spec),
+    await runBounded([...across, ...perProject], run.concurrency, (spec) =>
+      spec.scope === allProjectsScope ? run.stream(spec, refusedAcross(spec)) : run.stream(spec),
     );
-    // Refused across projects (now remembered): this pass lists them per project.
-    if (refused.length > 0) await runBounded(perProject(refused), concurrency, run);
+    if (refused.length > 0) await runBounded(p.perProject(refused, projectIds), run.concurrency, (spec) => run.stream(spec));
   }
+  return { projectIds, sweeping };
+}
 
-  // 3. Children, listed through each live parent object: one workflow per parent scope and child
-  // resource, which syncs every parent's children in batches. An incremental pass lists them only
-  // under parents that changed since their children's last complete pass (and none where none did).
-  progress.phase = 'children';
-  const groups: { resource: string; parentResource: string; parentScope: string; projectId?: string; changedFor?: string }[] = [];
-  const changedOnly = sweeping && mode === 'incremental';
-  const childItems: SweepItem[] = [];
-  for (const parent of plan.resources) {
-    const children = childrenOf(parent.name).filter((c) => wanted(c.name));
-    if (children.length === 0) continue;
-    const parentScopes = (parent.scope === 'project' ? projectScopes : [{ scope: '', parts: [] as ScopePart[], projectId: undefined }]).filter((ps) =>
-      wantedScope(ps.scope),
-    );
-    if (sweeping) {
-      // Small parent scopes' children are swept; a big one gets its own children workflow.
-      for (const child of children) {
-        const cp = await planChildren({
-          accountId: input.accountId,
-          parentResource: parent.name,
-          parentScopes: parentScopes.map((ps) => ps.scope),
-          childResource: child.name,
-          changedOnly,
-          inlineMax: inlineParentsMax,
-        });
-        for (const ps of parentScopes) {
-          const projectId = ps.projectId ? { projectId: ps.projectId } : {};
-          for (const id of cp.inline[ps.scope] ?? []) {
-            childItems.push({
-              resource: child.name,
-              scope: formatScope([...parseScope(ps.scope), [parent.name, id]]),
-              path: listPath(child.name, id),
-              ...projectId,
-            });
-          }
-          if (cp.big.includes(ps.scope))
-            groups.push({
-              resource: child.name,
-              parentResource: parent.name,
-              parentScope: ps.scope,
-              ...projectId,
-              ...(changedOnly ? { changedFor: child.name } : {}),
-            });
-        }
-      }
+/**
+ * 3. Children, listed through each live parent object. Small parent scopes' children are swept; a big
+ * one gets a children workflow, which syncs every parent's children in batches. An incremental pass
+ * lists them only under parents that changed since their children's last complete pass (and none
+ * where none did). Passes begun before sweeps run a children workflow per parent scope.
+ */
+async function childrenPhase(run: PassRun, p: PassPlan, projectIds: string[], sweeping: boolean): Promise<void> {
+  run.progress.phase = 'children';
+  const changedOnly = sweeping && run.mode === 'incremental';
+  const items: SweepItem[] = [];
+  const groups: ChildrenGroup[] = [];
+  for (const entry of p.childParents(projectIds)) {
+    if (!sweeping) {
+      groups.push(...childrenGroupsBeforeSweeps(entry));
       continue;
     }
-    // Passes begun before sweeps: a children workflow per parent scope, as they ran.
-    for (const ps of parentScopes) {
-      for (const child of children)
-        groups.push({ resource: child.name, parentResource: parent.name, parentScope: ps.scope, ...(ps.projectId ? { projectId: ps.projectId } : {}) });
+    for (const child of entry.children) {
+      const plan = await planChildren({
+        accountId: run.input.accountId,
+        parentResource: entry.parent,
+        parentScopes: entry.parentScopes.map((ps) => ps.scope),
+        childResource: child,
+        changedOnly,
+        inlineMax: inlineParentsMax,
+      });
+      const work = childrenWork(entry, child, plan, changedOnly);
+      items.push(...work.items);
+      groups.push(...work.groups);
     }
   }
-  await runBounded([...sweepsOf(childItems).map((batch) => ({ batch })), ...groups.map((group) => ({ group }))], concurrency, async (job) => {
-    if ('batch' in job) return sweep(job.batch);
-    if (result.halted !== undefined) return;
-    const g = job.group;
-    progress.streamsTotal++;
+  const jobs = [...sweepBatches(items).map((batch) => ({ batch })), ...groups.map((group) => ({ group }))];
+  await runBounded(jobs, run.concurrency, (job) => ('batch' in job ? run.sweep(job.batch) : run.children(job.group)));
+}
+
+/** 4. Retiring the projects a full pass no longer found, and registering webhooks when asked. */
+async function closingPhase(run: PassRun, p: PassPlan): Promise<void> {
+  const { input, result } = run;
+  const failedResources = result.failed.map((f) => f.resource);
+  if (result.halted === undefined && retiresRemovedProjects(p, run.mode, failedResources) && patched('retire-removed-projects')) {
     try {
-      const totals = await executeChild(childStreamsWorkflow, {
-        workflowId: childrenWorkflowId(input.accountId, g.resource, g.parentScope),
-        args: [{ accountId: input.accountId, ...g, passKey, mode }],
-        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-      });
-      result.streams += totals.streams;
-      progress.records += totals.records;
-      result.records += totals.records;
-      result.byResource[g.resource] = (result.byResource[g.resource] ?? 0) + totals.records;
-      for (const f of totals.failed) result.failed.push({ resource: g.resource, scope: f.scope, records: 0, error: f.error });
-      progress.streamsDone++;
-    } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) {
-        progress.streamsDone++;
-        return;
-      }
-      if (halts(error)) return;
-      progress.streamsFailed++;
-      result.failed.push({ resource: g.resource, scope: g.parentScope, records: 0, error: rootMessage(error) });
-    }
-  });
-  // A full pass whose projects' list completed: records of projects it no longer found are deleted
-  // (their streams are not run any more, so nothing else would). Never after a failed projects pass.
-  if (
-    result.halted === undefined &&
-    mode === 'full' &&
-    input.resource === undefined &&
-    input.scope === undefined &&
-    kindOf.has('projects') &&
-    !result.failed.some((f) => f.resource === 'projects') &&
-    patched('retire-removed-projects')
-  ) {
-    try {
-      result.deletedWithProjects = await retireRemovedProjects({ accountId: input.accountId, passKey });
+      result.deletedWithProjects = await retireRemovedProjects({ accountId: input.accountId, passKey: run.passKey });
     } catch (error) {
       result.failed.push({ resource: 'projects', scope: '', records: 0, error: rootMessage(error) });
     }
   }
   if (input.registerWebhooks && result.halted === undefined) {
-    progress.phase = 'webhooks';
+    run.progress.phase = 'webhooks';
     try {
       await registerWebhooks({ accountId: input.accountId });
     } catch (error) {
@@ -315,8 +182,134 @@ export async function accountSyncWorkflow(input: AccountSyncInput): Promise<Acco
       result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: rootMessage(error) });
     }
   }
-  if (result.halted === undefined) progress.phase = 'done';
-  return result;
+}
+
+/** One pass's running state: its result and progress, and the three kinds of work it starts. */
+class PassRun {
+  readonly passKey: string;
+  readonly mode: 'full' | 'incremental';
+  readonly concurrency: number;
+  readonly progress: AccountProgress = { phase: 'planning', streamsTotal: 0, streamsDone: 0, streamsFailed: 0, records: 0 };
+  readonly result: AccountSyncResult;
+  /** Streams not due are skipped (an account's own incremental pass). */
+  adaptive = false;
+
+  constructor(readonly input: AccountSyncInput) {
+    this.passKey = input.passKey ?? uuid4();
+    this.mode = input.mode ?? 'full';
+    this.concurrency = input.concurrency ?? 4;
+    this.result = { accountId: input.accountId, streams: 0, failed: [], records: 0, byResource: {} };
+  }
+
+  /**
+   * The account's credentials refused (or the account unlinked) stops the whole pass, once: its
+   * remaining streams are not started, and none is reported failed. Passes begun before this replay as they ran.
+   */
+  halts(error: unknown): boolean {
+    if (!isCredentialsRefusal(error) || !patched('account-states')) return false;
+    this.result.halted ??= rootMessage(error);
+    this.progress.phase = 'halted';
+    return true;
+  }
+
+  /** One stream in a stream workflow. `onRefused`: a stream across projects the upstream will not list so (it is run per project instead). */
+  async stream(spec: StreamSpec, onRefused?: () => void): Promise<void> {
+    if (this.result.halted !== undefined) return;
+    this.progress.streamsTotal++;
+    this.result.streams++;
+    await this.settle(
+      async () => {
+        const totals = await executeChild(streamSyncWorkflow, {
+          workflowId: streamWorkflowId(this.input.accountId, spec.resource, spec.scope),
+          args: [{ accountId: this.input.accountId, ...spec, passKey: this.passKey, mode: this.mode, ...(this.adaptive ? { adaptive: true } : {}) }],
+          parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        });
+        this.count(spec.resource, totals.records);
+        this.progress.streamsDone++;
+      },
+      (error) => this.failed(1, [{ resource: spec.resource, scope: spec.scope }], error),
+      onRefused,
+    );
+  }
+
+  /** Small streams of one resource, swept by one activity. */
+  async sweep(items: SweepItem[]): Promise<void> {
+    if (this.result.halted !== undefined) return;
+    this.progress.streamsTotal += items.length;
+    this.result.streams += items.length;
+    await this.settle(
+      async () => {
+        const r = await sweepScopes({
+          accountId: this.input.accountId,
+          passKey: this.passKey,
+          mode: this.mode,
+          items,
+          ...(this.adaptive ? { adaptive: true } : {}),
+        });
+        if (r.notDue) this.result.notDue = (this.result.notDue ?? 0) + r.notDue;
+        this.count(items[0]!.resource, r.records);
+        this.progress.streamsDone += items.length - r.failed.length;
+        this.progress.streamsFailed += r.failed.length;
+        for (const f of r.failed) this.result.failed.push({ resource: f.resource, scope: f.scope, records: 0, error: f.error });
+      },
+      (error) => this.failed(items.length, items, error),
+    );
+  }
+
+  /** The children of one big parent scope, in a children workflow. */
+  async children(g: ChildrenGroup): Promise<void> {
+    if (this.result.halted !== undefined) return;
+    this.progress.streamsTotal++;
+    await this.settle(
+      async () => {
+        const totals = await executeChild(childStreamsWorkflow, {
+          workflowId: childrenWorkflowId(this.input.accountId, g.resource, g.parentScope),
+          args: [{ accountId: this.input.accountId, ...g, passKey: this.passKey, mode: this.mode }],
+          parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        });
+        this.result.streams += totals.streams;
+        this.count(g.resource, totals.records);
+        for (const f of totals.failed) this.result.failed.push({ resource: g.resource, scope: f.scope, records: 0, error: f.error });
+        this.progress.streamsDone++;
+      },
+      (error) => this.failed(1, [{ resource: g.resource, scope: g.parentScope }], error),
+    );
+  }
+
+  /**
+   * Runs one piece of the pass; what it throws is sorted: another run of the same workflow already in
+   * progress (a resync, which brings it up to date), a list across projects refused, the account
+   * halted, or a failure of what it ran, reported without failing the pass.
+   */
+  private async settle(work: () => Promise<void>, fail: (error: unknown) => void, onRefused?: () => void): Promise<void> {
+    try {
+      await work();
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) {
+        this.progress.streamsDone++;
+        return;
+      }
+      if (onRefused && isCrossProjectRefusal(error)) {
+        onRefused();
+        this.progress.streamsDone++;
+        return;
+      }
+      if (this.halts(error)) return;
+      fail(error);
+    }
+  }
+
+  private count(resource: string, records: number): void {
+    this.progress.records += records;
+    this.result.records += records;
+    this.result.byResource[resource] = (this.result.byResource[resource] ?? 0) + records;
+  }
+
+  private failed(streams: number, what: readonly { resource: string; scope: string }[], error: unknown): void {
+    this.progress.streamsFailed += streams;
+    const message = rootMessage(error);
+    for (const w of what) this.result.failed.push({ resource: w.resource, scope: w.scope, records: 0, error: message });
+  }
 }
 
 /** A stream, a sweep or the plan stopped because the account's credentials are refused (lib/errors.ts CredentialsRefusedError). */
