@@ -13,6 +13,7 @@ import { createAuthenticator, type Authenticator } from './auth.ts';
 import { registerErrorHandling } from './errors.ts';
 import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
+import { RecordReader } from '../mirror/reads/records-read.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
 import { registerAggregateRoutes } from './routes/aggregates.ts';
 import { textIndexed, type IndexedField } from '../lib/indexed-fields.ts';
@@ -220,6 +221,7 @@ function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, a
   const indexed = textIndexed(deps.indexedFields ?? []);
   registerResourceRoutes(app, {
     pool: deps.pool,
+    reader: new RecordReader(deps.pool),
     indexed,
     auth,
     headerPrefix: prefix,

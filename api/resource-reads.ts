@@ -11,7 +11,8 @@ import { realServiceCollections } from '../lib/upstream-surface.ts';
 import type { AccountSummary } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import { changesSince } from '../mirror/reads/changes.ts';
-import { AcrossOrderUnknown, getRecord, listRecords, recordsWhere, resolveId, scopeSynced } from '../mirror/reads/records-read.ts';
+import { recordsWhere, resolveId, type RecordReader } from '../mirror/reads/records-read.ts';
+import { AcrossOrderUnknown } from '../mirror/reads/list-strategies.ts';
 import { idStanding } from '../mirror/streams/known-ids.ts';
 import type { RecordFilter } from '../mirror/reads/record-filters.ts';
 import { applyObjects } from '../mirror/records/object-writes.ts';
@@ -27,6 +28,8 @@ import { linkExpiry, rewriteStorageUrls } from './storage-proxy.ts';
 
 export interface ResourceRouteDeps {
   pool: Pool;
+  /** The reads of the pool's records (one reader per pool, made once by buildApp). */
+  reader: RecordReader;
   auth: Authenticator;
   headerPrefix: string;
   /** Where a scope the mirror has never synced is answered from, while its sync starts. */
@@ -211,7 +214,7 @@ export class ResourceReads {
 
   /** Whether the upstream answers this read because the mirror never synced its scope. */
   async notSyncedYet(r: ReadScope, resource: string, scopes: string[] | 'all'): Promise<boolean> {
-    return this.deps.upstream !== undefined && !(await scopeSynced(this.deps.pool, r.account.id, resource, scopes));
+    return this.deps.upstream !== undefined && !(await this.deps.reader.scopeSynced(r.account.id, resource, scopes));
   }
 
   /**
@@ -408,26 +411,28 @@ export class ResourceReads {
 
   /**
    * One page of a list, as the plan asks it (filters, order, paging), in the envelope; undefined for a
-   * list across projects whose order the mirror does not know to be the upstream's (mirror/records-read.ts):
+   * list across projects whose order the mirror does not know to be the upstream's (mirror/reads/list-strategies.ts):
    * the caller forwards it ({@link acrossOrderUnknown}).
    */
   async readPage(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', q: Omit<ListPlan, 'hasFilterForms'>): Promise<Answer | undefined> {
-    const result = await listRecords(this.deps.pool, {
-      accountId: r.account.id,
-      resource: def.name,
-      scopes,
-      page: q.page,
-      perPage: pageSize(knownProfile(r.account.sourceSystem), def.name, q.perPage),
-      includeSourceData: r.sd.include,
-      includeDeleted: q.includeDeleted,
-      modifiedAfter: q.modifiedAfter,
-      filters: q.filters,
-      orderBy: q.orderBy,
-      ...(this.deps.indexed ? { indexed: this.deps.indexed(def.name) } : {}),
-    }).catch((error: unknown) => {
-      if (error instanceof AcrossOrderUnknown) return undefined;
-      throw error;
-    });
+    const result = await this.deps.reader
+      .listRecords({
+        accountId: r.account.id,
+        resource: def.name,
+        scopes,
+        page: q.page,
+        perPage: pageSize(knownProfile(r.account.sourceSystem), def.name, q.perPage),
+        includeSourceData: r.sd.include,
+        includeDeleted: q.includeDeleted,
+        modifiedAfter: q.modifiedAfter,
+        filters: q.filters,
+        orderBy: q.orderBy,
+        ...(this.deps.indexed ? { indexed: this.deps.indexed(def.name) } : {}),
+      })
+      .catch((error: unknown) => {
+        if (error instanceof AcrossOrderUnknown) return undefined;
+        throw error;
+      });
     if (result === undefined) return undefined;
     const shape = this.shaper(r, def.name);
     return {
@@ -442,7 +447,7 @@ export class ResourceReads {
 
   /** One record by id or `source_id:`; undefined when the mirror has none. */
   async readObject(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', ref: string): Promise<(Answer & { scope: string; json: string }) | undefined> {
-    const found = await getRecord(this.deps.pool, { accountId: r.account.id, resource: def.name, scopes, ...objectRef(ref), includeSourceData: r.sd.include });
+    const found = await this.deps.reader.getRecord({ accountId: r.account.id, resource: def.name, scopes, ...objectRef(ref), includeSourceData: r.sd.include });
     if (!found) return undefined;
     return { body: this.shaper(r, def.name)(found.json, found.scope), retrievedAt: found.retrievedAt, scope: found.scope, json: found.json };
   }

@@ -103,61 +103,123 @@ const maxCachedChunks = 4096;
  */
 const chunksAhead = 7;
 
-const caches = new WeakMap<Pool, { sets: Map<string, CachedPositions>; chunks: number }>();
-
-function cacheOf(pool: Pool): { sets: Map<string, CachedPositions>; chunks: number } {
-  let cache = caches.get(pool);
-  if (!cache) caches.set(pool, (cache = { sets: new Map(), chunks: 0 }));
-  return cache;
-}
-
 const setKey = (k: PositionKey) => `${k.accountId}\u0000${k.resource}\u0000${k.scope}`;
 
-/** Forgets a stream's cached positions (its page did not match them: they are older than its records). */
-export function forgetPositions(pool: Pool, key: PositionKey): void {
-  const cache = cacheOf(pool);
-  const set = cache.sets.get(setKey(key));
-  if (set === undefined) return;
-  cache.chunks -= set.chunks.size;
-  cache.sets.delete(setKey(key));
-}
-
 /**
- * Chunks read at once by the reading of a whole set behind a reader's page ({@link positionsFor}):
+ * Chunks read at once by the reading of a whole set behind a reader's page ({@link PositionCache.positionsFor}):
  * ~300 kB of ids a statement.
  */
 const chunksAtOnce = 64;
 
-/** Sets being read whole, per pool, by the set they were read for. */
-const readingWhole = new WeakMap<Pool, Map<CachedPositions, Promise<void>>>();
-
 /**
- * The stream's positions holding chunks `first`..`last` (those that exist), from the cache or read
- * with the set row in one statement (one snapshot) along with `chunksAhead` more; undefined when the
- * positions are not valid. A set read at another version replaces the cached one. The caller still
- * checks the version in its page's statement: a cached set may be older than the records.
- *
- * A set read for a page is then read whole behind it, where the process has room for it (never what
- * makes it start its cache again): `chunksAtOnce` chunks a statement, one statement at a time. A
- * reader at random places of a list otherwise paid a read of chunk rows on most of its first thousand
- * pages (bench [5]: a 200k list is 2,000 chunks, read nine at a time), each in its latency's tail.
+ * The positions one reading process holds of the streams it reads from one pool: sets by stream, the
+ * chunks held over all of them (at most `maxCachedChunks`), and the sets being read whole behind a page.
  */
-export async function positionsFor(pool: Pool, key: PositionKey, first: number, last: number): Promise<CachedPositions | undefined> {
-  const cached = cacheOf(pool).sets.get(setKey(key));
-  if (cached !== undefined && holds(cached, first, last)) return cached;
-  const set = await readChunks(pool, key, first, last + chunksAhead);
-  if (set !== undefined && chunksOf(set) - set.chunks.size <= maxCachedChunks - cacheOf(pool).chunks) {
-    let reading = readingWhole.get(pool);
-    if (reading === undefined) readingWhole.set(pool, (reading = new Map<CachedPositions, Promise<void>>()));
-    if (!reading.has(set)) {
-      const whole = readRest(pool, key, set)
+export class PositionCache {
+  readonly #pool: Pool;
+  readonly #sets = new Map<string, CachedPositions>();
+  #chunks = 0;
+  /** Sets being read whole, by the set they were read for. */
+  readonly #readingWhole = new Map<CachedPositions, Promise<void>>();
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  /** Forgets a stream's cached positions (its page did not match them: they are older than its records). */
+  forget(key: PositionKey): void {
+    const set = this.#sets.get(setKey(key));
+    if (set === undefined) return;
+    this.#chunks -= set.chunks.size;
+    this.#sets.delete(setKey(key));
+  }
+
+  /**
+   * The stream's positions holding chunks `first`..`last` (those that exist), from the cache or read
+   * with the set row in one statement (one snapshot) along with `chunksAhead` more; undefined when the
+   * positions are not valid. A set read at another version replaces the cached one. The caller still
+   * checks the version in its page's statement: a cached set may be older than the records.
+   *
+   * A set read for a page is then read whole behind it, where the process has room for it (never what
+   * makes it start its cache again): `chunksAtOnce` chunks a statement, one statement at a time. A
+   * reader at random places of a list otherwise paid a read of chunk rows on most of its first thousand
+   * pages (bench [5]: a 200k list is 2,000 chunks, read nine at a time), each in its latency's tail.
+   */
+  async positionsFor(key: PositionKey, first: number, last: number): Promise<CachedPositions | undefined> {
+    const cached = this.#sets.get(setKey(key));
+    if (cached !== undefined && holds(cached, first, last)) return cached;
+    const set = await this.#readChunks(key, first, last + chunksAhead);
+    if (set !== undefined && chunksOf(set) - set.chunks.size <= maxCachedChunks - this.#chunks && !this.#readingWhole.has(set)) {
+      const whole = this.#readRest(key, set)
         // A statement that fails leaves the chunks to be read as pages ask for them.
         .catch(() => undefined)
-        .finally(() => reading.delete(set));
-      reading.set(set, whole);
+        .finally(() => this.#readingWhole.delete(set));
+      this.#readingWhole.set(set, whole);
+    }
+    return set;
+  }
+
+  /** Until the sets being read whole in the background are read (for tests and diagnostics). */
+  async settled(): Promise<void> {
+    while (this.#readingWhole.size > 0) await Promise.all(this.#readingWhole.values());
+  }
+
+  /** Reads the chunks of `set` not held yet, while it is the set held for its stream. */
+  async #readRest(key: PositionKey, set: CachedPositions): Promise<void> {
+    const chunks = chunksOf(set);
+    for (let from = 0; from < chunks; from += chunksAtOnce) {
+      if (this.#sets.get(setKey(key)) !== set) return;
+      if (holds(set, from, from + chunksAtOnce - 1)) continue;
+      // Never what makes the process start its cache again (another stream's reader keeps its chunks).
+      if (this.#chunks + chunksAtOnce > maxCachedChunks) return;
+      if ((await this.#readChunks(key, from, from + chunksAtOnce - 1)) !== set) return;
     }
   }
-  return set;
+
+  /**
+   * Reads the set row and chunks `from`..`to` into the cache (one statement, one snapshot): the set
+   * held after it, or undefined when the positions are not valid (then nothing is held of the stream).
+   */
+  async #readChunks(key: PositionKey, from: number, to: number): Promise<CachedPositions | undefined> {
+    const name = setKey(key);
+    // Each chunk's lists as JSON text (ordinals as strings: bigint), parsed by JSON.parse: as arrays, pg's
+    // parser of array literals cost ~0.3 ms of CPU a chunk, 5% of the API's time while a random reader's
+    // chunks were being read (bench [5]).
+    const { rows } = await this.#pool.query<[string, string, number, number | null, string | null, string | null]>({
+      name: 'mirror.positions-load',
+      text: `SELECT s.version::text, s.computed_at::text, s.live, c.chunk, to_json(c.ids)::text, to_json(c.ordinals::text[])::text
+               FROM record_position_sets s
+               LEFT JOIN record_position_chunks c
+                 ON c.account_id = s.account_id AND c.resource = s.resource AND c.scope = s.scope AND c.chunk BETWEEN $4::int AND $5::int
+              WHERE s.account_id = $1 AND s.resource = $2 AND s.scope = $3
+                AND s.valid_version = s.version AND s.chunk_size = ${positionChunk} AND s.computed_at IS NOT NULL`,
+      values: [key.accountId, key.resource, key.scope, from, to],
+      rowMode: 'array',
+    });
+    if (rows.length === 0) {
+      this.forget(key);
+      return undefined;
+    }
+    const [version, computedAt, live] = rows[0]!;
+    let set = this.#sets.get(name);
+    if (set === undefined || set.version !== version || set.computedAt !== computedAt) {
+      this.forget(key);
+      set = { version, computedAt, live, chunks: new Map() };
+      this.#sets.set(name, set);
+    }
+    for (const [, , , chunk, ids, ordinals] of rows) {
+      if (chunk === null || ids === null || ordinals === null || set.chunks.has(chunk)) continue;
+      if (this.#chunks >= maxCachedChunks) {
+        // Full: start again, with this set alone.
+        this.#sets.clear();
+        this.#sets.set(name, set);
+        this.#chunks = set.chunks.size;
+      }
+      set.chunks.set(chunk, new CachedChunk(JSON.parse(ids) as string[], JSON.parse(ordinals) as string[]));
+      this.#chunks++;
+    }
+    return set;
+  }
 }
 
 /** The chunks the set's positions fill. */
@@ -170,68 +232,4 @@ function holds(set: CachedPositions, first: number, last: number): boolean {
   const chunks = chunksOf(set);
   for (let c = first; c <= Math.min(last, chunks - 1); c++) if (!set.chunks.has(c)) return false;
   return true;
-}
-
-/** Reads the chunks of `set` not held yet, while it is the set held for its stream. */
-async function readRest(pool: Pool, key: PositionKey, set: CachedPositions): Promise<void> {
-  const chunks = chunksOf(set);
-  for (let from = 0; from < chunks; from += chunksAtOnce) {
-    const cache = cacheOf(pool);
-    if (cache.sets.get(setKey(key)) !== set) return;
-    if (holds(set, from, from + chunksAtOnce - 1)) continue;
-    // Never what makes the process start its cache again (another stream's reader keeps its chunks).
-    if (cache.chunks + chunksAtOnce > maxCachedChunks) return;
-    if ((await readChunks(pool, key, from, from + chunksAtOnce - 1)) !== set) return;
-  }
-}
-
-/** Until the sets being read whole in the background are read (for tests and diagnostics). */
-export async function positionsRead(pool: Pool): Promise<void> {
-  for (let reading = readingWhole.get(pool); reading !== undefined && reading.size > 0;) await Promise.all(reading.values());
-}
-
-/**
- * Reads the set row and chunks `from`..`to` into the cache (one statement, one snapshot): the set
- * held after it, or undefined when the positions are not valid (then nothing is held of the stream).
- */
-async function readChunks(pool: Pool, key: PositionKey, from: number, to: number): Promise<CachedPositions | undefined> {
-  const cache = cacheOf(pool);
-  const name = setKey(key);
-  // Each chunk's lists as JSON text (ordinals as strings: bigint), parsed by JSON.parse: as arrays, pg's
-  // parser of array literals cost ~0.3 ms of CPU a chunk, 5% of the API's time while a random reader's
-  // chunks were being read (bench [5]).
-  const { rows } = await pool.query<[string, string, number, number | null, string | null, string | null]>({
-    name: 'mirror.positions-load',
-    text: `SELECT s.version::text, s.computed_at::text, s.live, c.chunk, to_json(c.ids)::text, to_json(c.ordinals::text[])::text
-             FROM record_position_sets s
-             LEFT JOIN record_position_chunks c
-               ON c.account_id = s.account_id AND c.resource = s.resource AND c.scope = s.scope AND c.chunk BETWEEN $4::int AND $5::int
-            WHERE s.account_id = $1 AND s.resource = $2 AND s.scope = $3
-              AND s.valid_version = s.version AND s.chunk_size = ${positionChunk} AND s.computed_at IS NOT NULL`,
-    values: [key.accountId, key.resource, key.scope, from, to],
-    rowMode: 'array',
-  });
-  if (rows.length === 0) {
-    forgetPositions(pool, key);
-    return undefined;
-  }
-  const [version, computedAt, live] = rows[0]!;
-  let set = cache.sets.get(name);
-  if (set === undefined || set.version !== version || set.computedAt !== computedAt) {
-    forgetPositions(pool, key);
-    set = { version, computedAt, live, chunks: new Map() };
-    cache.sets.set(name, set);
-  }
-  for (const [, , , chunk, ids, ordinals] of rows) {
-    if (chunk === null || ids === null || ordinals === null || set.chunks.has(chunk)) continue;
-    if (cache.chunks >= maxCachedChunks) {
-      // Full: start again, with this set alone.
-      cache.sets.clear();
-      cache.sets.set(name, set);
-      cache.chunks = set.chunks.size;
-    }
-    set.chunks.set(chunk, new CachedChunk(JSON.parse(ids) as string[], JSON.parse(ordinals) as string[]));
-    cache.chunks++;
-  }
-  return set;
 }

@@ -105,30 +105,37 @@ function onlyScalarsMatch(operator: FilterOperator, values: readonly FilterValue
  * (mirror/control/field-indexes.ts), which the planner matches; others the cheaper form of textPredicate.
  */
 export function filtersSql(filters: readonly RecordFilter[], offset: number, indexed?: ReadonlySet<string>): { sql: string; params: readonly unknown[] } {
-  const known = compiled.get(filters);
-  if (
-    known !== undefined &&
-    known.offset === offset &&
-    known.indexed === indexed &&
-    known.items.length === filters.length &&
-    known.items.every((f, i) => f === filters[i])
-  )
-    return known.result;
-  const result = compileFilters(filters, offset, indexed);
-  compiled.set(filters, { offset, indexed, items: [...filters], result });
-  return result;
+  return compileFilters(filters, offset, indexed);
 }
 
 /**
- * Filters compiled, by the filters' array: a read plan is kept for repeated reads (api/read-plan.ts)
- * and not changed after it is made, so its filters compile once (~10 us of a filtered page's API CPU,
- * bench [11]), for the last placeholder offset and index set they were compiled with, and only while
- * the array holds the same filter objects.
+ * Filters compiled, by the filters' array (a reader holds one): a read plan is kept for repeated reads
+ * (api/read-plan.ts) and not changed after it is made, so its filters compile once (~10 us of a filtered
+ * page's API CPU, bench [11]), for the last placeholder offset and index set they were compiled with, and
+ * only while the array holds the same filter objects.
  */
-const compiled = new WeakMap<
-  readonly RecordFilter[],
-  { offset: number; indexed: ReadonlySet<string> | undefined; items: readonly RecordFilter[]; result: { sql: string; params: readonly unknown[] } }
->();
+export class CompiledFilters {
+  readonly #compiled = new WeakMap<
+    readonly RecordFilter[],
+    { offset: number; indexed: ReadonlySet<string> | undefined; items: readonly RecordFilter[]; result: { sql: string; params: readonly unknown[] } }
+  >();
+
+  /** {@link filtersSql}, compiled once for a plan's filters. */
+  sql(filters: readonly RecordFilter[], offset: number, indexed?: ReadonlySet<string>): { sql: string; params: readonly unknown[] } {
+    const known = this.#compiled.get(filters);
+    if (
+      known !== undefined &&
+      known.offset === offset &&
+      known.indexed === indexed &&
+      known.items.length === filters.length &&
+      known.items.every((f, i) => f === filters[i])
+    )
+      return known.result;
+    const result = compileFilters(filters, offset, indexed);
+    this.#compiled.set(filters, { offset, indexed, items: [...filters], result });
+    return result;
+  }
+}
 
 function compileFilters(filters: readonly RecordFilter[], offset: number, indexed?: ReadonlySet<string>): { sql: string; params: readonly unknown[] } {
   const params: unknown[] = [];

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { listReadPaths, listRecords, type ListQuery } from '../../mirror/reads/records-read.ts';
+import type { ListQuery } from '../../mirror/reads/list-strategies.ts';
+import { RecordReader } from '../../mirror/reads/records-read.ts';
 import { finishPass } from '../../mirror/records/finish-pass.ts';
 import { writePage } from '../../mirror/records/page-write.ts';
 import { beginOrResumePass, type StreamKey } from '../../mirror/streams/streams.ts';
@@ -16,6 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 describe('list pages', () => {
   let db: TestDatabase;
   let pool: Pool;
+  let reader: RecordReader;
 
   async function account(): Promise<string> {
     const accountId = randomUUID();
@@ -30,6 +32,7 @@ describe('list pages', () => {
   before(async () => {
     db = await createTestDatabase('mirror_page_order');
     pool = createPool(db.url);
+    reader = new RecordReader(pool);
   });
   after(async () => {
     await pool?.end();
@@ -49,7 +52,7 @@ describe('list pages', () => {
   async function readAll(accountId: string, perPage: number, resource = 'customers', scope = ''): Promise<string[]> {
     const out: string[] = [];
     for (let page = 1; ; page++) {
-      const r = await listRecords(pool, query(accountId, page, perPage, resource, scope));
+      const r = await reader.listRecords(query(accountId, page, perPage, resource, scope));
       out.push(...r.rows.map((j) => (JSON.parse(j) as { id: string }).id));
       if (!r.hasMore) return out;
     }
@@ -109,7 +112,7 @@ describe('list pages', () => {
 
   it('every resource: pages in the upstream order by positions after a pass, and while the next pass writes', async () => {
     const accountId = await account();
-    const before = { ...listReadPaths };
+    const before = { ...reader.readPaths };
     for (const { name: resource } of resources) {
       const key: StreamKey = { accountId, resource, scope: 'project=p1' };
       const ids = (from: number, n: number) => Array.from({ length: n }, (_, i) => `${resource}-${String(from + i).padStart(3, '0')}`);
@@ -130,7 +133,10 @@ describe('list pages', () => {
         assert.deepEqual(await readAll(accountId, perPage, resource, key.scope), writing, `${resource} per_page=${perPage}, pass writing`);
     }
     // Both ways were read for every resource: by positions after the first pass, by OFFSET during the second.
-    assert.ok(listReadPaths.positioned - before.positioned >= resources.length * 10, `pages by positions: ${listReadPaths.positioned - before.positioned}`);
-    assert.ok(listReadPaths.offset - before.offset >= resources.length * 10, `pages by OFFSET: ${listReadPaths.offset - before.offset}`);
+    assert.ok(
+      reader.readPaths.positioned - before.positioned >= resources.length * 10,
+      `pages by positions: ${reader.readPaths.positioned - before.positioned}`,
+    );
+    assert.ok(reader.readPaths.offset - before.offset >= resources.length * 10, `pages by OFFSET: ${reader.readPaths.offset - before.offset}`);
   });
 });

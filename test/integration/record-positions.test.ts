@@ -1,14 +1,14 @@
 // Dense positions per stream: once a pass finishes, every plain page of a list is read by
 // position (a range, not an OFFSET) and is byte for byte the page the OFFSET query serves, at every page
 // size; any write that changes the stream's records (a pass's page, an event, a delete) makes readers
-// fall back to OFFSET until the next pass finishes, and they stay correct meanwhile. `listReadPaths`
+// fall back to OFFSET until the next pass finishes, and they stay correct meanwhile. `reader.readPaths`
 // says which way each page was read.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { positionsRead } from '../../mirror/reads/position-cache.ts';
-import { listReadPaths, listRecords, type ListQuery } from '../../mirror/reads/records-read.ts';
+import type { ListQuery } from '../../mirror/reads/list-strategies.ts';
+import { RecordReader } from '../../mirror/reads/records-read.ts';
 import { markDeleted } from '../../mirror/records/deletes.ts';
 import { finishPass } from '../../mirror/records/finish-pass.ts';
 import { applyObjects } from '../../mirror/records/object-writes.ts';
@@ -19,10 +19,12 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 describe('list pages by dense positions', () => {
   let db: TestDatabase;
   let pool: Pool;
+  let reader: RecordReader;
 
   before(async () => {
     db = await createTestDatabase('mirror_positions');
     pool = createPool(db.url);
+    reader = new RecordReader(pool);
   });
   after(async () => {
     await pool?.end();
@@ -54,21 +56,21 @@ describe('list pages by dense positions', () => {
     perPage: number,
     includeSourceData = false,
   ): Promise<{ pages: string[]; first: number; positioned: number; offset: number }> {
-    const before = { ...listReadPaths };
+    const before = { ...reader.readPaths };
     const pages: string[] = [];
     for (let page = 1; ; page++) {
-      const r = await listRecords(pool, query(key, page, perPage, includeSourceData));
+      const r = await reader.listRecords(query(key, page, perPage, includeSourceData));
       pages.push(`${JSON.stringify(r.rows)} ${r.hasMore}`);
       if (!r.hasMore) break;
     }
     // One page past the end: empty, either way.
-    const past = await listRecords(pool, query(key, pages.length + 1, perPage, includeSourceData));
+    const past = await reader.listRecords(query(key, pages.length + 1, perPage, includeSourceData));
     assert.deepEqual([past.rows, past.hasMore], [[], false]);
     return {
       pages,
-      first: listReadPaths.first - before.first,
-      positioned: listReadPaths.positioned - before.positioned,
-      offset: listReadPaths.offset - before.offset,
+      first: reader.readPaths.first - before.first,
+      positioned: reader.readPaths.positioned - before.positioned,
+      offset: reader.readPaths.offset - before.offset,
     };
   }
 
@@ -172,6 +174,7 @@ describe('list pages by dense positions', () => {
     // The statement's index scans and the records they fetched, from this backend's counters
     // (pg_stat_xact_*: what it counted since it last reported them, never inside a transaction).
     const client = await pool.connect();
+    const onClient = new RecordReader(client as unknown as Pool);
     const counts = async () =>
       (
         await client.query<{ scans: number; fetched: number; toast: number }>(
@@ -188,11 +191,11 @@ describe('list pages by dense positions', () => {
         [2, 1000],
       ] as const) {
         await client.query('BEGIN');
-        const before = { ...listReadPaths };
+        const before = { ...onClient.readPaths };
         const s0 = await counts();
-        const r = await listRecords(client as unknown as Pool, query(key, page, perPage));
+        const r = await onClient.listRecords(query(key, page, perPage));
         const s1 = await counts();
-        assert.equal(listReadPaths.positioned - before.positioned, 1);
+        assert.equal(onClient.readPaths.positioned - before.positioned, 1);
         assert.deepEqual(
           r.rows.map((j) => (JSON.parse(j) as { id: string }).id),
           expected.slice((page - 1) * perPage, page * perPage),
@@ -219,7 +222,7 @@ describe('list pages by dense positions', () => {
     // One connection, so the counts are this backend's (pg_stat_xact_*, a transaction a page), and
     // its own pool as far as the positions the process holds go: nothing read before this test.
     const client = await pool.connect();
-    const conn = client as unknown as Pool;
+    const conn = new RecordReader(client as unknown as Pool);
     const counts = async () =>
       (
         await client.query<{ chunks: number; scans: number }>(
@@ -229,12 +232,12 @@ describe('list pages by dense positions', () => {
       ).rows[0]!;
     const page = async (n: number) => {
       await client.query('BEGIN');
-      const before = { ...listReadPaths };
+      const before = { ...conn.readPaths };
       const s0 = await counts();
-      const r = await listRecords(conn, query(key, n, 100));
+      const r = await conn.listRecords(query(key, n, 100));
       const s1 = await counts();
       await client.query('ROLLBACK');
-      assert.equal(listReadPaths.positioned - before.positioned, n === 1 ? 0 : 1, `page ${n} by position`);
+      assert.equal(conn.readPaths.positioned - before.positioned, n === 1 ? 0 : 1, `page ${n} by position`);
       return { ids: r.rows.map((j) => (JSON.parse(j) as { id: string }).id), hasMore: r.hasMore, chunks: s1.chunks - s0.chunks, scans: s1.scans - s0.scans };
     };
     try {
@@ -244,7 +247,7 @@ describe('list pages by dense positions', () => {
       const first = await page(7);
       assert.deepEqual(first.ids, expected.slice(600, 700));
       assert.ok(first.chunks > 0, 'the first read of the list reads its positions');
-      await positionsRead(conn);
+      await conn.positionsRead();
       for (const n of [7, 8, 9, 3, 2]) {
         const again = await page(n);
         assert.deepEqual([again.ids, again.hasMore], [expected.slice((n - 1) * 100, n * 100), true], `page ${n}`);
@@ -263,7 +266,7 @@ describe('list pages by dense positions', () => {
         const moved = await page(n);
         assert.deepEqual(moved.ids, expected.slice((n - 1) * 100, n * 100), `page ${n} after the pass`);
       }
-      await positionsRead(conn);
+      await conn.positionsRead();
       assert.equal((await page(2)).chunks, 0, 'the new positions held in turn');
       assert.equal((await page(11)).chunks, 0, 'the new positions held in turn, whole');
     } finally {
@@ -283,7 +286,10 @@ describe('list pages by dense positions', () => {
     try {
       await client.query('BEGIN');
       const s0 = await scans();
-      const r = await listRecords(client as unknown as Pool, { ...query(key, 1, 100), filters: [{ field: 'source_data.n', operator: '>=', value: 250 }] });
+      const r = await new RecordReader(client as unknown as Pool).listRecords({
+        ...query(key, 1, 100),
+        filters: [{ field: 'source_data.n', operator: '>=', value: 250 }],
+      });
       const s1 = await scans();
       assert.deepEqual(
         r.rows.map((j) => (JSON.parse(j) as { id: string }).id),
@@ -392,18 +398,18 @@ describe('list pages by dense positions', () => {
     // Deletes that bypass the mirror's writers (a purge does): a page holding a record its positions
     // name but that is gone no longer matches them, and is read by OFFSET.
     await pool.query(`DELETE FROM records WHERE account_id = $1 AND id = 'c00450'`, [key.accountId]);
-    const before = { ...listReadPaths };
-    const page5 = await listRecords(pool, query(key, 5, 100));
-    assert.equal(listReadPaths.offset - before.offset, 1);
+    const before = { ...reader.readPaths };
+    const page5 = await reader.listRecords(query(key, 5, 100));
+    assert.equal(reader.readPaths.offset - before.offset, 1);
     assert.deepEqual(
       page5.rows.map((j) => (JSON.parse(j) as { id: string }).id),
       (await upstreamOrder(key)).slice(400, 500),
     );
     await pool.query(`DELETE FROM records WHERE account_id = $1`, [key.accountId]);
-    const purged = await listRecords(pool, query(key, 2, 100));
+    const purged = await reader.listRecords(query(key, 2, 100));
     assert.deepEqual([purged.rows, purged.hasMore], [[], false]);
-    assert.equal(listReadPaths.offset - before.offset, 2);
-    const purgedFirst = await listRecords(pool, query(key, 1, 100));
+    assert.equal(reader.readPaths.offset - before.offset, 2);
+    const purgedFirst = await reader.listRecords(query(key, 1, 100));
     assert.deepEqual([purgedFirst.rows, purgedFirst.hasMore], [[], false]);
   });
 

@@ -115,7 +115,7 @@ const cases: Record<string, Case[]> = {
     { file: 'api/probe.ts', code: "import { createServices } from '../bin/services.ts';\nexport const x = createServices;", crosses: true },
     {
       file: 'api/routes/probe.ts',
-      code: "import { listRecords } from '../../mirror/reads/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [listRecords, header];",
+      code: "import { RecordReader } from '../../mirror/reads/records-read.ts';\nimport { header } from '../auth.ts';\nexport const x = [RecordReader, header];",
       crosses: false,
     },
   ],
