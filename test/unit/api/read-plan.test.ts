@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { planGet, planList, planPagesOnly, type ListPlan, type ReadRequest } from '../../../api/read-plan.ts';
 import { BadRequestError } from '../../../lib/errors.ts';
 import { resourceDef } from '../../../lib/resources.ts';
-import { filtersSql, orderSql } from '../../../mirror/reads/record-filters.ts';
+import { CompiledFilters, filtersSql, orderSql } from '../../../mirror/reads/record-filters.ts';
 
 const debugId = 'Svc-Debug-Id';
 const base = { 'account-token': 'x', 'client-id': 'c', 'client-secret': 's', host: 'mirror', 'user-agent': 'ua', accept: 'application/json' };
@@ -249,20 +249,21 @@ describe('record filters SQL', () => {
   });
 
   it("compiles a kept plan's filters once, and again for other placeholders, indexes or filters", () => {
+    const compiled = new CompiledFilters();
     const filters = [f('source_data.Status', '=', 'Active'), f('name', 'LIKE', 'A%')] as never as Parameters<typeof filtersSql>[0] & unknown[];
-    const first = filtersSql(filters, 6);
-    assert.equal(filtersSql(filters, 6), first, 'the same compiled filters');
+    const first = compiled.sql(filters, 6);
+    assert.equal(compiled.sql(filters, 6), first, 'the same compiled filters');
     // Compiled anew, as a fresh array of the same filters is.
-    const at7 = filtersSql(filters, 7);
+    const at7 = compiled.sql(filters, 7);
     assert.notEqual(at7.sql, first.sql);
-    assert.equal(at7.sql, filtersSql([...filters], 7).sql);
-    assert.notEqual(filtersSql(filters, 6, new Set(['name'])).sql, first.sql);
+    assert.equal(at7.sql, compiled.sql([...filters], 7).sql);
+    assert.notEqual(compiled.sql(filters, 6, new Set(['name'])).sql, first.sql);
     // An array that changed is compiled again (a plan's never does; a caller's own array might).
     filters.push(f('name', '!=', 'B'));
-    const longer = filtersSql(filters, 6);
+    const longer = compiled.sql(filters, 6);
     assert.equal(longer.params.length, 6);
     assert.ok(longer.sql.startsWith(first.sql.replace(/ AND .*/s, '')));
     filters[0] = f('source_data.Status', '=', 'Closed') as never;
-    assert.deepEqual(filtersSql(filters, 6).params, ['Status', 'Closed', 'name', 'A%', 'name', 'B']);
+    assert.deepEqual(compiled.sql(filters, 6).params, ['Status', 'Closed', 'name', 'A%', 'name', 'B']);
   });
 });
