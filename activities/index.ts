@@ -1,11 +1,11 @@
 // All activities, built from their dependencies (the worker passes real ones; tests may pass their own).
-import { createAccountActivities } from './accounts.ts';
+import { createAccountActivities, type AccountActivityDeps } from './accounts.ts';
 import { createAsyncActivities, type AsyncDeps } from './async-requests.ts';
 import { createDeliveryActivities, type DeliveryDeps } from './delivery.ts';
 import { createEventActivities, type EventDeps } from './events.ts';
 import { createSyncActivities } from './sync.ts';
 
-export type ActivityDeps = EventDeps & AsyncDeps & DeliveryDeps;
+export type ActivityDeps = EventDeps & AsyncDeps & DeliveryDeps & Pick<AccountActivityDeps, 'retention' | 'idle'>;
 
 export function createActivities(deps: ActivityDeps) {
   return {

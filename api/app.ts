@@ -10,6 +10,7 @@ import type { AccountStore } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
 import { createAuthenticator, type Authenticator } from './auth.ts';
+import { AccountUse, withAccountUse } from './account-use.ts';
 import { registerErrorHandling } from './errors.ts';
 import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
@@ -64,6 +65,8 @@ interface ApiDeps {
   timeouts?: ApiTimeouts;
   /** The fields with an expression index (MIRROR_INDEXED_FIELDS): their filters compare the indexed expression. */
   indexedFields?: readonly IndexedField[];
+  /** Records each account's use (idle accounts); unset, one of the app's own, waking idle accounts through `sync`. */
+  accountUse?: AccountUse;
 }
 
 const healthzSchema = {
@@ -278,7 +281,11 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
   const app = createServer(deps);
   registerRequestPipeline(app, deps, prefix);
   const forwardTarget = deps.upstream && forwardTargetOf({ ...deps, upstream: deps.upstream });
-  const auth = createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client });
+  // Every request answered as an account is a use of it: an idle account wakes on its next read or write.
+  const auth = withAccountUse(
+    createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client }),
+    deps.accountUse ?? new AccountUse({ pool: deps.pool, waker: deps.sync, logger: deps.logger }),
+  );
   registerOperatorRoutes(app, deps, auth);
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
   const shared: Shared = { prefix, auth, projects, forwardTarget };

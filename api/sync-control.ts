@@ -6,6 +6,8 @@ import {
   accountPurgeWorkflowId,
   accountSyncWorkflowId,
   changesWorkflowId,
+  maintenanceScheduleId,
+  maintenanceWorkflowId,
   scheduledRunWorkflowId,
   scheduleIds,
 } from '../lib/workflow-ids.ts';
@@ -104,6 +106,58 @@ export class SyncControl implements AccountLifecycle {
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
       priority: workPriority(accountId, 'backfill'),
     });
+  }
+
+  /**
+   * An idle account (nobody used it for MIRROR_IDLE_AFTER): its incremental and full schedules run
+   * `slowdown` times less often. A paused schedule stays paused.
+   */
+  async slowSchedules(accountId: string, slowdown: number): Promise<void> {
+    await this.setIntervals(accountId, { incrementalMinutes: this.every.incrementalMinutes * slowdown, fullHours: this.every.fullHours * slowdown });
+  }
+
+  /** An idle account used again: its schedules back to the usual cadence, and an incremental pass now. */
+  async woke(accountId: string): Promise<void> {
+    await this.setIntervals(accountId, this.every);
+    await this.startOnDemand({ accountId, mode: 'incremental' });
+  }
+
+  private async setIntervals(accountId: string, every: { incrementalMinutes: number; fullHours: number }): Promise<void> {
+    const ids = this.scheduleIds(accountId);
+    const plans = [
+      { id: ids.incremental, every: `${every.incrementalMinutes} minutes` },
+      { id: ids.full, every: `${every.fullHours} hours` },
+    ];
+    for (const plan of plans) {
+      try {
+        await this.client.schedule.getHandle(plan.id).update((previous) => ({ ...previous, spec: { intervals: [{ every: plan.every }] } }));
+      } catch (error) {
+        if (!(error instanceof ScheduleNotFoundError)) throw error;
+      }
+    }
+  }
+
+  /**
+   * The mirror's maintenance (retention purges, idle accounts) as a Temporal schedule, every hour, on
+   * this task queue: made once by whichever worker starts first.
+   */
+  async ensureMaintenanceSchedule(): Promise<void> {
+    try {
+      await this.client.schedule.create({
+        scheduleId: maintenanceScheduleId(this.taskQueue),
+        spec: { intervals: [{ every: '1 hour' }] },
+        action: {
+          type: 'startWorkflow',
+          workflowType: 'maintenanceWorkflow',
+          taskQueue: this.taskQueue,
+          workflowId: maintenanceWorkflowId(this.taskQueue),
+          args: [],
+        },
+        policies: { overlap: 'SKIP', catchupWindow: '1 minute' },
+      });
+    } catch (error) {
+      if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+    }
   }
 
   private async eachSchedule(accountId: string, fn: (handle: ReturnType<Client['schedule']['getHandle']>) => Promise<void>): Promise<void> {

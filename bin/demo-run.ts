@@ -92,7 +92,7 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     },
     { logger, poolSize: workerPoolSize(config) },
   );
-  const worker = await startWorker(services);
+  const worker = await startWorker(services, { maintenanceSchedule: true });
   const api = await startApi(services, { temporalAddress, ...(options.once ? { port: 0 } : {}) });
   const connection = await Connection.connect({ address: temporalAddress });
   const sync = new SyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE);

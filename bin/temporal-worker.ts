@@ -9,6 +9,7 @@ import { buildApp } from '../api/app.ts';
 import { AccountCredentials } from '../connectors/credentials.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
+import { retentionPolicy } from '../mirror/ops/retention.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
 import { accountSyncControl, publicBaseUrl, upstreamTarget, type Services } from './services.ts';
@@ -42,7 +43,15 @@ export interface WorkerHandle {
 
 export async function startWorker(
   services: Services,
-  options: { address?: string; namespace?: string; taskQueue?: string; maxConcurrentActivities?: number; publicBaseUrl?: string } = {},
+  options: {
+    address?: string;
+    namespace?: string;
+    taskQueue?: string;
+    maxConcurrentActivities?: number;
+    publicBaseUrl?: string;
+    /** Make the hourly maintenance schedule (retention purges, idle accounts) if it is missing: `mirror worker` and the demo do. */
+    maintenanceSchedule?: boolean;
+  } = {},
 ): Promise<WorkerHandle> {
   const { config } = services;
   installRuntimeLogger(config.LOG_LEVEL);
@@ -78,10 +87,13 @@ export async function startWorker(
       polling: pollingPolicy(config),
       callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
       credentials: new AccountCredentials({ upstream: services.upstream, accounts: services.accounts, lifecycle }),
+      retention: retentionPolicy(config),
+      idle: { afterMs: config.MIRROR_IDLE_AFTER, slowdown: config.MIRROR_IDLE_SLOWDOWN, schedules: lifecycle },
       executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
     }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
   });
+  if (options.maintenanceSchedule) await lifecycle.ensureMaintenanceSchedule();
   const running = worker.run().finally(async () => {
     await connection.close();
     await clientConnection.close();

@@ -194,6 +194,16 @@ export const configSchema = z.object({
    */
   MIRROR_CREDENTIALS_PROBE_AFTER: duration.default(60_000),
   MIRROR_CREDENTIALS_PROBE_MAX: duration.default(6 * 3_600_000),
+  /** An account nobody read or wrote through the mirror for this long is idle: its schedules run MIRROR_IDLE_SLOWDOWN times less often until its next use. */
+  MIRROR_IDLE_AFTER: duration.default(14 * 86_400_000),
+  /** How many times less often an idle account's incremental and full passes run (1: not slowed). */
+  MIRROR_IDLE_SLOWDOWN: z.coerce.number().min(1, 'must be at least 1 (1 leaves idle accounts at the usual cadence)').default(8),
+  /** How long a deleted record's tombstone is kept (the changes feed serves it as DELETE); never purged before every subscription has passed it. */
+  MIRROR_TOMBSTONE_RETENTION: duration.default(30 * 86_400_000),
+  /** How long a stream's finished passes (sync_runs) are kept; each stream's latest pass always stays. */
+  MIRROR_RUN_RETENTION: duration.default(30 * 86_400_000),
+  /** How long applied webhook events (the inbox), the storage proxy's access log and expired async requests are kept. */
+  MIRROR_LOG_RETENTION: duration.default(30 * 86_400_000),
   /** Opens the status page and /metrics to operators (Bearer, or Basic with user `operator`) besides the mirror's client credentials. */
   OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 24`)').optional(),
   /** Where `mirror worker` serves its own /metrics (upstream requests and 429s it made); off when unset. */

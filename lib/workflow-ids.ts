@@ -43,6 +43,16 @@ export function accountPurgeWorkflowId(accountId: string): string {
   return `account-purge:${accountId}`;
 }
 
+/** The schedule of the mirror's maintenance (retention purges, idle accounts), one per task queue. */
+export function maintenanceScheduleId(taskQueue: string): string {
+  return `mirror-maintenance:${taskQueue}`;
+}
+
+/** The workflow the maintenance schedule starts each hour. */
+export function maintenanceWorkflowId(taskQueue: string): string {
+  return `mirror-maintenance:${taskQueue}:run`;
+}
+
 /** The account's two schedules: full passes and incremental passes. */
 export function scheduleIds(accountId: string): { full: string; incremental: string } {
   return { full: `account-full:${accountId}`, incremental: `account-incremental:${accountId}` };

@@ -5,4 +5,4 @@ export { accountChangesWorkflow } from './account-changes.ts';
 export { asyncRequestWorkflow } from './async-request.ts';
 export { subscriptionDeliveryWorkflow } from './delivery.ts';
 export { childStreamsWorkflow } from './child-streams.ts';
-export { accountProbeWorkflow, accountPurgeWorkflow } from './account-lifecycle.ts';
+export { accountProbeWorkflow, accountPurgeWorkflow, maintenanceWorkflow } from './account-lifecycle.ts';

@@ -5,7 +5,7 @@ import { age, cliServices, table, type Command } from './shared.ts';
 export const accountsCommand: Command = {
   summary: 'List linked accounts',
   usage: 'mirror accounts [--json]',
-  help: 'One line per account, those needing attention first (credentials refused, failed streams; unlinked last): id, source system, status (linked, credentials_refused, unlinked), reference id, streams synced/total, live records, and how long ago its stalest stream was fresh. Commands take an account by its id or a unique prefix of it.',
+  help: 'One line per account, those needing attention first (credentials refused, failed streams; idle, then unlinked last): id, source system, status (linked, idle: unused for MIRROR_IDLE_AFTER and polled less often, credentials_refused, unlinked), reference id, streams synced/total, live records, and how long ago its stalest stream was fresh. Commands take an account by its id or a unique prefix of it.',
   options: { json: { type: 'boolean' } },
   async run(v) {
     const services = await cliServices();

@@ -7,6 +7,7 @@ import { demoCommand } from './demo.ts';
 import { doctorCommand } from './doctor.ts';
 import { linkCommand } from './link.ts';
 import { migrateCommand } from './migrate.ts';
+import { purgeCommand } from './purge.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { setupCommand } from './setup.ts';
 import { describeFailure, exitCode, type Command } from './shared.ts';
@@ -34,6 +35,7 @@ export const commands: Record<string, Command> = {
   status: statusCommand,
   webhooks: webhooksCommand,
   unlink: unlinkCommand,
+  purge: purgeCommand,
   rekey: rekeyCommand,
   test: testCommand,
   'record-histories': recordHistoriesCommand,

@@ -53,7 +53,7 @@ export const workerCommand: Command = {
       const address = server.address();
       services.logger.info({ metrics: `http://${host}:${typeof address === 'object' && address ? address.port : port}/metrics` }, 'worker metrics');
     }
-    handle = await startWorker(services);
+    handle = await startWorker(services, { maintenanceSchedule: true });
     services.logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, address: config.TEMPORAL_ADDRESS }, 'worker running');
     await Promise.race([untilSignal(), handle.running]);
     await handle.shutdown();

@@ -12,10 +12,14 @@ export interface AccountOverview {
   referenceId: string;
   sourceSystem: string;
   sourceSystemName: string;
+  /** `linked`, `idle` (linked, unused for MIRROR_IDLE_AFTER: polled less often), `credentials_refused` or `unlinked`. */
   status: string;
   /** Why the account is not linked (the upstream's words for a refusal), when it is not. */
   statusReason: string | null;
   createdAt: string;
+  /** When it was last read or written through the API, and since when it is idle. */
+  lastUsedAt: string | null;
+  idleSince: string | null;
   streams: number;
   states: Record<string, number>;
   liveRecords: number;
@@ -38,8 +42,10 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       status: string;
       status_reason: string | null;
       created_at: Date;
+      last_used_at: Date | null;
+      idle_since: Date | null;
     }>(
-      `SELECT id, reference_id, source_system, source_system_name, status, status_reason, created_at FROM linked_accounts
+      `SELECT id, reference_id, source_system, source_system_name, status, status_reason, created_at, last_used_at, idle_since FROM linked_accounts
         WHERE ($1::uuid IS NULL OR id = $1) ORDER BY created_at, id`,
       [accountId],
     ),
@@ -81,9 +87,16 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       referenceId: a.reference_id,
       sourceSystem: a.source_system,
       sourceSystemName: a.source_system_name,
-      status: a.status,
-      statusReason: a.status === 'linked' ? null : a.status_reason,
+      status: a.status === 'linked' && a.idle_since ? 'idle' : a.status,
+      statusReason:
+        a.status === 'linked'
+          ? a.idle_since
+            ? `unused since ${a.last_used_at?.toISOString() ?? a.created_at.toISOString()}: polled less often until its next read or write`
+            : null
+          : a.status_reason,
       createdAt: a.created_at.toISOString(),
+      lastUsedAt: iso(a.last_used_at),
+      idleSince: iso(a.idle_since),
       streams: mine.reduce((n, s) => n + s.n, 0),
       states,
       liveRecords: recordsBy.get(a.id) ?? 0,
@@ -94,15 +107,19 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       webhookRegistrations: hooksBy.get(a.id) ?? 0,
     };
   });
-  // What needs the operator comes first: refused credentials, then failed or stalled streams, then the
-  // rest; unlinked accounts last. Within each, in the order they were linked (a stable sort).
-  return overview.sort((x, y) => attentionRank(x) - attentionRank(y));
+  // What needs the operator comes first: refused credentials, then failed or stalled streams (most
+  // first), then the rest; idle accounts after them, unlinked ones last. Within each, in the order they
+  // were linked (a stable sort).
+  return overview.sort((x, y) => attentionRank(x) - attentionRank(y) || troubled(y) - troubled(x));
 }
+
+const troubled = (a: Pick<AccountOverview, 'states'>): number => (a.states.failed ?? 0) + (a.states.stalled ?? 0);
 
 function attentionRank(a: Pick<AccountOverview, 'status' | 'states'>): number {
   if (a.status === 'credentials_refused') return 0;
-  if (a.status === 'unlinked') return 3;
-  return (a.states.failed ?? 0) + (a.states.stalled ?? 0) > 0 ? 1 : 2;
+  if (a.status === 'unlinked') return 4;
+  if (troubled(a) > 0) return 1;
+  return a.status === 'idle' ? 3 : 2;
 }
 
 export interface StreamProgressRow {

@@ -69,7 +69,9 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
               count(*) FILTER (WHERE last_error IS NOT NULL)::int AS failing, count(*)::int AS n
          FROM subscriptions GROUP BY type ORDER BY type`,
     ),
-    pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM linked_accounts GROUP BY status ORDER BY status`),
+    pool.query<{ status: string; n: number }>(
+      `SELECT CASE WHEN status = 'linked' AND idle_since IS NOT NULL THEN 'idle' ELSE status END AS status, count(*)::int AS n FROM linked_accounts GROUP BY 1 ORDER BY 1`,
+    ),
     pool.query<{ event: string; n: number }>(`SELECT event, count(*)::float8 AS n FROM account_events GROUP BY event ORDER BY event`),
   ]);
 
@@ -181,7 +183,7 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
     {
       name: 'mirror_accounts',
       type: 'gauge',
-      help: 'Linked accounts by status (linked, credentials_refused: the upstream refuses its token, unlinked).',
+      help: 'Linked accounts by status (linked, idle: unused for MIRROR_IDLE_AFTER and polled less often, credentials_refused: the upstream refuses its token, unlinked).',
       samples: accountStatuses.rows.map((r) => ({ labels: { status: r.status }, value: r.n })),
     },
     {
