@@ -1,8 +1,19 @@
 // How a route describes itself, once: the zod schemas of its params, query, headers, body and
 // answers (Fastify validates and serializes with them through fastify-type-provider-zod) and the
 // words of its OpenAPI operation. api/openapi.ts builds the document from these and nothing else.
-import type { FastifyInstance, FastifySchemaCompiler, FastifySerializerCompiler } from 'fastify';
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  FastifyRequest,
+  FastifySchema,
+  FastifySchemaCompiler,
+  FastifySerializerCompiler,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+  RouteGenericInterface,
+} from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ResourceDef } from '../lib/resources.ts';
 
@@ -18,14 +29,26 @@ declare module 'fastify' {
   }
 }
 
+/** The app as route modules register on it: each handler's request is typed from its route's zod schemas. */
+export type RouteApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
+
+/** Registers routes whose handlers take their request types from the routes' schemas. */
+export function typedRoutes(app: FastifyInstance): RouteApp {
+  return app.withTypeProvider<ZodTypeProvider>();
+}
+
+/** The request a handler of a route with the schema `S` receives (for a handler written apart from its route). */
+export type RouteRequest<S extends FastifySchema> = FastifyRequest<RouteGenericInterface, RawServerDefault, RawRequestDefaultExpression, S, ZodTypeProvider>;
+
 /**
  * Parts of a request a route reads as they came rather than as parsed values: a body streamed to the
  * upstream, the query and headers of a read the read rule (read-plan.ts) evaluates in order, repeats
  * included, to decide between answering and forwarding (a per-key validator would refuse with a 400
- * what the upstream must be asked). Documented from the same schema; never used to validate.
+ * what the upstream must be asked). Documented from the same schema; never used to validate, so its
+ * handlers see the part as `unknown` (what came), never as the schema's parsed type.
  */
 const asItCame = new WeakSet<z.ZodType>();
-export function readAsItCame<T extends z.ZodType>(schema: T): T {
+export function readAsItCame(schema: z.ZodType): z.ZodType<unknown, unknown> {
   asItCame.add(schema);
   return schema;
 }

@@ -25,16 +25,21 @@ import {
   projectHeader,
   readAsItCame,
   sourceDataHeaders,
+  typedRoutes,
+  type RouteRequest,
 } from '../route-schema.ts';
 
 /**
  * The list parameters the read rule evaluates (read-plan.ts), read from the query as it came:
  * repeated, unknown or malformed, a parameter decides between a 400, an answer and a forward.
  */
+const pageFields = {
+  page: z.coerce.number().int().min(1).default(1).describe('Page number, from 1.'),
+  per_page: z.coerce.number().int().min(1).max(1000).optional().describe("Records per page, 1 to 1000 (unset: the source system's default)."),
+};
 const listQuerySchema = readAsItCame(
   z.looseObject({
-    page: z.coerce.number().int().min(1).default(1).describe('Page number, from 1.'),
-    per_page: z.coerce.number().int().min(1).max(1000).optional().describe("Records per page, 1 to 1000 (unset: the source system's default)."),
+    ...pageFields,
     include_deleted: z.enum(['true', 'false']).optional().describe('Also list records the upstream deleted (the mirror keeps them, soft-deleted).'),
     modified_after: z.iso.datetime({ offset: true }).optional().describe('Only records the mirror changed after this time.'),
     filters: z
@@ -44,7 +49,7 @@ const listQuerySchema = readAsItCame(
     order_by: z.string().optional().describe("JSON array of `{field, dir}` (also `order_by[]=`, or the body's `order_by`)."),
   }),
 );
-const pagesQuerySchema = readAsItCame(z.looseObject({ page: listQuerySchema.shape.page, per_page: listQuerySchema.shape.per_page }));
+const pagesQuerySchema = readAsItCame(z.looseObject(pageFields));
 
 /** Headers of a read: evaluated by the read rule with every other header, as they came. */
 const readHeaders = (projectScoped: boolean) =>
@@ -59,7 +64,8 @@ const folderHeaders = readAsItCame(headersOf({ 'project-id': z.string().describe
 
 const what = (def: ResourceDef) => def.name.replace(/-/g, ' ');
 
-function listSchema(def: ResourceDef): FastifySchema {
+/** A list's schema (a child resource's list adds its parent's id in the path). */
+function listSchema(def: ResourceDef) {
   const parent = def.parent ? resourceDef(def.parent) : undefined;
   return {
     summary: `List ${what(def)}${parent ? ` of a ${parent.name.replace(/s$/, '').replace(/-/g, ' ')}` : ''}`,
@@ -67,33 +73,48 @@ function listSchema(def: ResourceDef): FastifySchema {
       "Served from the mirror in the upstream's shape, with exact `has_more_results`. A scope the mirror never synced is answered by the upstream (with a warning header) while its sync starts.",
     tags: [def.name],
     access: 'account',
-    ...(parent ? { params: pathParams('parentId') } : {}),
     querystring: listQuerySchema,
     headers: readHeaders((parent ?? def).scope === 'project'),
     response: { 200: json('A page of records.', pageSchema(def)) },
-  };
+  } satisfies FastifySchema;
 }
 
-function getSchema(def: ResourceDef): FastifySchema {
+/** An object's schema: its id in the path, and its parent's for a child resource (`params`). */
+function getSchema<P extends z.ZodType>(def: ResourceDef, params: P) {
   const parent = def.parent ? resourceDef(def.parent) : undefined;
   return {
     summary: `Get one of the ${what(def)} by id or \`source_id:<id>\``,
     tags: [def.name],
     access: 'account',
-    params: parent ? pathParams('parentId', 'id') : pathParams('id'),
+    params,
     headers: readHeaders((parent ?? def).scope === 'project'),
     response: { 200: json('The record.', objectSchema(def)), 404: errorAnswer('No such record in this account.') },
-  };
+  } satisfies FastifySchema;
 }
 
-const folderSchema = (summary: string, params: FastifySchema['params'], notFound: string): FastifySchema => ({
-  summary,
-  tags: ['folders'],
-  access: 'account',
-  ...(params ? { params } : {}),
-  headers: folderHeaders,
-  response: { 200: json('The folder, with `files` and `folders`.', objectSchema(resourceDef('folders')!)), 404: errorAnswer(notFound) },
-});
+const folderSchema = (summary: string, notFound: string) =>
+  ({
+    summary,
+    tags: ['folders'],
+    access: 'account',
+    headers: folderHeaders,
+    response: { 200: json('The folder, with `files` and `folders`.', objectSchema(resourceDef('folders')!)), 404: errorAnswer(notFound) },
+  }) satisfies FastifySchema;
+const rootFolderSchema = folderSchema("The project's root folder, with its files and subfolders", 'No root folder mirrored for this project.');
+const folderByIdSchema = {
+  ...folderSchema('One folder by id or `source_id:<id>`, with its files and subfolders', 'No such folder in this account.'),
+  params: pathParams('id'),
+} satisfies FastifySchema;
+const folderContentsSchema = (sub: 'files' | 'folders') =>
+  ({
+    summary: `The ${sub} of a folder`,
+    tags: ['folders'],
+    access: 'account',
+    params: pathParams('id'),
+    querystring: pagesQuerySchema,
+    headers: folderHeaders,
+    response: { 200: json('A page of records.', pageSchema(resourceDef(sub)!)) },
+  }) satisfies FastifySchema;
 
 // Beyond the upstream: a change feed per resource, followed with an opaque cursor.
 const changesQuerySchema = z.object({
@@ -136,183 +157,166 @@ function cursorPosition(cursor: string | undefined): { at: Date; key: string } {
   return { at: new Date(c.data.at), key: c.data.key };
 }
 
-type Params = { id: string; parentId?: string };
-type Handler<P> = (request: FastifyRequest<{ Params: P }>, reply: FastifyReply) => Promise<FastifyReply>;
+// The handlers of the read routes: each decides answer or forward, then calls one read. The path
+// parameters come from the route, as its schema parsed them.
 
-/** The handlers of the read routes: each decides answer or forward, then calls one read. */
-function handlers(reads: ResourceReads) {
-  const { headerPrefix: prefix } = reads.deps;
-  const debugId = reads.debugIdHeader;
-
-  const list =
-    (def: ResourceDef): Handler<{ parentId?: string }> =>
-    async (request, reply) => {
-      const r = await reads.open(request);
-      const unserved = reads.notServed(r.account, def);
-      if (unserved) return reads.forwarded(r, reply, unserved);
-      const plan = planList(reads.readRequest(request, def), debugId);
-      const scopes = await reads.scopes(r, def, request.params.parentId);
-      if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-      const q = plan.serve;
-      const profile = knownProfile(r.account.sourceSystem);
-      // A source system that does not filter this resource refuses every filter form: its answer is relayed.
-      if (q.hasFilterForms && profile?.resources[def.name]?.updateTimeFilter === false)
-        return reads.forwarded(r, reply, `${profile.name} does not filter ${def.name}`);
-      const narrowing = await reads.projectNarrowing(r, def);
-      if (typeof narrowing === 'string') return reads.forwarded(r, reply, narrowing);
-      if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
-      const tooOld = await reads.tooOld(r, [def.name], scopes);
-      if (tooOld) return reads.forwardedTooOld(r, reply, def, scopes, tooOld);
-      const page = await reads.readPage(r, def, scopes, narrowing ? { ...q, filters: [...q.filters, narrowing] } : q);
-      return page ? sendJson(reply, prefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(def.name));
-    };
-
-  const get =
-    (def: ResourceDef): Handler<Params> =>
-    async (request, reply) => {
-      const r = await reads.open(request);
-      const ref = request.params.id;
-      if (isUpstreamCollection(def, ref)) return reads.forwarded(r, reply, `unknown resource (${def.path}/${ref} is a collection the mirror does not hold)`);
-      const unserved = reads.notServed(r.account, def);
-      if (unserved) return reads.forwarded(r, reply, unserved);
-      const plan = planGet(reads.readRequest(request, def), debugId);
-      const scopes = await reads.scopes(r, def, request.params.parentId);
-      if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-      // An object is read in one project: the upstream's own answer to `Project-Id: *` is relayed.
-      if (scopes === 'all') return reads.forwarded(r, reply, `Project-Id: * names no one project, and a single ${def.name} is read in its own`);
-      const found = await reads.readObject(r, def, scopes, ref);
-      if (found && reads.objectFreshEnough(r, def, scopes, ref, found)) return sendJson(reply, prefix, found);
-      if (!found && (await reads.notSyncedYet(r, def.name, scopes))) return reads.fromUpstream(r, reply, def, scopes);
-      // Not in the mirror's copy of a synced scope, or not verified as recently as asked: the upstream's answer.
-      if (reads.deps.upstream) return reads.objectFromUpstream(r, reply, def, scopes, ref);
-      if (found) return sendJson(reply, prefix, found);
-      throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
-    };
-
-  // Folders as the contract serves them: a folder object carries its files and subfolders, and the
-  // project's root folder (the one without a parent) is `/root-folder`.
-  const foldersDef = resourceDef('folders')!;
-  // A source system that does not serve folders (or their files) answers its own refusal, whatever
-  // Project-Id says: relayed as for lists, before the one project a folder read needs is asked for.
-  const unservedFolders = (r: ReadScope, sub?: 'files' | 'folders'): string | undefined =>
-    reads.notServed(r.account, foldersDef) ?? (sub ? reads.notServed(r.account, resourceDef(sub)!) : undefined);
-
-  const allProjects = 'Project-Id: * names no one project, and folders are read one project at a time';
-
-  const rootFolder = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const r = await reads.open(request);
-    const unserved = unservedFolders(r);
-    if (unserved) return reads.forwarded(r, reply, unserved);
-    const plan = planGet(reads.readRequest(request, foldersDef), debugId);
-    const scope = await reads.oneProject(r);
-    if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-    if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-    if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
-    const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
-    if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
-    const root = await reads.readRootFolder(r, scope);
-    if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
-    return sendJson(reply, prefix, await reads.readFolderView(r, scope, root, null));
-  };
-
-  const folder: Handler<{ id: string }> = async (request, reply) => {
-    const r = await reads.open(request);
-    const unserved = unservedFolders(r);
-    if (unserved) return reads.forwarded(r, reply, unserved);
-    const plan = planGet(reads.readRequest(request, foldersDef), debugId);
-    const scope = await reads.oneProject(r);
-    if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-    if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-    if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
-    // A folder is answered with its files and subfolders: its copy is as old as theirs.
-    const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
-    if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
-    const found = await reads.readObject(r, foldersDef, [scope], request.params.id);
-    if (found) return sendJson(reply, prefix, await reads.readFolderView(r, scope, found.json, found.retrievedAt));
-    // A folder created upstream since the last pass: the upstream's answer, never a false 404.
-    if (reads.deps.upstream) return reads.forwarded(r, reply, `folder ${request.params.id} is not in the mirror's copy yet`);
-    throw new NotFoundError(`No folder ${request.params.id} in this account.`);
-  };
-
-  const folderContents =
-    (sub: 'files' | 'folders'): Handler<{ id: string }> =>
-    async (request, reply) => {
-      const r = await reads.open(request);
-      const unserved = unservedFolders(r, sub);
-      if (unserved) return reads.forwarded(r, reply, unserved);
-      const plan = planPagesOnly(reads.readRequest(request, foldersDef), debugId);
-      const scope = await reads.oneProject(r);
-      if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-      if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-      // Not synced (or not served by the account's source system at all): the upstream answers.
-      if (await reads.notSyncedYet(r, sub, [scope])) return reads.fromUpstream(r, reply, resourceDef(sub)!, [scope]);
-      const tooOld = await reads.tooOld(r, ['folders', sub], [scope]);
-      if (tooOld) return reads.forwardedTooOld(r, reply, resourceDef(sub)!, [scope], tooOld);
-      const folderId = await reads.folderId(r, scope, request.params.id);
-      const field = sub === 'files' ? 'folder_id' : 'parent_id';
-      const q = { ...plan.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
-      const page = await reads.readPage(r, resourceDef(sub)!, [scope], q);
-      return page ? sendJson(reply, prefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(sub));
-    };
-
-  const changes = async (request: FastifyRequest<{ Params: { resource: string }; Querystring: z.infer<typeof changesQuerySchema> }>, reply: FastifyReply) => {
-    const account = await reads.deps.auth.account(request);
-    const def = resourceDef(request.params.resource);
-    if (!def) throw new NotFoundError(`No resource ${request.params.resource.slice(0, 64)}; resources: ${resources.map((d) => d.name).join(', ')}.`);
-    const { cursor, limit } = request.query;
-    const after = cursorPosition(cursor);
-    const page = await reads.readChanges(account, def, after, limit);
-    const last = page.at(-1)?.cursor ?? after;
-    const nextCursor = Buffer.from(JSON.stringify({ at: last.at.toISOString(), key: last.key })).toString('base64url');
-    return reply.send({
-      data: page.map((c) => ({ event: c.event, id: c.id, scope: c.scope, mirrored_at: c.mirroredAt.toISOString(), object: c.data })),
-      meta: { next_cursor: nextCursor, has_more_results: page.length === limit },
-    });
-  };
-
-  return { list, get, rootFolder, folder, folderContents, changes };
+async function listHandler(reads: ResourceReads, def: ResourceDef, request: FastifyRequest, reply: FastifyReply, parentId: string | undefined) {
+  const r = await reads.open(request);
+  const unserved = reads.notServed(r.account, def);
+  if (unserved) return reads.forwarded(r, reply, unserved);
+  const plan = planList(reads.readRequest(request, def), reads.debugIdHeader);
+  const scopes = await reads.scopes(r, def, parentId);
+  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+  const q = plan.serve;
+  const profile = knownProfile(r.account.sourceSystem);
+  // A source system that does not filter this resource refuses every filter form: its answer is relayed.
+  if (q.hasFilterForms && profile?.resources[def.name]?.updateTimeFilter === false)
+    return reads.forwarded(r, reply, `${profile.name} does not filter ${def.name}`);
+  const narrowing = await reads.projectNarrowing(r, def);
+  if (typeof narrowing === 'string') return reads.forwarded(r, reply, narrowing);
+  if (await reads.notSyncedYet(r, def.name, scopes)) return reads.fromUpstream(r, reply, def, scopes);
+  const tooOld = await reads.tooOld(r, [def.name], scopes);
+  if (tooOld) return reads.forwardedTooOld(r, reply, def, scopes, tooOld);
+  const page = await reads.readPage(r, def, scopes, narrowing ? { ...q, filters: [...q.filters, narrowing] } : q);
+  return page ? sendJson(reply, reads.deps.headerPrefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(def.name));
 }
 
-export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
-  const h = handlers(new ResourceReads(deps));
-  const reads = { preValidation: readGetBody };
+async function getHandler(reads: ResourceReads, def: ResourceDef, request: FastifyRequest, reply: FastifyReply, params: { id: string; parentId?: string }) {
+  const prefix = reads.deps.headerPrefix;
+  const r = await reads.open(request);
+  const ref = params.id;
+  if (isUpstreamCollection(def, ref)) return reads.forwarded(r, reply, `unknown resource (${def.path}/${ref} is a collection the mirror does not hold)`);
+  const unserved = reads.notServed(r.account, def);
+  if (unserved) return reads.forwarded(r, reply, unserved);
+  const plan = planGet(reads.readRequest(request, def), reads.debugIdHeader);
+  const scopes = await reads.scopes(r, def, params.parentId);
+  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+  // An object is read in one project: the upstream's own answer to `Project-Id: *` is relayed.
+  if (scopes === 'all') return reads.forwarded(r, reply, `Project-Id: * names no one project, and a single ${def.name} is read in its own`);
+  const found = await reads.readObject(r, def, scopes, ref);
+  if (found && reads.objectFreshEnough(r, def, scopes, ref, found)) return sendJson(reply, prefix, found);
+  if (!found && (await reads.notSyncedYet(r, def.name, scopes))) return reads.fromUpstream(r, reply, def, scopes);
+  // Not in the mirror's copy of a synced scope, or not verified as recently as asked: the upstream's answer.
+  if (reads.deps.upstream) return reads.objectFromUpstream(r, reply, def, scopes, ref);
+  if (found) return sendJson(reply, prefix, found);
+  throw new NotFoundError(`No ${def.name.replace(/s$/, '')} ${ref} in this account.`);
+}
 
-  app.get(
-    '/root-folder',
-    { ...reads, schema: folderSchema("The project's root folder, with its files and subfolders", undefined, 'No root folder mirrored for this project.') },
-    h.rootFolder,
-  );
-  app.get<{ Params: { id: string } }>(
-    '/folders/:id',
-    {
-      ...reads,
-      schema: folderSchema('One folder by id or `source_id:<id>`, with its files and subfolders', pathParams('id'), 'No such folder in this account.'),
-    },
-    h.folder,
-  );
+// Folders as the contract serves them: a folder object carries its files and subfolders, and the
+// project's root folder (the one without a parent) is `/root-folder`.
+const foldersDef = resourceDef('folders')!;
+
+/**
+ * A source system that does not serve folders (or their files) answers its own refusal, whatever
+ * Project-Id says: relayed as for lists, before the one project a folder read needs is asked for.
+ */
+const unservedFolders = (reads: ResourceReads, r: ReadScope, sub?: 'files' | 'folders'): string | undefined =>
+  reads.notServed(r.account, foldersDef) ?? (sub ? reads.notServed(r.account, resourceDef(sub)!) : undefined);
+
+const allProjects = 'Project-Id: * names no one project, and folders are read one project at a time';
+
+async function rootFolderHandler(reads: ResourceReads, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const r = await reads.open(request);
+  const unserved = unservedFolders(reads, r);
+  if (unserved) return reads.forwarded(r, reply, unserved);
+  const plan = planGet(reads.readRequest(request, foldersDef), reads.debugIdHeader);
+  const scope = await reads.oneProject(r);
+  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
+  if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
+  const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
+  if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
+  const root = await reads.readRootFolder(r, scope);
+  if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
+  return sendJson(reply, reads.deps.headerPrefix, await reads.readFolderView(r, scope, root, null));
+}
+
+async function folderHandler(reads: ResourceReads, request: FastifyRequest, reply: FastifyReply, id: string) {
+  const r = await reads.open(request);
+  const unserved = unservedFolders(reads, r);
+  if (unserved) return reads.forwarded(r, reply, unserved);
+  const plan = planGet(reads.readRequest(request, foldersDef), reads.debugIdHeader);
+  const scope = await reads.oneProject(r);
+  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
+  if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
+  // A folder is answered with its files and subfolders: its copy is as old as theirs.
+  const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
+  if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
+  const found = await reads.readObject(r, foldersDef, [scope], id);
+  if (found) return sendJson(reply, reads.deps.headerPrefix, await reads.readFolderView(r, scope, found.json, found.retrievedAt));
+  // A folder created upstream since the last pass: the upstream's answer, never a false 404.
+  if (reads.deps.upstream) return reads.forwarded(r, reply, `folder ${id} is not in the mirror's copy yet`);
+  throw new NotFoundError(`No folder ${id} in this account.`);
+}
+
+async function folderContentsHandler(reads: ResourceReads, sub: 'files' | 'folders', request: FastifyRequest, reply: FastifyReply, id: string) {
+  const r = await reads.open(request);
+  const unserved = unservedFolders(reads, r, sub);
+  if (unserved) return reads.forwarded(r, reply, unserved);
+  const plan = planPagesOnly(reads.readRequest(request, foldersDef), reads.debugIdHeader);
+  const scope = await reads.oneProject(r);
+  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
+  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
+  // Not synced (or not served by the account's source system at all): the upstream answers.
+  if (await reads.notSyncedYet(r, sub, [scope])) return reads.fromUpstream(r, reply, resourceDef(sub)!, [scope]);
+  const tooOld = await reads.tooOld(r, ['folders', sub], [scope]);
+  if (tooOld) return reads.forwardedTooOld(r, reply, resourceDef(sub)!, [scope], tooOld);
+  const folderId = await reads.folderId(r, scope, id);
+  const field = sub === 'files' ? 'folder_id' : 'parent_id';
+  const q = { ...plan.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
+  const page = await reads.readPage(r, resourceDef(sub)!, [scope], q);
+  return page ? sendJson(reply, reads.deps.headerPrefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(sub));
+}
+
+async function changesHandler(reads: ResourceReads, request: RouteRequest<typeof changesSchema>, reply: FastifyReply) {
+  const account = await reads.deps.auth.account(request);
+  const def = resourceDef(request.params.resource);
+  if (!def) throw new NotFoundError(`No resource ${request.params.resource.slice(0, 64)}; resources: ${resources.map((d) => d.name).join(', ')}.`);
+  const { cursor, limit } = request.query;
+  const after = cursorPosition(cursor);
+  const page = await reads.readChanges(account, def, after, limit);
+  const last = page.at(-1)?.cursor ?? after;
+  const nextCursor = Buffer.from(JSON.stringify({ at: last.at.toISOString(), key: last.key })).toString('base64url');
+  return reply.send({
+    data: page.map((c) => ({ event: c.event, id: c.id, scope: c.scope, mirrored_at: c.mirroredAt.toISOString(), object: c.data })),
+    meta: { next_cursor: nextCursor, has_more_results: page.length === limit },
+  });
+}
+
+export function registerResourceRoutes(fastify: FastifyInstance, deps: ResourceRouteDeps): void {
+  const app = typedRoutes(fastify);
+  const reads = new ResourceReads(deps);
+  const hooks = { preValidation: readGetBody };
+
+  app.get('/root-folder', { ...hooks, schema: rootFolderSchema }, (request, reply) => rootFolderHandler(reads, request, reply));
+  app.get('/folders/:id', { ...hooks, schema: folderByIdSchema }, (request, reply) => folderHandler(reads, request, reply, request.params.id));
   for (const sub of ['files', 'folders'] as const) {
-    const schema: FastifySchema = {
-      summary: `The ${sub} of a folder`,
-      tags: ['folders'],
-      access: 'account',
-      params: pathParams('id'),
-      querystring: pagesQuerySchema,
-      headers: folderHeaders,
-      response: { 200: json('A page of records.', pageSchema(resourceDef(sub)!)) },
-    };
-    app.get<{ Params: { id: string } }>(`/folders/:id/${sub}`, { ...reads, schema }, h.folderContents(sub));
+    app.get(`/folders/:id/${sub}`, { ...hooks, schema: folderContentsSchema(sub) }, (request, reply) =>
+      folderContentsHandler(reads, sub, request, reply, request.params.id),
+    );
   }
-  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof changesQuerySchema> }>(
-    '/mirror/changes/:resource',
-    { preValidation: credentialsFirst(deps.auth, 'account'), schema: changesSchema },
-    h.changes,
+  app.get('/mirror/changes/:resource', { preValidation: credentialsFirst(deps.auth, 'account'), schema: changesSchema }, (request, reply) =>
+    changesHandler(reads, request, reply),
   );
 
   // Every resource of the catalog: its list and its objects (children through their parent).
   for (const def of resources) {
-    const base = def.scope === 'child' ? `${resourceDef(def.parent!)!.path}/:parentId/${def.path}` : def.path;
-    app.get<{ Params: { parentId?: string } }>(base, { ...reads, schema: listSchema(def) }, h.list(def));
-    // A folder is served with its files and subfolders (above).
-    if (def.name !== 'folders') app.get<{ Params: Params }>(`${base}/:id`, { ...reads, schema: getSchema(def) }, h.get(def));
+    if (def.scope === 'child') {
+      const base = `${resourceDef(def.parent!)!.path}/:parentId/${def.path}`;
+      app.get(base, { ...hooks, schema: { ...listSchema(def), params: pathParams('parentId') } }, (request, reply) =>
+        listHandler(reads, def, request, reply, request.params.parentId),
+      );
+      app.get(`${base}/:id`, { ...hooks, schema: getSchema(def, pathParams('parentId', 'id')) }, (request, reply) =>
+        getHandler(reads, def, request, reply, request.params),
+      );
+    } else {
+      app.get(def.path, { ...hooks, schema: listSchema(def) }, (request, reply) => listHandler(reads, def, request, reply, undefined));
+      // A folder is served with its files and subfolders (above).
+      if (def.name !== 'folders')
+        app.get(`${def.path}/:id`, { ...hooks, schema: getSchema(def, pathParams('id')) }, (request, reply) =>
+          getHandler(reads, def, request, reply, request.params),
+        );
+    }
   }
 }
