@@ -20,7 +20,7 @@ import { refreshUrlFields } from '../../mirror/records/object-writes.ts';
 import { recordStorageAccess, storedRecordData } from '../../mirror/control/storage-files.ts';
 import { checkStorageUrl, storageLocations, verifyLink, type StorageLink } from '../storage-proxy.ts';
 import { notFound } from '../errors.ts';
-import { answer, errorAnswer, headersOf, pathParams } from '../route-schema.ts';
+import { answer, errorAnswer, headersOf, pathParams, typedRoutes, type RouteRequest } from '../route-schema.ts';
 
 interface StorageRouteDeps {
   pool: Pool;
@@ -90,23 +90,30 @@ const preflightSchema = {
   response: { 204: answer('Allowed: any origin, GET and HEAD, Range and If-None-Match.'), 404: errorAnswer('Not a preview link.') },
 } satisfies FastifySchema;
 
-export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDeps): void {
-  const locations = storageLocations(deps.storageUrls);
+/** The files behind the links: where a record's stored URL points, and its bytes fetched from the upstream's storage. */
+class StorageFiles {
+  readonly #deps: StorageRouteDeps;
+  readonly #locations: ReturnType<typeof storageLocations>;
+  constructor(deps: StorageRouteDeps) {
+    this.#deps = deps;
+    this.#locations = storageLocations(deps.storageUrls);
+  }
 
-  function target(value: unknown): Target {
+  target(value: unknown): Target {
     if (value === undefined || value === null || value === '') return { kind: 'none' };
-    const check = checkStorageUrl(value, locations);
+    const check = checkStorageUrl(value, this.#locations);
     return check.ok ? { kind: 'ok', url: check.url } : { kind: 'refused', reason: check.reason };
   }
 
-  async function storedRecord(l: StorageLink): Promise<Record<string, unknown>> {
-    const data = await storedRecordData(deps.pool, { accountId: l.accountId, resource: l.resource, scope: l.scope, id: l.id });
+  async storedRecord(l: StorageLink): Promise<Record<string, unknown>> {
+    const data = await storedRecordData(this.#deps.pool, { accountId: l.accountId, resource: l.resource, scope: l.scope, id: l.id });
     if (!data) throw new NotFoundError('The file of this link is no longer in the mirror.');
     return data;
   }
 
   /** Reads the record again from the upstream (fresh storage URLs) and keeps it. */
-  async function refreshed(l: StorageLink): Promise<Record<string, unknown>> {
+  async refreshed(l: StorageLink): Promise<Record<string, unknown>> {
+    const deps = this.#deps;
     const account = await deps.accounts.get(l.accountId);
     const parts = parseScope(l.scope);
     const projectId = parts.find(([k]) => k === 'project')?.[1];
@@ -128,7 +135,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
    * client's dispatcher has no redirect interceptor). Only the conditional headers are sent, never a
    * credential.
    */
-  async function fetchFile(t: Target, request: FastifyRequest, l: StorageLink): Promise<UpstreamStream | undefined> {
+  async fetchFile(t: Target, request: FastifyRequest, l: StorageLink): Promise<UpstreamStream | undefined> {
     if (t.kind !== 'ok') return undefined;
     const headers: Record<string, string> = {};
     for (const h of ['range', 'if-none-match', 'if-range']) {
@@ -136,7 +143,7 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
       if (typeof v === 'string') headers[h] = v;
     }
     try {
-      return await deps.upstream.stream({
+      return await this.#deps.upstream.stream({
         method: 'GET',
         url: t.url,
         headers,
@@ -151,101 +158,145 @@ export function registerStorageRoutes(app: FastifyInstance, deps: StorageRouteDe
     }
   }
 
-  /** A 502 whose message the caller sees (the error handler hides 5xx messages); it names no address. */
-  function badGateway(reply: FastifyReply, code: string, message: string): FastifyReply {
-    return reply.status(502).send({ message, code, details: [] });
+  /**
+   * The record's file as its stored URL serves it. No usable URL, one outside the upstream's storage,
+   * or one the storage says has expired: the upstream issues a fresh one, kept, and used.
+   */
+  async fetchWithRefresh(
+    request: FastifyRequest,
+    link: StorageLink,
+  ): Promise<{ data: Record<string, unknown>; target: Target; res: UpstreamStream | undefined }> {
+    let data = await this.storedRecord(link);
+    let target = this.target(data[link.field]);
+    let res = await this.fetchFile(target, request, link);
+    if (!res || [401, 403, 404, 410].includes(res.status)) {
+      await res?.discard();
+      data = await this.refreshed(link);
+      target = this.target(data[link.field]);
+      res = await this.fetchFile(target, request, link);
+    }
+    return { data, target, res };
   }
 
-  app.get<{ Params: { resource: string; id: string; field: string }; Querystring: z.infer<typeof linkQuery> }>(
-    '/storage/:resource/:id/:field',
-    { schema: storageSchema },
-    async (request, reply: FastifyReply) => {
-      if (previewFields.has(request.params.field)) void reply.header('access-control-allow-origin', '*');
-      const q = request.query;
-      const check = verifyLink(deps.key, { ...request.params, account: q.account, scope: q.scope, expiresAt: q.expires_at, signature: q.signature });
-      if (!check.ok) throw new ForbiddenError(check.reason);
-      const link = check.link;
-      const record = (status: number) =>
-        recordStorageAccess(deps.prisma, {
-          accountId: link.accountId,
-          resource: link.resource,
-          scope: link.scope,
-          recordId: link.id,
-          field: link.field,
-          status,
-          range: typeof request.headers.range === 'string' ? request.headers.range.slice(0, 100) : null,
-          ip: request.ip,
-          userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 300) : null,
-        });
-      let data = await storedRecord(link);
-      let t = target(data[link.field]);
-      let res = await fetchFile(t, request, link);
-      // No usable URL, one outside the upstream's storage, or one the storage says has expired: the
-      // upstream issues a fresh one.
-      if (!res || [401, 403, 404, 410].includes(res.status)) {
-        await res?.discard();
-        data = await refreshed(link);
-        t = target(data[link.field]);
-        res = await fetchFile(t, request, link);
-      }
-      if (t.kind === 'refused') {
-        request.log.warn(
-          { resource: link.resource, id: link.id, field: link.field, reason: t.reason },
-          'storage proxy: the upstream gave a URL outside its storage; not fetched',
-        );
-        await record(502);
-        return badGateway(
-          reply,
-          'storage_url_refused',
-          `The upstream gave this file a URL outside its storage, so the mirror did not fetch it. The operator can check UPSTREAM_STORAGE_URL against the upstream's storage URL.`,
-        );
-      }
-      if (!res) throw new NotFoundError(`This ${resourceDef(link.resource)?.name ?? 'record'} has no ${link.field}.`);
-      if (res.status >= 300 && res.status < 400 && res.status !== 304) {
-        // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
-        await res.discard();
-        request.log.warn(
-          { resource: link.resource, id: link.id, field: link.field, status: res.status },
-          'storage proxy: the upstream storage answered a redirect; not followed',
-        );
-        await record(502);
-        return badGateway(
-          reply,
-          'storage_redirect_refused',
-          `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`,
-        );
-      }
-      if (res.status >= 400 && res.status !== 416) {
-        await res.discard();
-        await record(res.status);
-        throw new UpstreamError(`The upstream's storage answered ${res.status} for this file.`, res.status >= 500 ? 502 : res.status);
-      }
-      for (const name of relayed) {
-        const v = res.headers[name];
-        if (v !== undefined) void reply.header(name, v);
-      }
-      const filename = typeof data.filename === 'string' ? data.filename : typeof data.name === 'string' ? data.name : link.id;
-      void reply.header('content-disposition', contentDisposition(link.field, filename));
-      await record(res.status).catch(async (error: unknown) => {
-        await res.discard();
-        throw error;
-      });
-      if (res.status === 304) {
-        await res.discard();
-        return reply.status(304).send();
-      }
-      return reply.status(res.status).send(res.body);
-    },
-  );
+  /** Records one access to a link's file, with the status it was answered. */
+  recordAccess(request: FastifyRequest, link: StorageLink, status: number): Promise<void> {
+    return recordStorageAccess(this.#deps.prisma, {
+      accountId: link.accountId,
+      resource: link.resource,
+      scope: link.scope,
+      recordId: link.id,
+      field: link.field,
+      status,
+      range: typeof request.headers.range === 'string' ? request.headers.range.slice(0, 100) : null,
+      ip: request.ip,
+      userAgent: typeof request.headers['user-agent'] === 'string' ? request.headers['user-agent'].slice(0, 300) : null,
+    });
+  }
+}
+
+/** A 502 whose message the caller sees (the error handler hides 5xx messages); it names no address. */
+function badGateway(reply: FastifyReply, code: string, message: string): FastifyReply {
+  return reply.status(502).send({ message, code, details: [] });
+}
+
+/** The link's signature and expiry checked: the link it names, or a 403. */
+function checkedLink(key: Buffer, request: RouteRequest<typeof storageSchema>): StorageLink {
+  const q = request.query;
+  const check = verifyLink(key, { ...request.params, account: q.account, scope: q.scope, expiresAt: q.expires_at, signature: q.signature });
+  if (!check.ok) throw new ForbiddenError(check.reason);
+  return check.link;
+}
+
+/**
+ * What the storage answered that the mirror does not relay: a URL outside the storage (502), a
+ * redirect (502, never followed), an error (its status). Undefined: the answer is relayed.
+ */
+async function refusedAnswer(
+  files: StorageFiles,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  link: StorageLink,
+  target: Target,
+  res: UpstreamStream | undefined,
+): Promise<FastifyReply | undefined> {
+  if (target.kind === 'refused') {
+    request.log.warn(
+      { resource: link.resource, id: link.id, field: link.field, reason: target.reason },
+      'storage proxy: the upstream gave a URL outside its storage; not fetched',
+    );
+    await files.recordAccess(request, link, 502);
+    return badGateway(
+      reply,
+      'storage_url_refused',
+      `The upstream gave this file a URL outside its storage, so the mirror did not fetch it. The operator can check UPSTREAM_STORAGE_URL against the upstream's storage URL.`,
+    );
+  }
+  if (!res) throw new NotFoundError(`This ${resourceDef(link.resource)?.name ?? 'record'} has no ${link.field}.`);
+  if (res.status >= 300 && res.status < 400 && res.status !== 304) {
+    // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
+    await res.discard();
+    request.log.warn(
+      { resource: link.resource, id: link.id, field: link.field, status: res.status },
+      'storage proxy: the upstream storage answered a redirect; not followed',
+    );
+    await files.recordAccess(request, link, 502);
+    return badGateway(
+      reply,
+      'storage_redirect_refused',
+      `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`,
+    );
+  }
+  if (res.status >= 400 && res.status !== 416) {
+    await res.discard();
+    await files.recordAccess(request, link, res.status);
+    throw new UpstreamError(`The upstream's storage answered ${res.status} for this file.`, res.status >= 500 ? 502 : res.status);
+  }
+  return undefined;
+}
+
+/** Relays the storage's answer: its headers, the file's name, its bytes streamed (or a 304). */
+async function relayFile(
+  files: StorageFiles,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  link: StorageLink,
+  data: Record<string, unknown>,
+  res: UpstreamStream,
+): Promise<FastifyReply> {
+  for (const name of relayed) {
+    const v = res.headers[name];
+    if (v !== undefined) void reply.header(name, v);
+  }
+  const filename = typeof data.filename === 'string' ? data.filename : typeof data.name === 'string' ? data.name : link.id;
+  void reply.header('content-disposition', contentDisposition(link.field, filename));
+  await files.recordAccess(request, link, res.status).catch(async (error: unknown) => {
+    await res.discard();
+    throw error;
+  });
+  if (res.status === 304) {
+    await res.discard();
+    return reply.status(304).send();
+  }
+  return reply.status(res.status).send(res.body);
+}
+
+async function serveFile(files: StorageFiles, key: Buffer, request: RouteRequest<typeof storageSchema>, reply: FastifyReply): Promise<FastifyReply> {
+  if (previewFields.has(request.params.field)) void reply.header('access-control-allow-origin', '*');
+  const link = checkedLink(key, request);
+  const { data, target, res } = await files.fetchWithRefresh(request, link);
+  const refused = await refusedAnswer(files, request, reply, link, target, res);
+  return refused ?? relayFile(files, request, reply, link, data, res!);
+}
+
+export function registerStorageRoutes(fastify: FastifyInstance, deps: StorageRouteDeps): void {
+  const app = typedRoutes(fastify);
+  const files = new StorageFiles(deps);
+  app.get('/storage/:resource/:id/:field', { schema: storageSchema }, (request, reply) => serveFile(files, deps.key, request, reply));
 
   // The signature is not checked: a preflight carries no credential and answers nothing of the file.
-  app.options<{ Params: { resource: string; id: string; field: string } }>(
-    '/storage/:resource/:id/:field',
-    { schema: preflightSchema },
-    async (request, reply: FastifyReply) => {
-      const { resource, field } = request.params;
-      if (!previewFields.has(field) || !resourceDef(resource)?.urlFields?.includes(field)) return notFound(request, reply);
-      return reply.status(204).headers(previewPreflight).send();
-    },
-  );
+  app.options('/storage/:resource/:id/:field', { schema: preflightSchema }, async (request, reply) => {
+    const { resource, field } = request.params;
+    if (!previewFields.has(field) || !resourceDef(resource)?.urlFields?.includes(field)) return notFound(request, reply);
+    return reply.status(204).headers(previewPreflight).send();
+  });
 }
