@@ -33,21 +33,24 @@ export function openApiPath(url: string): string {
   return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 }
 
-function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: string; version?: string; serverUrl?: string } = {}): Record<string, unknown> {
-  const schemas: Record<string, unknown> = {};
-  const toJson = (schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> => {
+/** Turns zod schemas into the document's JSON Schemas, collecting the named ones for its components. */
+class SchemaCollector {
+  readonly schemas: Record<string, unknown> = {};
+
+  toJson(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
     // Named schemas (`.meta({ id })`) land in $defs: they move to components, referenced from there.
     const text = JSON.stringify(z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' })).replaceAll('"#/$defs/', '"#/components/schemas/');
     const json = JSON.parse(text) as Record<string, unknown>;
-    if (json.$defs) Object.assign(schemas, json.$defs);
+    if (json.$defs) Object.assign(this.schemas, json.$defs);
     delete json.$defs;
     delete json.$schema;
     return json;
-  };
+  }
+
   /** The properties of a zod object as OpenAPI parameters of one place (path, query, header). */
-  const parametersOf = (schema: unknown, place: 'path' | 'query' | 'header'): unknown[] => {
+  parametersOf(schema: unknown, place: 'path' | 'query' | 'header'): unknown[] {
     if (!(schema instanceof z.ZodType)) return [];
-    const o = toJson(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    const o = this.toJson(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
     return Object.entries(o.properties ?? {}).map(([name, property]) => {
       const { description, ...rest } = property;
       return {
@@ -58,10 +61,59 @@ function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: 
         schema: rest,
       };
     });
-  };
-  const contentOf = (content: Record<string, { schema?: unknown }>): Record<string, unknown> =>
-    Object.fromEntries(Object.entries(content).map(([type, c]) => [type, c.schema instanceof z.ZodType ? { schema: toJson(c.schema, 'output') } : {}]));
+  }
 
+  contentOf(content: Record<string, { schema?: unknown }>): Record<string, unknown> {
+    return Object.fromEntries(
+      Object.entries(content).map(([type, c]) => [type, c.schema instanceof z.ZodType ? { schema: this.toJson(c.schema, 'output') } : {}]),
+    );
+  }
+}
+
+/** A route's answers by status; a route that takes credentials also answers 401. */
+function responsesOf(s: FastifySchema | undefined, security: Security, collector: SchemaCollector): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  for (const [status, r] of Object.entries((s?.response ?? {}) as Record<string, unknown>)) {
+    const entry = r instanceof z.ZodType ? json(r.description ?? 'OK', r) : (r as ReturnType<typeof answer>);
+    responses[status] = { description: entry.description, ...(entry.content ? { content: collector.contentOf(entry.content) } : {}) };
+  }
+  if (security !== 'public' && !responses['401'])
+    responses['401'] = { description: 'Missing or invalid credentials.', content: { 'application/json': { schema: collector.toJson(errorSchema, 'output') } } };
+  if (Object.keys(responses).length === 0) responses['200'] = { description: 'OK' };
+  return responses;
+}
+
+/** One route's operation, from its schema alone. */
+function operationOf(route: RouteEntry, method: string, tag: string, collector: SchemaCollector): Record<string, unknown> {
+  const s = route.schema;
+  // A route added without its description is marked, never invented (the OpenAPI test finds it).
+  const described = s?.summary !== undefined && s.tags !== undefined && s.access !== undefined;
+  const parameters = [
+    ...collector.parametersOf(s?.params, 'path'),
+    ...collector.parametersOf(s?.querystring, 'query'),
+    ...collector.parametersOf(s?.headers, 'header'),
+  ];
+  const security = s?.access ?? 'account';
+  const responses = responsesOf(s, security, collector);
+  return {
+    operationId: `${method.toLowerCase()}${openApiPath(route.url)
+      .replace(/[{}]/g, '')
+      .replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+    summary: s?.summary ?? `${method} ${route.url}`,
+    ...(s?.description ? { description: s.description } : {}),
+    tags: [tag],
+    security: securityOf[security],
+    ...(parameters.length ? { parameters } : {}),
+    ...(s?.body instanceof z.ZodType
+      ? { requestBody: { required: true, content: { [s.consumes?.[0] ?? 'application/json']: { schema: collector.toJson(s.body, 'input') } } } }
+      : {}),
+    responses,
+    ...(described ? {} : { 'x-undescribed': true }),
+  };
+}
+
+/** The operations of the routes by path (sorted), and the tags they use. */
+function pathsOf(routes: readonly RouteEntry[], collector: SchemaCollector): { paths: Record<string, Record<string, unknown>>; tags: Set<string> } {
   const paths: Record<string, Record<string, unknown>> = {};
   const tags = new Set<string>();
   const seen = new Set<string>();
@@ -72,40 +124,31 @@ function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: 
     const key = `${method} ${route.url}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    const s = route.schema;
-    // A route added without its description is marked, never invented (the OpenAPI test finds it).
-    const described = s?.summary !== undefined && s.tags !== undefined && s.access !== undefined;
-    const tag = s?.tags?.[0] ?? 'undescribed';
+    const tag = route.schema?.tags?.[0] ?? 'undescribed';
     tags.add(tag);
-    const parameters = [...parametersOf(s?.params, 'path'), ...parametersOf(s?.querystring, 'query'), ...parametersOf(s?.headers, 'header')];
-    const responses: Record<string, unknown> = {};
-    for (const [status, r] of Object.entries((s?.response ?? {}) as Record<string, unknown>)) {
-      const entry = r instanceof z.ZodType ? json(r.description ?? 'OK', r) : (r as ReturnType<typeof answer>);
-      responses[status] = { description: entry.description, ...(entry.content ? { content: contentOf(entry.content) } : {}) };
-    }
-    const security = s?.access ?? 'account';
-    if (security !== 'public' && !responses['401'])
-      responses['401'] = { description: 'Missing or invalid credentials.', content: { 'application/json': { schema: toJson(errorSchema, 'output') } } };
-    if (Object.keys(responses).length === 0) responses['200'] = { description: 'OK' };
-    const operation: Record<string, unknown> = {
-      operationId: `${method.toLowerCase()}${openApiPath(route.url)
-        .replace(/[{}]/g, '')
-        .replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
-      summary: s?.summary ?? `${method} ${route.url}`,
-      ...(s?.description ? { description: s.description } : {}),
-      tags: [tag],
-      security: securityOf[security],
-      ...(parameters.length ? { parameters } : {}),
-      ...(s?.body instanceof z.ZodType
-        ? { requestBody: { required: true, content: { [s.consumes?.[0] ?? 'application/json']: { schema: toJson(s.body, 'input') } } } }
-        : {}),
-      responses,
-      ...(described ? {} : { 'x-undescribed': true }),
-    };
     const path = openApiPath(route.url);
-    paths[path] = { ...paths[path], [method.toLowerCase()]: operation };
+    paths[path] = { ...paths[path], [method.toLowerCase()]: operationOf(route, method, tag, collector) };
   }
-  const sortedPaths = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)));
+  return { paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))), tags };
+}
+
+const securitySchemes = {
+  ApiVersion: { type: 'apiKey', in: 'header', name: 'API-Version', description: `Always ${apiVersion}.` },
+  ClientId: { type: 'apiKey', in: 'header', name: 'Client-Id', description: "The mirror's client id (MIRROR_CLIENT_ID)." },
+  ClientSecret: { type: 'apiKey', in: 'header', name: 'Client-Secret', description: "The mirror's client secret (MIRROR_CLIENT_SECRET)." },
+  AccountToken: { type: 'apiKey', in: 'header', name: 'Account-Token', description: "The linked account's token, as the upstream issued it." },
+  OperatorBasic: {
+    type: 'http',
+    scheme: 'basic',
+    description: 'Client-Id and Client-Secret as user and password, or user `operator` and OPERATOR_TOKEN.',
+  },
+  OperatorBearer: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN.' },
+  WebhookSecret: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'The secret the mirror registered with the webhook.' },
+};
+
+function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: string; version?: string; serverUrl?: string } = {}): Record<string, unknown> {
+  const collector = new SchemaCollector();
+  const { paths, tags } = pathsOf(routes, collector);
   return {
     openapi: '3.1.0',
     info: {
@@ -118,23 +161,8 @@ function buildOpenApiDocument(routes: readonly RouteEntry[], options: { title?: 
     },
     ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
     tags: [...tags].sort().map((name) => ({ name })),
-    paths: sortedPaths,
-    components: {
-      schemas,
-      securitySchemes: {
-        ApiVersion: { type: 'apiKey', in: 'header', name: 'API-Version', description: `Always ${apiVersion}.` },
-        ClientId: { type: 'apiKey', in: 'header', name: 'Client-Id', description: "The mirror's client id (MIRROR_CLIENT_ID)." },
-        ClientSecret: { type: 'apiKey', in: 'header', name: 'Client-Secret', description: "The mirror's client secret (MIRROR_CLIENT_SECRET)." },
-        AccountToken: { type: 'apiKey', in: 'header', name: 'Account-Token', description: "The linked account's token, as the upstream issued it." },
-        OperatorBasic: {
-          type: 'http',
-          scheme: 'basic',
-          description: 'Client-Id and Client-Secret as user and password, or user `operator` and OPERATOR_TOKEN.',
-        },
-        OperatorBearer: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN.' },
-        WebhookSecret: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'The secret the mirror registered with the webhook.' },
-      },
-    },
+    paths,
+    components: { schemas: collector.schemas, securitySchemes },
   };
 }
 
