@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
-import { answer, errorAnswer, pathParams } from './route-schema.ts';
+import { answer, errorAnswer, pathParams, typedRoutes } from './route-schema.ts';
 import { NotFoundError, PayloadTooLargeError, UpstreamUnavailableError } from '../lib/errors.ts';
 import { asyncRequestWorkflowId } from '../lib/workflow-ids.ts';
 import type { AsyncRequestStore } from '../mirror/control/async-requests.ts';
@@ -67,7 +67,8 @@ async function storedBody(request: FastifyRequest): Promise<Buffer | null> {
   return Buffer.from(JSON.stringify(b));
 }
 
-export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
+export function registerAsync(fastify: FastifyInstance, deps: AsyncDeps): void {
+  const app = typedRoutes(fastify);
   const { headerPrefix: prefix } = deps;
 
   // A plain callback: every request passes here, and most are not async.
@@ -119,25 +120,28 @@ export function registerAsync(app: FastifyInstance, deps: AsyncDeps): void {
       404: errorAnswer("Unknown or another account's."),
     },
   } satisfies FastifySchema;
-  app.get<{ Params: { id: string } }>('/async-requests/:id', { schema }, async (request, reply) => {
-    const account = await deps.auth.account(request);
-    const id = request.params.id;
-    const row = /^[0-9a-f-]{36}$/i.test(id) ? await deps.store.get(id) : null;
-    if (!row || row.accountId !== account.id) throw new NotFoundError(`No async request ${id}.`);
-    if (row.expiresAt.getTime() < Date.now())
-      throw new NotFoundError(`Async request ${id} expired at ${row.expiresAt.toISOString()}; its results are no longer available.`);
-    stateHeaders(reply, prefix, row);
-    if (row.state === 'failure' && row.status === null) {
-      return reply.status(200).send({ message: row.error ?? 'The request failed.', code: 'async_request_failed', details: [] });
-    }
-    if (row.state !== 'executed' && row.state !== 'failure') return reply.status(200).send();
-    const body = Buffer.from(row.responseBody ?? new Uint8Array());
-    if (body.length > maxAsyncResultBytes)
-      throw new PayloadTooLargeError(
-        `The result of async request ${id} is ${body.length} bytes, over the 2 MB limit of async results; run the request synchronously.`,
-      );
-    const headers = (row.responseHeaders ?? {}) as Record<string, string>;
-    if (headers['content-type']) void reply.header('content-type', headers['content-type']);
-    return reply.status(row.status ?? 200).send(body);
-  });
+  app.get('/async-requests/:id', { schema }, (request, reply) => asyncResult(deps, request, reply, request.params.id));
+}
+
+/** An async request's state, and once executed its stored answer (with the status the upstream gave it). */
+async function asyncResult(deps: AsyncDeps, request: FastifyRequest, reply: FastifyReply, id: string): Promise<FastifyReply> {
+  const prefix = deps.headerPrefix;
+  const account = await deps.auth.account(request);
+  const row = /^[0-9a-f-]{36}$/i.test(id) ? await deps.store.get(id) : null;
+  if (!row || row.accountId !== account.id) throw new NotFoundError(`No async request ${id}.`);
+  if (row.expiresAt.getTime() < Date.now())
+    throw new NotFoundError(`Async request ${id} expired at ${row.expiresAt.toISOString()}; its results are no longer available.`);
+  stateHeaders(reply, prefix, row);
+  if (row.state === 'failure' && row.status === null) {
+    return reply.status(200).send({ message: row.error ?? 'The request failed.', code: 'async_request_failed', details: [] });
+  }
+  if (row.state !== 'executed' && row.state !== 'failure') return reply.status(200).send();
+  const body = Buffer.from(row.responseBody ?? new Uint8Array());
+  if (body.length > maxAsyncResultBytes)
+    throw new PayloadTooLargeError(
+      `The result of async request ${id} is ${body.length} bytes, over the 2 MB limit of async results; run the request synchronously.`,
+    );
+  const headers = (row.responseHeaders ?? {}) as Record<string, string>;
+  if (headers['content-type']) void reply.header('content-type', headers['content-type']);
+  return reply.status(row.status ?? 200).send(body);
 }

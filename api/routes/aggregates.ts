@@ -17,7 +17,7 @@ import { credentialsFirst, header, type Authenticator } from '../auth.ts';
 import { checkFilters, NotEvaluated, quoted, type Sourced } from '../filters.ts';
 import { ProjectIds } from '../project-ids.ts';
 import { readGetBody } from '../resource-reads.ts';
-import { errorAnswer, headersOf, json, pathParams, projectHeader } from '../route-schema.ts';
+import { errorAnswer, headersOf, json, pathParams, projectHeader, typedRoutes } from '../route-schema.ts';
 
 interface AggregateRouteDeps {
   pool: Pool;
@@ -251,11 +251,12 @@ const aggregatesSchema = {
   },
 } satisfies FastifySchema;
 
-export function registerAggregateRoutes(app: FastifyInstance, deps: AggregateRouteDeps): void {
+export function registerAggregateRoutes(fastify: FastifyInstance, deps: AggregateRouteDeps): void {
+  const app = typedRoutes(fastify);
   const { pool, auth, headerPrefix } = deps;
   const projects = deps.projects ?? new ProjectIds({ pool });
 
-  app.get<{ Params: { resource: string }; Querystring: z.infer<typeof aggregatesQuerySchema> }>(
+  app.get(
     '/mirror/aggregates/:resource',
     { preValidation: [credentialsFirst(auth, 'account'), readGetBody], schema: aggregatesSchema },
     async (request, reply) => {

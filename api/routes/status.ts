@@ -3,7 +3,7 @@
 // backlog, with links into the Temporal UI. Behind the mirror's client credentials or OPERATOR_TOKEN.
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
-import { answer, errorAnswer, json } from '../route-schema.ts';
+import { answer, errorAnswer, json, typedRoutes } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
 import type { Authenticator } from '../auth.ts';
@@ -24,7 +24,8 @@ interface StatusRouteDeps {
   freshness?: FreshnessSettings;
 }
 
-export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
+export function registerStatusRoutes(fastify: FastifyInstance, deps: StatusRouteDeps): void {
+  const app = typedRoutes(fastify);
   const preHandler = operatorGuard({ auth: deps.auth, token: deps.operator?.token });
   const upstreamUsage = deps.upstream && (() => deps.upstream!.usage());
   const overview = () =>
@@ -45,7 +46,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRouteDeps
     querystring: z.looseObject({ fragment: z.string().optional().describe('Any value: only the main part of the page.') }),
     response: { 200: answer('HTML', 'text/html'), 401: errorAnswer('No operator credentials.') },
   } satisfies FastifySchema;
-  app.get<{ Querystring: { fragment?: string } }>('/status', { preHandler, schema: statusPage }, async (request, reply) => {
+  app.get('/status', { preHandler, schema: statusPage }, async (request, reply) => {
     const o = await overview();
     void reply.header('cache-control', 'no-store').type('text/html; charset=utf-8');
     return reply.send(request.query.fragment ? renderMain(o) : renderPage(o, { refreshMs: deps.operator?.refreshMs }));

@@ -16,7 +16,7 @@ import { workPriority } from '../../lib/work-priority.ts';
 import { credentialsFirst, header, type Authenticator } from '../auth.ts';
 import type { ProjectIds } from '../project-ids.ts';
 import type { SyncControl } from '../sync-control.ts';
-import { errorAnswer, headersOf, json, metaSchema, pathParams, projectHeader } from '../route-schema.ts';
+import { errorAnswer, headersOf, json, metaSchema, pathParams, projectHeader, typedRoutes } from '../route-schema.ts';
 
 const createSchema = z.object({
   callback_url: z.url({ protocol: /^https?$/, message: 'callback_url must be an http(s) URL' }),
@@ -109,50 +109,47 @@ function shape(row: SubscriptionRow) {
   };
 }
 
-export function registerSubscriptionRoutes(app: FastifyInstance, deps: SubscriptionDeps): void {
-  app.post<{ Body: z.infer<typeof createSchema> }>(
-    '/webhooks',
-    { preValidation: credentialsFirst(deps.auth, 'account'), schema: schemas.create },
-    async (request, reply) => {
-      const account = await deps.auth.account(request);
-      const body = request.body;
-      const forAccount = (accountEvents as readonly string[]).includes(body.event);
-      if (forAccount !== (body.type === accountEventType))
-        throw new BadRequestError(
-          forAccount
-            ? `The event ${body.event} is the account's: subscribe to it with type "${accountEventType}".`
-            : `Type "${accountEventType}" takes the account's events: ${accountEvents.join(', ')}.`,
-          { details: [{ path: forAccount ? 'type' : 'event', message: 'account events go with type account, and only they' }] },
-        );
-      if (!forAccount && !resourceForWebhookType(body.type))
-        throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
-      // A project-level subscription names one of the account's own projects, as the upstream's
-      // webhooks do (a project it does not have is a 404); kept by its service id, which is what
-      // changes are matched on, also when it was named by `source_id:`.
-      const projectRef = header(request, 'project-id')?.trim();
-      const projectId = projectRef ? await deps.projects.resolve(account, projectRef) : null;
-      // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
-      const verdict = await deps.callbacks.checkUrl(body.callback_url);
-      if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
-      const id = randomUUID();
-      const row = await createSubscription(deps.prisma, {
-        id,
-        accountId: account.id,
-        callbackUrl: body.callback_url,
-        authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
-        event: body.event,
-        type: body.type,
-        projectId,
-      });
-      await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', {
-        taskQueue: deps.sync.taskQueue,
-        workflowId: subscriptionWorkflowId(id),
-        args: [{ subscriptionId: id }],
-        priority: workPriority(account.id, 'event'),
-      });
-      return reply.status(201).send(shape(row));
-    },
-  );
+export function registerSubscriptionRoutes(fastify: FastifyInstance, deps: SubscriptionDeps): void {
+  const app = typedRoutes(fastify);
+  app.post('/webhooks', { preValidation: credentialsFirst(deps.auth, 'account'), schema: schemas.create }, async (request, reply) => {
+    const account = await deps.auth.account(request);
+    const body = request.body;
+    const forAccount = (accountEvents as readonly string[]).includes(body.event);
+    if (forAccount !== (body.type === accountEventType))
+      throw new BadRequestError(
+        forAccount
+          ? `The event ${body.event} is the account's: subscribe to it with type "${accountEventType}".`
+          : `Type "${accountEventType}" takes the account's events: ${accountEvents.join(', ')}.`,
+        { details: [{ path: forAccount ? 'type' : 'event', message: 'account events go with type account, and only they' }] },
+      );
+    if (!forAccount && !resourceForWebhookType(body.type))
+      throw new BadRequestError(`Unknown webhook type "${body.type}": use a resource's singular name, e.g. file, project, ap-invoice.`);
+    // A project-level subscription names one of the account's own projects, as the upstream's
+    // webhooks do (a project it does not have is a 404); kept by its service id, which is what
+    // changes are matched on, also when it was named by `source_id:`.
+    const projectRef = header(request, 'project-id')?.trim();
+    const projectId = projectRef ? await deps.projects.resolve(account, projectRef) : null;
+    // Literal addresses in every spelling, localhost names, user info, and every address the name resolves to.
+    const verdict = await deps.callbacks.checkUrl(body.callback_url);
+    if (!verdict.ok) throw new BadRequestError(`Invalid webhook: ${verdict.reason}`, { details: [{ path: 'callback_url', message: verdict.reason }] });
+    const id = randomUUID();
+    const row = await createSubscription(deps.prisma, {
+      id,
+      accountId: account.id,
+      callbackUrl: body.callback_url,
+      authorizationCiphertext: body.authorization_header ? new Uint8Array(encryptSecret(deps.encryptionKey, body.authorization_header)) : null,
+      event: body.event,
+      type: body.type,
+      projectId,
+    });
+    await deps.sync.client.workflow.start('subscriptionDeliveryWorkflow', {
+      taskQueue: deps.sync.taskQueue,
+      workflowId: subscriptionWorkflowId(id),
+      args: [{ subscriptionId: id }],
+      priority: workPriority(account.id, 'event'),
+    });
+    return reply.status(201).send(shape(row));
+  });
 
   app.get('/webhooks', { schema: schemas.list }, async (request) => {
     const account = await deps.auth.account(request);
@@ -160,14 +157,14 @@ export function registerSubscriptionRoutes(app: FastifyInstance, deps: Subscript
     return { data: rows.map(shape), meta: { current_page: 1, has_more_results: false } };
   });
 
-  app.get<{ Params: { id: string } }>('/webhooks/:id', { schema: schemas.get }, async (request) => {
+  app.get('/webhooks/:id', { schema: schemas.get }, async (request) => {
     const account = await deps.auth.account(request);
     const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);
     return shape(row);
   });
 
-  app.delete<{ Params: { id: string } }>('/webhooks/:id', { schema: schemas.delete }, async (request, reply) => {
+  app.delete('/webhooks/:id', { schema: schemas.delete }, async (request, reply) => {
     const account = await deps.auth.account(request);
     const row = /^[0-9a-f-]{36}$/i.test(request.params.id) ? await findSubscription(deps.prisma, request.params.id) : null;
     if (!row || row.accountId !== account.id) throw new NotFoundError(`No webhook ${request.params.id}.`);

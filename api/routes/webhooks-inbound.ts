@@ -13,7 +13,7 @@ import type { Pool } from '../../mirror/db/pool.ts';
 import type { PrismaClient } from '../../mirror/db/prisma.ts';
 import { findWebhookRegistration } from '../../mirror/control/webhook-registrations.ts';
 import type { SyncControl } from '../sync-control.ts';
-import { errorAnswer, json, pathParams } from '../route-schema.ts';
+import { errorAnswer, json, pathParams, typedRoutes, type RouteRequest } from '../route-schema.ts';
 
 const inboundEventSchema = z.looseObject({
   id: z.string().optional(),
@@ -88,7 +88,8 @@ function mismatch(e: z.infer<typeof inboundEventSchema>, registration: Registrat
   return targetProblem(e.target, registration.type);
 }
 
-export function registerInboundWebhookRoutes(app: FastifyInstance, deps: InboundDeps): void {
+export function registerInboundWebhookRoutes(fastify: FastifyInstance, deps: InboundDeps): void {
+  const app = typedRoutes(fastify);
   const recent = new Map<string, { registration: Registration; until: number }>();
   const unknown = new Map<string, number>();
   const lookups = new Map<string, Promise<Registration | null>>();
@@ -123,7 +124,7 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
    * without the secret gets the 401 and learns nothing of what a delivery holds.
    */
   const authorized = new WeakMap<FastifyRequest, Registration>();
-  async function authorize(request: FastifyRequest<{ Params: { registrationId: string } }>): Promise<void> {
+  async function authorize(request: RouteRequest<typeof inboundSchema>): Promise<void> {
     const presented = request.headers.authorization ?? '';
     const id = request.params.registrationId;
     const registration = uuid.test(id) ? await registrationOf(id) : null;
@@ -137,32 +138,28 @@ export function registerInboundWebhookRoutes(app: FastifyInstance, deps: Inbound
     authorized.set(request, registration);
   }
 
-  app.post<{ Params: { registrationId: string }; Body: z.infer<typeof inboundEventSchema> }>(
-    '/webhooks/inbound/:registrationId',
-    { preValidation: authorize, schema: inboundSchema },
-    async (request, reply) => {
-      const registration = authorized.get(request)!;
-      const e = request.body;
-      const problem = mismatch(e, registration);
-      if (problem) {
-        request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');
-        throw new BadRequestError(`Invalid webhook event: ${problem}.`);
-      }
-      const stored = await storeEvent(deps.pool, {
-        accountId: registration.accountId,
-        registrationId: registration.id,
-        event: e.event,
-        type: e.type,
-        target: e.target,
-        projectId: registration.projectId ?? e.project_id ?? null,
-        body: e,
-      });
-      if (deps.sync) {
-        // The event is safe in the inbox: answer now, wake the workflow meanwhile (signals are
-        // coalesced per account). A failed wake-up is repaired by the workflow's own timer.
-        void deps.sync.signalEvents(registration.accountId).catch((error: unknown) => request.log.warn({ err: error }, 'could not signal the change workflow'));
-      }
-      return reply.status(200).send({ received: true, duplicate: !stored });
-    },
-  );
+  app.post('/webhooks/inbound/:registrationId', { preValidation: authorize, schema: inboundSchema }, async (request, reply) => {
+    const registration = authorized.get(request)!;
+    const e = request.body;
+    const problem = mismatch(e, registration);
+    if (problem) {
+      request.log.warn({ registration: registration.id, problem }, 'refused a webhook event that does not fit its registration');
+      throw new BadRequestError(`Invalid webhook event: ${problem}.`);
+    }
+    const stored = await storeEvent(deps.pool, {
+      accountId: registration.accountId,
+      registrationId: registration.id,
+      event: e.event,
+      type: e.type,
+      target: e.target,
+      projectId: registration.projectId ?? e.project_id ?? null,
+      body: e,
+    });
+    if (deps.sync) {
+      // The event is safe in the inbox: answer now, wake the workflow meanwhile (signals are
+      // coalesced per account). A failed wake-up is repaired by the workflow's own timer.
+      void deps.sync.signalEvents(registration.accountId).catch((error: unknown) => request.log.warn({ err: error }, 'could not signal the change workflow'));
+    }
+    return reply.status(200).send({ received: true, duplicate: !stored });
+  });
 }

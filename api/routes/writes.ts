@@ -158,9 +158,12 @@ function writeSchemas(def: ResourceDef) {
   };
 }
 
+const filesDef = resourceDef('files')!;
+const foldersDef = resourceDef('folders')!;
+
 /** A folder's new file (multipart): the create of a file, under the folder's path. */
 const uploadSchema = {
-  ...writeSchemas(resourceDef('files')!).create,
+  ...writeSchemas(filesDef).create,
   summary: 'Upload a new file into a folder upstream (multipart/form-data, streamed)',
   params: pathParams('id'),
   consumes: ['multipart/form-data'],
@@ -392,7 +395,7 @@ export function registerWriteRoutes(app: FastifyInstance, deps: WriteRouteDeps):
     }
     // A folder's new file (multipart): a file of the folder's project.
     scope.post('/folders/:id/files', { ...guarded, schema: uploadSchema }, (request, reply) =>
-      h.write(request, reply, request.params, resourceDef('folders')!, 'create', resourceDef('files')!),
+      h.write(request, reply, request.params, foldersDef, 'create', filesDef),
     );
   });
 }
