@@ -1,0 +1,104 @@
+// What the sync activities share: their dependencies, the slice runner (which keeps passes' page
+// histories between slices in this process), and the steps every stream's pass takes whichever
+// activity runs it: the account checked first, slices run to the end, a 401 judged, the poll recorded.
+import { knownProfile, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
+import { CredentialsRefusedError, MirrorError, UpstreamAuthError } from '../lib/errors.ts';
+import { defaultPollingPolicy, recordPoll, type PollingPolicy, type WebhookCoverage } from '../mirror/streams/polling.ts';
+import { markStreamFailed, markStreamPaused, type StreamKey } from '../mirror/streams/streams.ts';
+import { defaultMaxPagesPerPass, SliceRunner, type SliceCounts, type SyncSliceInput } from './sync-slice.ts';
+import type { SyncDeps } from './sync-types.ts';
+
+const countKeys = ['pages', 'records', 'inserted', 'updated', 'unchanged', 'deleted'] as const;
+
+export const emptyCounts = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
+
+/** How a completed pass counts as a poll: the account's webhook coverage, and whether an event made it due. */
+export interface PollNote {
+  coverage?: WebhookCoverage;
+  event?: boolean;
+}
+
+export class SyncContext {
+  readonly slices: SliceRunner;
+  readonly polling: PollingPolicy;
+
+  constructor(readonly deps: SyncDeps) {
+    const { upstream, pool, accounts, logger } = deps;
+    this.polling = deps.polling ?? defaultPollingPolicy;
+    this.slices = new SliceRunner({ upstream, pool, accounts, logger, pageBound: deps.maxPagesPerPass ?? defaultMaxPagesPerPass });
+  }
+
+  /** An account whose credentials are refused, or which is unlinked, asks the upstream nothing. */
+  async usable(accountId: string): Promise<void> {
+    const { status, reason } = await this.deps.accounts.status(accountId);
+    if (status !== 'linked')
+      throw new CredentialsRefusedError(`The account is ${status}${reason ? `: ${reason}` : ''}; its passes wait until it is linked again.`);
+  }
+
+  /**
+   * The error that stops a pass because the account's credentials are refused, when `error` is one:
+   * a 401 counts only once the upstream refuses the token on a cheap call too (else it is the list's own).
+   */
+  async refusedCredentials(accountId: string, error: unknown): Promise<CredentialsRefusedError | undefined> {
+    if (error instanceof CredentialsRefusedError) return error;
+    const { credentials, logger } = this.deps;
+    if (!(error instanceof UpstreamAuthError) || error.upstreamStatus !== 401 || !credentials) return undefined;
+    const verdict = await credentials.confirm(accountId).catch((e: unknown) => {
+      logger.warn({ err: e }, 'could not check whether the upstream still takes the account token');
+      return undefined;
+    });
+    if (!verdict?.refused) return undefined;
+    return new CredentialsRefusedError(`The upstream refuses the account's credentials: ${verdict.reason}`, { cause: error });
+  }
+
+  async profileFor(accountId: string): Promise<SourceSystemProfile | undefined> {
+    const account = await this.deps.accounts.get(accountId);
+    return knownProfile(account.sourceSystem);
+  }
+
+  /**
+   * Runs one stream's pass to its end, slice after slice, adding its counts to `totals`. A failure is
+   * recorded on the stream; a permanent one is returned (its message), a transient one thrown, so the
+   * activity fails and Temporal retries it.
+   */
+  async streamToEnd(spec: SyncSliceInput, key: StreamKey, totals: SliceCounts, poll: PollNote = {}): Promise<string | undefined> {
+    try {
+      await this.usable(key.accountId);
+      for (;;) {
+        const r = await this.slices.run(spec, key);
+        for (const k of countKeys) totals[k] += r[k];
+        if (r.done) {
+          await this.notePoll(key, poll);
+          return undefined;
+        }
+      }
+    } catch (error) {
+      // The account's credentials refused: thrown (the sweep stops, never retried), the stream paused.
+      const refused = await this.refusedCredentials(key.accountId, error);
+      if (refused) {
+        await markStreamPaused(this.deps.pool, key).catch(() => undefined);
+        throw refused;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      await markStreamFailed(this.deps.pool, key, message).catch(() => undefined);
+      if (error instanceof MirrorError && !error.retryable) return message;
+      throw error;
+    }
+  }
+
+  /**
+   * Counts a completed pass as a poll of its stream and writes when it is due next (mirror/streams/polling.ts).
+   * The pass is done whatever happens here: a failure only leaves the stream due at the next pass.
+   */
+  async notePoll(key: StreamKey, o: PollNote): Promise<void> {
+    try {
+      await recordPoll(this.deps.pool, key, {
+        policy: this.polling,
+        covered: o.coverage?.covers(key.resource, key.scope) ?? false,
+        ...(o.event ? { event: true } : {}),
+      });
+    } catch (error) {
+      this.deps.logger.warn({ resource: key.resource, scope: key.scope, err: error }, 'could not record the poll of a stream; it is due at the next pass');
+    }
+  }
+}
