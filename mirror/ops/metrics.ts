@@ -16,10 +16,24 @@ export interface Family {
 }
 
 /** Seconds; receipt of a webhook event to its application. */
-const webhookLatencyBuckets = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
+const webhookLatencyBuckets: readonly number[] = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
 
+/** Every family read from Postgres, in the order /metrics lists them: each concern's queries run at once. */
 export async function databaseMetrics(pool: Pool): Promise<Family[]> {
-  const [records, written, streams, lag, runs, budgets, inbox, latency, subs, accountStatuses, accountEvents] = await Promise.all([
+  const parts = await Promise.all([
+    recordFamilies(pool),
+    streamFamilies(pool),
+    budgetFamilies(pool),
+    inboxFamilies(pool),
+    accountFamilies(pool),
+    deliveryFamilies(pool),
+  ]);
+  return parts.flat();
+}
+
+/** Live records, and what sync passes wrote (records by kind, pages). */
+async function recordFamilies(pool: Pool): Promise<Family[]> {
+  const [records, written] = await Promise.all([
     pool.query<{ source_system: string; resource: string; n: number }>(
       `SELECT a.source_system, r.resource, count(*)::int AS n
          FROM records r JOIN linked_accounts a ON a.id = r.account_id
@@ -37,54 +51,8 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
          JOIN linked_accounts a ON a.id = s.account_id
         GROUP BY a.source_system, s.resource ORDER BY a.source_system, s.resource`,
     ),
-    pool.query<{ source_system: string; state: string; n: number }>(
-      `SELECT a.source_system, s.state, count(*)::int AS n FROM streams s JOIN linked_accounts a ON a.id = s.account_id GROUP BY a.source_system, s.state ORDER BY a.source_system, s.state`,
-    ),
-    pool.query<{ account_id: string; source_system: string; resource: string; lag: number }>(
-      `SELECT s.account_id, a.source_system, s.resource, extract(epoch FROM now() - min(s.last_fresh_at))::float8 AS lag
-         FROM streams s JOIN linked_accounts a ON a.id = s.account_id
-        WHERE s.last_fresh_at IS NOT NULL AND a.status = 'linked'
-        GROUP BY s.account_id, a.source_system, s.resource ORDER BY s.account_id, s.resource`,
-    ),
-    pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM sync_runs GROUP BY status ORDER BY status`),
-    pool.query<{ key: string; total: number | null; remaining: number | null; resets_in: number | null; blocked_for: number | null }>(
-      `SELECT key, total, remaining,
-              extract(epoch FROM resets_at - clock_timestamp())::float8 AS resets_in,
-              greatest(0, extract(epoch FROM blocked_until - clock_timestamp()))::float8 AS blocked_for
-         FROM rate_budgets ORDER BY key`,
-    ),
-    pool.query<{ pending: number; oldest: number | null; received: number }>(
-      `SELECT count(*) FILTER (WHERE applied_at IS NULL)::int AS pending,
-              extract(epoch FROM now() - min(received_at) FILTER (WHERE applied_at IS NULL))::float8 AS oldest,
-              count(*)::int AS received
-         FROM inbox_events`,
-    ),
-    pool.query<Record<string, number>>(
-      `SELECT ${webhookLatencyBuckets.map((b, i) => `count(*) FILTER (WHERE applied_at - received_at <= make_interval(secs => ${b}))::int AS b${i}`).join(', ')},
-              count(*)::int AS n, coalesce(sum(extract(epoch FROM applied_at - received_at)), 0)::float8 AS total
-         FROM inbox_events WHERE applied_at IS NOT NULL`,
-    ),
-    pool.query<{ type: string; delivered: number; failures: number; failing: number; n: number }>(
-      `SELECT type, sum(delivered)::float8 AS delivered, sum(failures)::float8 AS failures,
-              count(*) FILTER (WHERE last_error IS NOT NULL)::int AS failing, count(*)::int AS n
-         FROM subscriptions GROUP BY type ORDER BY type`,
-    ),
-    pool.query<{ status: string; n: number }>(
-      `SELECT CASE WHEN status = 'linked' AND idle_since IS NOT NULL THEN 'idle' ELSE status END AS status, count(*)::int AS n FROM linked_accounts GROUP BY 1 ORDER BY 1`,
-    ),
-    pool.query<{ event: string; n: number }>(`SELECT event, count(*)::float8 AS n FROM account_events GROUP BY event ORDER BY event`),
   ]);
-
-  const budgetLabels = (key: string) => {
-    // `|background` names a budget's sync lane: the schedule that keeps background work to its share.
-    const lane = key.endsWith('|background') ? 'sync' : 'all';
-    const parts = key.replace(/\|background$/, '').split(':');
-    return parts[0] === 'source'
-      ? { kind: 'source_system', account: parts[1] ?? '', source_system: parts[2] ?? '', lane }
-      : { kind: 'service', account: parts[2] ?? '', source_system: '', lane };
-  };
-  const lat = latency.rows[0] ?? {};
-  const families: Family[] = [
+  return [
     {
       name: 'mirror_records',
       type: 'gauge',
@@ -108,6 +76,24 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       help: 'Upstream pages written by sync passes.',
       samples: written.rows.map((r) => ({ labels: { source_system: r.source_system, resource: r.resource }, value: r.pages })),
     },
+  ];
+}
+
+/** Streams by state, each account's stalest stream per resource, and passes by outcome. */
+async function streamFamilies(pool: Pool): Promise<Family[]> {
+  const [streams, lag, runs] = await Promise.all([
+    pool.query<{ source_system: string; state: string; n: number }>(
+      `SELECT a.source_system, s.state, count(*)::int AS n FROM streams s JOIN linked_accounts a ON a.id = s.account_id GROUP BY a.source_system, s.state ORDER BY a.source_system, s.state`,
+    ),
+    pool.query<{ account_id: string; source_system: string; resource: string; lag: number }>(
+      `SELECT s.account_id, a.source_system, s.resource, extract(epoch FROM now() - min(s.last_fresh_at))::float8 AS lag
+         FROM streams s JOIN linked_accounts a ON a.id = s.account_id
+        WHERE s.last_fresh_at IS NOT NULL AND a.status = 'linked'
+        GROUP BY s.account_id, a.source_system, s.resource ORDER BY s.account_id, s.resource`,
+    ),
+    pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM sync_runs GROUP BY status ORDER BY status`),
+  ]);
+  return [
     {
       name: 'mirror_streams',
       type: 'gauge',
@@ -129,6 +115,28 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       help: 'Stream passes by outcome.',
       samples: runs.rows.map((r) => ({ labels: { status: r.status }, value: r.n })),
     },
+  ];
+}
+
+/** A rate budget's labels from its key: service or source system, its account, and its lane. */
+function budgetLabels(key: string): Record<string, string> {
+  // `|background` names a budget's sync lane: the schedule that keeps background work to its share.
+  const lane = key.endsWith('|background') ? 'sync' : 'all';
+  const parts = key.replace(/\|background$/, '').split(':');
+  return parts[0] === 'source'
+    ? { kind: 'source_system', account: parts[1] ?? '', source_system: parts[2] ?? '', lane }
+    : { kind: 'service', account: parts[2] ?? '', source_system: '', lane };
+}
+
+/** The shared rate budgets: each window's size, what is left of it, and how long it is blocked. */
+async function budgetFamilies(pool: Pool): Promise<Family[]> {
+  const budgets = await pool.query<{ key: string; total: number | null; remaining: number | null; resets_in: number | null; blocked_for: number | null }>(
+    `SELECT key, total, remaining,
+            extract(epoch FROM resets_at - clock_timestamp())::float8 AS resets_in,
+            greatest(0, extract(epoch FROM blocked_until - clock_timestamp()))::float8 AS blocked_for
+       FROM rate_budgets ORDER BY key`,
+  );
+  return [
     {
       name: 'mirror_governor_budget_total',
       type: 'gauge',
@@ -153,6 +161,26 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       help: 'Seconds until a spent (or 429-answered) rate window lets requests through again.',
       samples: budgets.rows.map((r) => ({ labels: { budget: r.key, ...budgetLabels(r.key) }, value: Math.round((r.blocked_for ?? 0) * 1000) / 1000 })),
     },
+  ];
+}
+
+/** The upstream's webhook events: the inbox's backlog and its oldest, events received, and receipt-to-application latency. */
+async function inboxFamilies(pool: Pool): Promise<Family[]> {
+  const [inbox, latency] = await Promise.all([
+    pool.query<{ pending: number; oldest: number | null; received: number }>(
+      `SELECT count(*) FILTER (WHERE applied_at IS NULL)::int AS pending,
+              extract(epoch FROM now() - min(received_at) FILTER (WHERE applied_at IS NULL))::float8 AS oldest,
+              count(*)::int AS received
+         FROM inbox_events`,
+    ),
+    pool.query<Record<string, number>>(
+      `SELECT ${webhookLatencyBuckets.map((b, i) => `count(*) FILTER (WHERE applied_at - received_at <= make_interval(secs => ${b}))::int AS b${i}`).join(', ')},
+              count(*)::int AS n, coalesce(sum(extract(epoch FROM applied_at - received_at)), 0)::float8 AS total
+         FROM inbox_events WHERE applied_at IS NOT NULL`,
+    ),
+  ]);
+  const lat = latency.rows[0] ?? {};
+  return [
     {
       name: 'mirror_inbox_backlog',
       type: 'gauge',
@@ -178,20 +206,46 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       samples: [
         ...webhookLatencyBuckets.map((b, i) => ({ labels: { le: String(b) }, value: lat[`b${i}`] ?? 0 })),
         { labels: { le: '+Inf' }, value: lat.n ?? 0 },
+        // Sum and count complete the histogram (rendered after the buckets).
+        { labels: { __suffix: '_sum' }, value: lat.total ?? 0 },
+        { labels: { __suffix: '_count' }, value: lat.n ?? 0 },
       ],
     },
+  ];
+}
+
+/** Linked accounts by status, and the changes of their status. */
+async function accountFamilies(pool: Pool): Promise<Family[]> {
+  const [statuses, events] = await Promise.all([
+    pool.query<{ status: string; n: number }>(
+      `SELECT CASE WHEN status = 'linked' AND idle_since IS NOT NULL THEN 'idle' ELSE status END AS status, count(*)::int AS n FROM linked_accounts GROUP BY 1 ORDER BY 1`,
+    ),
+    pool.query<{ event: string; n: number }>(`SELECT event, count(*)::float8 AS n FROM account_events GROUP BY event ORDER BY event`),
+  ]);
+  return [
     {
       name: 'mirror_accounts',
       type: 'gauge',
       help: 'Linked accounts by status (linked, idle: unused for MIRROR_IDLE_AFTER and polled less often, credentials_refused: the upstream refuses its token, unlinked).',
-      samples: accountStatuses.rows.map((r) => ({ labels: { status: r.status }, value: r.n })),
+      samples: statuses.rows.map((r) => ({ labels: { status: r.status }, value: r.n })),
     },
     {
       name: 'mirror_account_events_total',
       type: 'counter',
       help: "Changes of accounts' status, by event (account.credentials_refused, account.relinked, account.unlinked).",
-      samples: accountEvents.rows.map((r) => ({ labels: { event: r.event }, value: r.n })),
+      samples: events.rows.map((r) => ({ labels: { event: r.event }, value: r.n })),
     },
+  ];
+}
+
+/** Deliveries to subscribers' webhooks: delivered, failed, and subscriptions failing now. */
+async function deliveryFamilies(pool: Pool): Promise<Family[]> {
+  const subs = await pool.query<{ type: string; delivered: number; failures: number; failing: number; n: number }>(
+    `SELECT type, sum(delivered)::float8 AS delivered, sum(failures)::float8 AS failures,
+            count(*) FILTER (WHERE last_error IS NOT NULL)::int AS failing, count(*)::int AS n
+       FROM subscriptions GROUP BY type ORDER BY type`,
+  );
+  return [
     {
       name: 'mirror_outbound_deliveries_total',
       type: 'counter',
@@ -211,10 +265,6 @@ export async function databaseMetrics(pool: Pool): Promise<Family[]> {
       samples: subs.rows.map((r) => ({ labels: { type: r.type }, value: r.failing })),
     },
   ];
-  // Histogram sum and count complete the family (rendered after the buckets).
-  const histogram = families.find((f) => f.name === 'mirror_webhook_apply_latency_seconds')!;
-  histogram.samples.push({ labels: { __suffix: '_sum' }, value: lat.total ?? 0 }, { labels: { __suffix: '_count' }, value: lat.n ?? 0 });
-  return families;
 }
 
 function escapeLabel(v: string): string {
