@@ -4,11 +4,14 @@
 // import anything that does I/O: it runs inside Temporal's deterministic workflow sandbox. Every other
 // folder has its walls too (see `walls` below): SQL, Prisma and pg only in mirror/, upstream HTTP
 // only in connectors/, lib/ beneath everything, sandbox/ (the fake upstream) on lib/ alone.
+// mirror/ holds no state in its modules (scripts/eslint/no-module-state.js): what makes reads and writes
+// fast belongs to an object whose signature shows it.
 // test/unit/lint/walls.test.ts crosses each wall and checks that it is reported.
 import { builtinModules } from 'node:module';
 import js from '@eslint/js';
 import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
+import noModuleState from './scripts/eslint/no-module-state.js';
 
 const nodeGlobals = Object.fromEntries(
   [
@@ -239,6 +242,12 @@ export default defineConfig(
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', workflowImportRestrictions],
     },
+  },
+
+  {
+    files: ['mirror/**/*.ts'],
+    plugins: { mirror: { rules: { 'no-module-state': noModuleState } } },
+    rules: { 'mirror/no-module-state': 'error' },
   },
 
   {

@@ -16,6 +16,8 @@ import { allProjectsScope } from '../lib/resources.ts';
 import type { AccountStore } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import { finishPass } from '../mirror/records/finish-pass.ts';
+import { FirstLoadStatistics } from '../mirror/streams/first-load-statistics.ts';
+import { BufferPool } from '../lib/buffer-pool.ts';
 import { knownPages, stageKeptPage, type KnownPage } from '../mirror/records/kept-pages.ts';
 import { appendedOrdinal } from '../mirror/records/object-writes.ts';
 import { crossProjectKey, stagePage } from '../mirror/records/page-write.ts';
@@ -122,8 +124,14 @@ const emptyCounts = () => ({ pages: 0, records: 0, inserted: 0, updated: 0, unch
 export class SliceRunner {
   /** Passes' page histories between their slices, by pass (most recently used last). */
   private readonly histories = new Map<string, PageHistory>();
+  /** Buffers of the pages' encoded bodies, used again page after page (lib/buffer-pool.ts). */
+  private readonly bodyBuffers = new BufferPool();
+  /** The first statistics of the partitions this process loads (each resource's asked for once). */
+  private readonly statistics: FirstLoadStatistics;
 
-  constructor(private readonly deps: SliceDeps) {}
+  constructor(private readonly deps: SliceDeps) {
+    this.statistics = new FirstLoadStatistics(deps.pool);
+  }
 
   async run(input: SyncSliceInput, key: StreamKey): Promise<SyncSliceResult> {
     const { pool, accounts } = this.deps;
@@ -220,7 +228,7 @@ export class SliceRunner {
           // The end is confirmed: nothing past the full last page (an upstream that ignores an
           // out-of-range page number serves the last page again, which ends the pass too).
           await writer.drained();
-          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), counts: writer.committed, confirming: false });
+          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), counts: writer.committed, confirming: false }, this.statistics);
           return { ...counts, done: true };
         }
         if (verdict === 'confirm') {
@@ -270,6 +278,7 @@ export class SliceRunner {
               what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${pageNo}`,
               ...(seen ? { seen } : {}),
               insertOnly,
+              buffers: this.bodyBuffers,
             });
           },
         });
@@ -277,7 +286,7 @@ export class SliceRunner {
         position = { page: checkpoint.page };
         if (verdict === 'stop') {
           await writer.drained();
-          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, counts: writer.committed });
+          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, counts: writer.committed }, this.statistics);
           return { ...counts, done: true };
         }
       }

@@ -3,21 +3,28 @@
 // projects it no longer found are retired.
 import { allProjectsScope } from '../../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.ts';
-import { analyzeFirstLoad } from '../streams/first-load-statistics.ts';
+import { FirstLoadStatistics } from '../streams/first-load-statistics.ts';
 import { computePositions, invalidatePositions } from '../reads/record-positions.ts';
 import { recordScopeSql, StalePassError, type Checkpoint, type StreamKey } from '../streams/streams.ts';
 import { observeChangesSql } from '../streams/freshness.ts';
 
 /**
  * Completes a pass. A full pass marks every live record it did not see as deleted: safe only here,
- * after every page of the pass was committed. Returns how many were marked.
+ * after every page of the pass was committed. Returns how many were marked. `statistics`: the
+ * process's first statistics of partitions (else the partition is asked about afresh).
  */
-export async function finishPass(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
+export async function finishPass(
+  pool: Pool,
+  key: StreamKey,
+  pass: { streamId: number; generation: number },
+  checkpoint: Checkpoint,
+  statistics: FirstLoadStatistics = new FirstLoadStatistics(pool),
+): Promise<number> {
   const deleted = await finishPassInTransaction(pool, key, pass, checkpoint);
   // The partition's first statistics, if it has none yet (first-load-statistics.ts): not waited for,
   // the pass is done. Only a pass that inserted records can be a first load (a pass of an empty or
   // unchanged list asks nothing).
-  if (checkpoint.counts.inserted > 0) void analyzeFirstLoad(pool, key.accountId, key.resource);
+  if (checkpoint.counts.inserted > 0) void statistics.analyze(key.accountId, key.resource);
   return deleted;
 }
 

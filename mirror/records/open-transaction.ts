@@ -10,7 +10,7 @@ const genericPlanSetup = 'SET LOCAL plan_cache_mode = force_generic_plan';
  * one without the other. Saves a flush per page; set with BEGIN, in its round trip (with the generic
  * plan of `genericPlan`).
  */
-export const relaxedCommit: TransactionOptions = { setup: `SET LOCAL synchronous_commit = off; ${genericPlanSetup}` };
+export const relaxedCommit: Readonly<TransactionOptions> = { setup: `SET LOCAL synchronous_commit = off; ${genericPlanSetup}` };
 
 /**
  * A write's plan does not depend on its values, but Postgres plans a statement afresh for its first
@@ -19,7 +19,7 @@ export const relaxedCommit: TransactionOptions = { setup: `SET LOCAL synchronous
  * statement (`statement`) under a generic plan is planned once per connection. Page writes of a
  * pass set this with `relaxedCommit`.
  */
-export const genericPlan: TransactionOptions = { setup: genericPlanSetup };
+export const genericPlan: Readonly<TransactionOptions> = { setup: genericPlanSetup };
 
 /** A transaction `work` began and left open, for `end` (then COMMIT, unless it committed) or `abandon` (ROLLBACK). */
 export interface OpenTransaction<T> {

@@ -49,7 +49,7 @@ const splitRows = (rows: string) => `
  * The row source of each layout, given the parameter that holds the rows (`$n`): a write's statement
  * (mirror/records/page-write.ts) selects its input from one of them.
  */
-export const rowSources = { objects: objectRows, body: bodyRows, split: splitRows };
+export const rowSources = { objects: objectRows, body: bodyRows, split: splitRows } as const;
 export type RowsKind = keyof typeof rowSources;
 
 /** A write's records, encoded: the parameter its row source reads, and the ids it holds. */
@@ -65,28 +65,22 @@ export interface EncodedRows {
 const jsonbVersion = 1;
 
 /**
- * Buffers of encoded bodies (see `BufferPool`): a page of 1000 records is about a megabyte, and the
- * driver reads it only before the write's answer.
- */
-const bodyBuffers = new BufferPool();
-const takeBodyBuffer = (size: number): Buffer => bodyBuffers.take(size);
-
-/**
  * A list body as a jsonb parameter in binary form: split from its source data where the scan found
- * it in every record, else whole. In a buffer of the pool either way (whole, the body is copied
- * behind the version byte: 0.1 ms a megabyte, and no new megabyte for V8 to count).
+ * it in every record, else whole. In a buffer of `buffers` either way (whole, the body is copied
+ * behind the version byte: 0.1 ms a megabyte, and no new megabyte for V8 to count): a page of 1000
+ * records is about a megabyte, and the driver reads it only before the write's answer.
  */
-export function encodeBody(records: BodyRecords): EncodedRows {
+export function encodeBody(records: BodyRecords, buffers: BufferPool): EncodedRows {
   const { bytes, ids, sourceData } = records;
   let param: Buffer;
   if (sourceData) {
-    param = splitSourceData(bytes, sourceData, jsonbVersion, takeBodyBuffer);
+    param = splitSourceData(bytes, sourceData, jsonbVersion, (size) => buffers.take(size));
   } else {
-    param = takeBodyBuffer(bytes.length + 1);
+    param = buffers.take(bytes.length + 1);
     param[0] = jsonbVersion;
     bytes.copy(param, 1);
   }
-  return { kind: sourceData ? 'split' : 'body', param, ids, release: () => bodyBuffers.give(param) };
+  return { kind: sourceData ? 'split' : 'body', param, ids, release: () => buffers.give(param) };
 }
 
 /**
@@ -156,7 +150,7 @@ export function encodeObjects(
  * does not read, text that is not UTF-8, JSON it does not accept. The body's objects, parsed in the
  * worker (`parseBody`), are written instead.
  */
-const bodyRefusals = new Set(['22007', '22008', '22P02', '22021', '22P05', '21000']);
+const bodyRefusals: ReadonlySet<string> = new Set(['22007', '22008', '22P02', '22021', '22P05', '21000']);
 
 export function isBodyRefusal(error: unknown): boolean {
   return bodyRefusals.has((error as { code?: string } | undefined)?.code ?? '');

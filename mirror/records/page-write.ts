@@ -10,6 +10,7 @@
 // A full pass records each committed page (its ids and the digest of its body) in stream_pages: the
 // seen-set for marking absentees deleted, and what lets the next pass keep a byte-identical page
 // without parsing or writing it (`stageKeptPage`).
+import { BufferPool } from '../../lib/buffer-pool.ts';
 import { MirrorError } from '../../lib/errors.ts';
 import type { PageRecords } from '../../lib/list-page.ts';
 import { allProjectsScope, resourceDef } from '../../lib/resources.ts';
@@ -56,6 +57,11 @@ interface PageStage {
   insertOnly?: boolean;
   /** What the page is, for errors ("customers page 3"). */
   what?: string;
+  /**
+   * Buffers of encoded bodies, used again page after page by a process that writes many (see
+   * lib/buffer-pool.ts); without them each page's body gets a buffer of its own.
+   */
+  buffers?: BufferPool;
 }
 
 /** A page whose records are written in a transaction still open: commit it, or abandon it. */
@@ -141,16 +147,13 @@ WITH input AS (${rows(`$${fixedParams(upsert) + (seen ? 7 : 0) + 1}`)}
 )${seen ? `, seen AS (${seenPageSql((i) => `$${fixedParams(upsert) + 1 + i}`)}\n)` : ''}
 SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE changed AND NOT inserted)::int AS updated,
        count(*)::int AS written FROM up`;
-const statements = new Map<string, { name: string; text: string }>();
 /**
  * The write's statement: of objects or of a body; an upsert or an insert; with the page's row or not.
- * Named, so each connection parses it once (see `genericPlan`).
+ * Named, so each connection parses it once (see `genericPlan`); its text is built for each page (a few
+ * microseconds against the page's milliseconds), so no process keeps a registry of them.
  */
 function statement(kind: RowsKind, upsert: boolean, seen: boolean, perProject = false): { name: string; text: string } {
-  const name = `mirror-write:${kind}:${upsert}:${seen}${perProject ? ':per-project' : ''}`;
-  let sql = statements.get(name);
-  if (!sql) statements.set(name, (sql = { name, text: writeSql(rowSources[kind], upsert, seen, perProject) }));
-  return sql;
+  return { name: `mirror-write:${kind}:${upsert}:${seen}${perProject ? ':per-project' : ''}`, text: writeSql(rowSources[kind], upsert, seen, perProject) };
 }
 const notNullViolation = '23502';
 
@@ -285,7 +288,7 @@ class Staging {
     if ('bytes' in records) {
       // Repeated ids need the last-copy-wins of the objects' path (one statement cannot upsert a key twice).
       if (new Set(records.ids).size === records.ids.length) {
-        const rows = encodeBody(records);
+        const rows = encodeBody(records, this.stage.buffers ?? new BufferPool(0));
         try {
           return await this.rows(rows);
         } catch (error) {

@@ -6,20 +6,33 @@
 // wait for it after a partition's first pass, and leaves every later one to autovacuum.
 import { inTransaction, type Pool } from '../db/pool.ts';
 
-/** Per pool: resources whose partition was seen with statistics, or is being analyzed now. */
-const settled = new WeakMap<Pool, Set<string>>();
+/** The first statistics of the partitions a process loads through one pool: each resource's asked for once. */
+export class FirstLoadStatistics {
+  readonly #pool: Pool;
+  /** Resources whose partition was seen with statistics, or is being analyzed now. */
+  readonly #settled = new Set<string>();
 
-/**
- * ANALYZE the partition that holds `resource`'s records if it has never been analyzed
- * (`pg_class.reltuples < 0`). Resolves once done or skipped: when another session holds the partition
- * for an ANALYZE or VACUUM of its own (lock wait over 100 ms), that one will do. At most once per
- * resource and process; never throws (statistics are an optimisation).
- */
-export async function analyzeFirstLoad(pool: Pool, accountId: string, resource: string): Promise<boolean> {
-  let seen = settled.get(pool);
-  if (seen === undefined) settled.set(pool, (seen = new Set()));
-  if (seen.has(resource)) return false;
-  seen.add(resource);
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  /**
+   * ANALYZE the partition that holds `resource`'s records if it has never been analyzed
+   * (`pg_class.reltuples < 0`). Resolves once done or skipped: when another session holds the partition
+   * for an ANALYZE or VACUUM of its own (lock wait over 100 ms), that one will do. At most once per
+   * resource while it succeeds; never throws (statistics are an optimisation).
+   */
+  async analyze(accountId: string, resource: string): Promise<boolean> {
+    if (this.#settled.has(resource)) return false;
+    this.#settled.add(resource);
+    const settled = await analyzeFirstLoad(this.#pool, accountId, resource);
+    if (settled === undefined) this.#settled.delete(resource);
+    return settled ?? false;
+  }
+}
+
+/** Whether the partition was analyzed now (true), had statistics (false), or is to be asked again (undefined). */
+async function analyzeFirstLoad(pool: Pool, accountId: string, resource: string): Promise<boolean | undefined> {
   try {
     const { rows } = await pool.query<{ name: string; never: boolean }>(
       `SELECT c.oid::regclass::text AS name, c.reltuples < 0 AS never FROM pg_class c
@@ -27,10 +40,7 @@ export async function analyzeFirstLoad(pool: Pool, accountId: string, resource: 
       [accountId, resource],
     );
     // No record of it yet: nothing to learn from, and a later pass may load it.
-    if (rows.length === 0) {
-      seen.delete(resource);
-      return false;
-    }
+    if (rows.length === 0) return undefined;
     const { name, never } = rows[0]!;
     if (!never) return false;
     // A regclass's text is the table's name as SQL wants it (quoted where it must be).
@@ -38,7 +48,6 @@ export async function analyzeFirstLoad(pool: Pool, accountId: string, resource: 
     return true;
   } catch {
     // Not settled: the next pass of the resource tries again.
-    seen.delete(resource);
-    return false;
+    return undefined;
   }
 }

@@ -24,7 +24,7 @@ export interface ChangeHistory {
   observedMs: number;
 }
 
-export const emptyHistory: ChangeHistory = { changes: 0, observedMs: 0 };
+export const emptyHistory: Readonly<ChangeHistory> = { changes: 0, observedMs: 0 };
 
 /** The history after a poll that covered `intervalMs` since the one before and found `changes` records changed. */
 export function observe(h: ChangeHistory, intervalMs: number, changes: number): ChangeHistory {

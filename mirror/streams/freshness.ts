@@ -232,7 +232,7 @@ export async function freshnessOverview(
 }
 
 /** Seconds; a list's staleness (the /metrics histogram's buckets). */
-const stalenessBuckets = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];
+const stalenessBuckets: readonly number[] = [60, 300, 900, 1800, 3600, 7200, 21600, 86400];
 
 /** The /metrics families of freshness: each list's staleness as a histogram per account and resource, and whether each account's plan meets the target. */
 export async function freshnessMetrics(pool: Pool, s: FreshnessSettings): Promise<Family[]> {

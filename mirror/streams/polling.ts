@@ -33,7 +33,7 @@ export interface PollingPolicy {
   freshnessTargetMs?: number;
 }
 
-export const defaultPollingPolicy: PollingPolicy = {
+export const defaultPollingPolicy: Readonly<PollingPolicy> = {
   incrementalMs: 15 * 60_000,
   fullMs: 24 * 3_600_000,
   syncShare: 0.8,
@@ -112,7 +112,7 @@ export interface WebhookCoverage {
   covers(resource: string, scope: string): boolean;
 }
 
-const webhookEvents = ['CREATE', 'UPDATE', 'DELETE'];
+const webhookEvents = ['CREATE', 'UPDATE', 'DELETE'] as const;
 
 export async function webhookCoverage(pool: Pool, accountId: string): Promise<WebhookCoverage> {
   const { rows } = await pool.query<{ type: string; project: string }>(

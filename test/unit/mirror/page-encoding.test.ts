@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { scanListBody } from '../../../connectors/list-scan.ts';
 import { MalformedResponseError } from '../../../lib/errors.ts';
+import { BufferPool } from '../../../lib/buffer-pool.ts';
 import { encodeBody, encodeObjects, isBodyRefusal, parseBody, rowSources, splitSourceData } from '../../../mirror/records/page-encoding.ts';
 
 const records = [
@@ -21,11 +22,13 @@ function scanned(text: string) {
 }
 
 describe('page encoding', () => {
+  const buffers = new BufferPool();
+
   it('sends a body whole as the version byte and the bytes that came, leaving the page as it was', () => {
     // A buffer of its own from offset 0: no free byte in front of the body is needed (or written).
     const bytes = Buffer.from(JSON.stringify({ data: [{ id: 'a' }, { id: 'b', source_data: 1 }] }));
     const before = Buffer.from(bytes);
-    const rows = encodeBody({ bytes, ids: ['a', 'b'] });
+    const rows = encodeBody({ bytes, ids: ['a', 'b'] }, buffers);
     assert.equal(rows.kind, 'body');
     assert.ok(Buffer.isBuffer(rows.param));
     assert.equal(rows.param[0], 1);
@@ -39,7 +42,7 @@ describe('page encoding', () => {
     for (const text of [JSON.stringify({ data: records, meta: { has_more_results: false } }), `\uFEFF${JSON.stringify(records)}`]) {
       const body = scanned(text);
       assert.ok(body.sourceData, text);
-      const rows = encodeBody(body);
+      const rows = encodeBody(body, buffers);
       assert.equal(rows.kind, 'split');
       assert.ok(Buffer.isBuffer(rows.param));
       assert.equal(rows.param[0], 1);
@@ -55,10 +58,10 @@ describe('page encoding', () => {
 
   it('writes pages from reused buffers: one handed back serves the next page', () => {
     const body = scanned(JSON.stringify({ data: records }));
-    const first = encodeBody(body);
+    const first = encodeBody(body, buffers);
     const memory = (first.param as Buffer).buffer;
     first.release?.();
-    const second = encodeBody({ bytes: body.bytes, ids: body.ids });
+    const second = encodeBody({ bytes: body.bytes, ids: body.ids }, buffers);
     assert.equal((second.param as Buffer).buffer, memory, 'the same memory, whole body or split');
     second.release?.();
   });
