@@ -17,7 +17,7 @@ interface RetryInput {
   random?: () => number;
 }
 
-type RetryDecision =
+export type RetryDecision =
   { retry: true; delayMs: number } | { retry: false; reason: 'success' | 'not-retryable' | 'attempts-exhausted' | 'rate-limited' | 'not-idempotent' };
 
 const defaultRetry = { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 2_000 } as const;

@@ -15,7 +15,7 @@ import type { Logger } from '../lib/logger.ts';
 import { unlimitedGovernor, type ClassUsage, type Governor, type GovernorKeys, type Priority } from './governor.ts';
 import { readRateLimits, resetAtOf, type RateLimitReport } from './rate-limit-headers.ts';
 import { errorForResponse } from './response-errors.ts';
-import { retryDecision } from './retry-policy.ts';
+import { retryDecision, type RetryDecision } from './retry-policy.ts';
 
 interface UpstreamClientOptions {
   baseUrl: string;
@@ -303,105 +303,65 @@ export class UpstreamClient {
   request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer>;
   async request<T = unknown>(call: UpstreamCall, schema?: z.ZodType<T>): Promise<UpstreamResponse<T> | AsyncAnswer | UnchangedAnswer> {
     const what = call.what ?? `${call.method} ${call.path.split('?')[0]}`;
-    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget, ...(call.priority ? { priority: call.priority } : {}) };
-    const maxBody = this.options.maxBodyBytes ?? defaultMaxBodyBytes;
-    const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
-    for (let attempt = 1; ; attempt++) {
-      const release = await this.governor.acquire(keys, call.signal);
-      let status: number | undefined;
-      let retryAfter: number | undefined;
-      let failure: unknown;
-      const started = performance.now();
-      const sentAt = Date.now();
-      // The attempt's deadline (from the time the governor let it go), and the caller's cancellation.
-      const attemptSignal = new AbortController();
-      let timedOut = false;
-      const deadline = setTimeout(() => {
-        timedOut = true;
-        attemptSignal.abort();
-      }, totalMs);
-      const cancel = (): void => attemptSignal.abort(call.signal?.reason);
-      if (call.signal?.aborted) cancel();
-      else call.signal?.addEventListener('abort', cancel, { once: true });
-      try {
-        const res = await undiciRequest(`${this.baseUrl}${call.path}`, {
-          method: call.method,
-          headers: this.headersFor(call),
-          body: call.body === undefined ? undefined : JSON.stringify(call.body),
-          dispatcher: this.dispatcher,
-          headersTimeout: this.options.timeoutMs ?? 30_000,
-          bodyTimeout: this.options.timeoutMs ?? 30_000,
-          signal: attemptSignal.signal,
-        });
-        status = res.statusCode;
-        const rateLimits = readRateLimits(res.headers, this.headerPrefix);
-        const handle = call.async ? asyncHandleOf(res.headers, this.headerPrefix) : undefined;
-        const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
-        // A polled answer's status is the stored request's (a stored 429 is not this poll's).
-        this.governor.report(keys, rateLimits, asyncAnswer ? 200 : status, sentAt);
-        const chunks = await readBody(res, maxBody, what);
-        let digest: string | undefined;
-        if (call.digest) {
-          // SHA-256: 2.5x faster than MD5 here (the CPU's SHA extensions), 0.7 ms for a 1.2 MB page.
-          const hash = createHash('sha256');
-          for (const chunk of chunks) hash.update(chunk);
-          digest = hash.digest('hex');
-        }
-        const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
-        const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
-        if (digest !== undefined && digest === call.digest?.unless && status >= 200 && status < 300 && !asyncAnswer) {
-          return { status, unchanged: true, digest, headers: res.headers, rateLimits, retrievedAt };
-        }
-        // Joined only now: a body found unchanged (most pages of a resync) never is.
-        const raw = joinChunks(chunks);
-        if (call.bytes && status >= 200 && status < 300 && !asyncAnswer) {
-          return { status, headers: res.headers, body: raw as T, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
-        }
-        const body = parseJsonBody(raw, what, status);
-        if (asyncAnswer) {
-          return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
-        }
-        if (status >= 400) {
-          const ra = res.headers['retry-after'];
-          retryAfter = ra === undefined ? undefined : Number(Array.isArray(ra) ? ra[0] : ra);
-          throw errorForResponse({ status, body, what, resetAt: resetAtOf(rateLimits, Date.now()) });
-        }
-        const parsed: T = schema ? validBody(body, schema, what, status) : (body as T);
-        return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
-      } catch (error) {
-        failure = timedOut
-          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, {
-              cause: error,
-            })
-          : error;
-      } finally {
-        clearTimeout(deadline);
-        call.signal?.removeEventListener('abort', cancel);
-        release();
-        if (this.observers.size > 0) {
-          this.notify({
-            method: call.method,
-            path: call.path.split('?')[0] ?? call.path,
-            sourceSystem: call.budget?.sourceSystem,
-            status,
-            durationMs: performance.now() - started,
-            attempt,
-            priority: keys.priority ?? 'background',
-          });
-        }
-      }
-      const malformed = failure instanceof MalformedResponseError;
-      const decision = retryDecision({
-        attempt,
-        status: malformed ? undefined : status,
-        idempotent: idempotentMethods.has(call.method) || (call.method === 'POST' && isReadPost(call.path)),
-        maxAttempts: this.options.maxAttempts,
-        ...(retryAfter !== undefined && Number.isFinite(retryAfter) ? { retryAfterSeconds: retryAfter } : {}),
-      });
-      if (!decision.retry) throw asUpstreamError(failure, what);
-      this.options.logger?.debug({ what, attempt, delayMs: decision.delayMs, err: String(failure) }, 'retrying upstream call');
-      await sleep(decision.delayMs, undefined, { signal: call.signal });
+    const idempotent = idempotentMethods.has(call.method) || (call.method === 'POST' && isReadPost(call.path));
+    return this.attempts({
+      keys: { client: this.options.clientId, ...call.budget, ...(call.priority ? { priority: call.priority } : {}) },
+      what,
+      method: call.method,
+      path: call.path.split('?')[0] ?? call.path,
+      sourceSystem: call.budget?.sourceSystem,
+      signal: call.signal,
+      retryLog: 'retrying upstream call',
+      send: (attempt) => this.sendBuffered(call, schema, what, attempt),
+      // A malformed body is a failure to get an answer, whatever its status said.
+      decide: (attempt, failure) =>
+        retryDecision({
+          attempt: attempt.number,
+          status: failure instanceof MalformedResponseError ? undefined : attempt.status,
+          idempotent,
+          maxAttempts: this.options.maxAttempts,
+          ...(attempt.retryAfterSeconds !== undefined && Number.isFinite(attempt.retryAfterSeconds) ? { retryAfterSeconds: attempt.retryAfterSeconds } : {}),
+        }),
+    });
+  }
+
+  /** One attempt of `request`: the answer read whole (to the cap), digested, parsed and checked. */
+  private async sendBuffered<T>(call: UpstreamCall, schema: z.ZodType<T> | undefined, what: string, attempt: Attempt) {
+    const res = await undiciRequest(`${this.baseUrl}${call.path}`, {
+      method: call.method,
+      headers: this.headersFor(call),
+      body: call.body === undefined ? undefined : JSON.stringify(call.body),
+      dispatcher: this.dispatcher,
+      headersTimeout: this.options.timeoutMs ?? 30_000,
+      bodyTimeout: this.options.timeoutMs ?? 30_000,
+      signal: attempt.signal,
+    });
+    const status = (attempt.status = res.statusCode);
+    const rateLimits = readRateLimits(res.headers, this.headerPrefix);
+    const handle = call.async ? asyncHandleOf(res.headers, this.headerPrefix) : undefined;
+    const asyncAnswer = handle !== undefined && isAsyncAnswer(call.async!, status, handle);
+    // A polled answer's status is the stored request's (a stored 429 is not this poll's).
+    this.governor.report(attempt.keys, rateLimits, asyncAnswer ? 200 : status, attempt.sentAt);
+    const chunks = await readBody(res, this.options.maxBodyBytes ?? defaultMaxBodyBytes, what);
+    const digest = call.digest ? digestOf(chunks) : undefined;
+    const retrievedHeader = res.headers[`${this.headerPrefix.toLowerCase()}-data-retrieved-at`];
+    const retrievedAt = typeof retrievedHeader === 'string' && !Number.isNaN(Date.parse(retrievedHeader)) ? new Date(retrievedHeader) : new Date();
+    const ok = status >= 200 && status < 300 && !asyncAnswer;
+    if (ok && digest !== undefined && digest === call.digest?.unless) {
+      return { status, unchanged: true as const, digest, headers: res.headers, rateLimits, retrievedAt };
     }
+    // Joined only now: a body found unchanged (most pages of a resync) never is.
+    const raw = joinChunks(chunks);
+    if (ok && call.bytes) return { status, headers: res.headers, body: raw as T, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
+    const body = parseJsonBody(raw, what, status);
+    if (asyncAnswer) return { status, handle, body, headers: res.headers, rateLimits, retrievedAt: new Date() };
+    if (status >= 400) {
+      const ra = res.headers['retry-after'];
+      attempt.retryAfterSeconds = ra === undefined ? undefined : Number(Array.isArray(ra) ? ra[0] : ra);
+      throw errorForResponse({ status, body, what, resetAt: resetAtOf(rateLimits, Date.now()) });
+    }
+    const parsed: T = schema ? validBody(body, schema, what, status) : (body as T);
+    return { status, headers: res.headers, body: parsed, rateLimits, retrievedAt, ...(digest !== undefined ? { digest } : {}) };
   }
 
   /**
@@ -414,109 +374,200 @@ export class UpstreamClient {
   async stream(call: UpstreamStreamCall): Promise<UpstreamStream> {
     const method = call.method.toUpperCase();
     const url = call.url ?? upstreamUrl(this.baseUrl, call.path ?? '/');
-    const pathOnly = call.url ? new URL(call.url).pathname : (call.path ?? '/').split('?')[0]!;
-    const what = call.what ?? `${method} ${pathOnly}`;
-    const keys: GovernorKeys = { client: this.options.clientId, ...call.budget, priority: call.priority ?? 'interactive' };
-    const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
-    const idleMs = this.options.timeoutMs ?? 30_000;
+    const path = call.url ? new URL(call.url).pathname : (call.path ?? '/').split('?')[0]!;
+    const what = call.what ?? `${method} ${path}`;
+    // A body stream is spent by the first attempt, and a method that is not idempotent may have been
+    // applied although no answer came: neither is sent again.
     const replayable = call.body === undefined || typeof call.body === 'string' || Buffer.isBuffer(call.body);
-    for (let attempt = 1; ; attempt++) {
-      const release = await this.governor.acquire(keys, call.signal);
-      const started = performance.now();
-      const sentAt = Date.now();
-      const attemptSignal = new AbortController();
-      let timedOut = false;
-      let status: number | undefined;
-      let done = false;
-      let body: Readable | undefined;
-      const cancel = (): void => attemptSignal.abort(call.signal?.reason);
-      // Everything the attempt holds, let go once: the governor's slot, the deadline, the listener.
-      const finish = (): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(deadline);
-        call.signal?.removeEventListener('abort', cancel);
-        release();
-      };
-      const deadline = setTimeout(() => {
-        timedOut = true;
-        const error = new UpstreamTimeoutError(
-          `Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`,
-          status,
-        );
-        if (body) body.destroy(error);
-        else attemptSignal.abort(error);
-      }, totalMs);
-      if (call.signal?.aborted) cancel();
-      else call.signal?.addEventListener('abort', cancel, { once: true });
+    const resendable = replayable && (idempotentMethods.has(method) || method === 'HEAD');
+    return this.attempts({
+      keys: { client: this.options.clientId, ...call.budget, priority: call.priority ?? 'interactive' },
+      what,
+      method: method as UpstreamCall['method'],
+      path,
+      sourceSystem: call.budget?.sourceSystem,
+      signal: call.signal,
+      retryLog: 'retrying forwarded upstream call',
+      send: (attempt) => this.sendStreamed(call, method, url, what, attempt),
+      decide: (attempt) =>
+        resendable && !call.signal?.aborted
+          ? retryDecision({ attempt: attempt.number, idempotent: true, maxAttempts: this.options.maxAttempts })
+          : { retry: false, reason: 'not-idempotent' },
+    });
+  }
+
+  /** One attempt of `stream`: the answer handed back once its headers came, the attempt held until its body ends. */
+  private async sendStreamed(call: UpstreamStreamCall, method: string, url: string, what: string, attempt: Attempt): Promise<UpstreamStream> {
+    const idleMs = this.options.timeoutMs ?? 30_000;
+    const res = await undiciRequest(url, {
+      method: method as UpstreamCall['method'],
+      headers: call.headers,
+      body: call.body,
+      dispatcher: this.dispatcher,
+      headersTimeout: idleMs,
+      bodyTimeout: call.bodyTimeoutMs ?? idleMs,
+      signal: attempt.signal,
+    });
+    const status = (attempt.status = res.statusCode);
+    const rateLimits = readRateLimits(res.headers, this.headerPrefix);
+    this.governor.report(attempt.keys, rateLimits, status, attempt.sentAt);
+    const body = res.body;
+    attempt.holdUntilClosed(body);
+    return {
+      status,
+      headers: res.headers,
+      rateLimits,
+      body,
+      discard: async () => {
+        await body.dump().catch(() => undefined);
+        attempt.finish();
+      },
+      readAll: (maxBytes) => readAllCapped(body, maxBytes, what, status),
+    };
+  }
+
+  /**
+   * The one attempt loop under both transports: a governor slot, then an attempt with its deadline
+   * and the caller's cancellation, told to the observers; after a failure, the transport's retry
+   * decision, a pause, and another attempt, or the failure mapped to an upstream error.
+   */
+  private async attempts<R>(plan: AttemptPlan<R>): Promise<R> {
+    const totalMs = this.options.totalTimeoutMs ?? defaultTotalTimeoutMs;
+    for (let number = 1; ; number++) {
+      const release = await this.governor.acquire(plan.keys, plan.signal);
+      const attempt = new Attempt(number, plan, release, totalMs);
       let failure: unknown;
       try {
-        const res = await undiciRequest(url, {
-          method: method as UpstreamCall['method'],
-          headers: call.headers,
-          body: call.body,
-          dispatcher: this.dispatcher,
-          headersTimeout: idleMs,
-          bodyTimeout: call.bodyTimeoutMs ?? idleMs,
-          signal: attemptSignal.signal,
-        });
-        status = res.statusCode;
-        const rateLimits = readRateLimits(res.headers, this.headerPrefix);
-        this.governor.report(keys, rateLimits, status, sentAt);
-        if (this.observers.size > 0) {
-          this.notify({
-            method: method as UpstreamCall['method'],
-            path: pathOnly,
-            sourceSystem: call.budget?.sourceSystem,
-            status,
-            durationMs: performance.now() - started,
-            attempt,
-            priority: 'interactive',
-          });
-        }
-        body = res.body;
-        const stream = res.body;
-        stream.once('close', finish);
-        if (stream.destroyed) finish();
-        return {
-          status,
-          headers: res.headers,
-          rateLimits,
-          body: stream,
-          discard: async () => {
-            await stream.dump().catch(() => undefined);
-            finish();
-          },
-          readAll: (maxBytes) => readAllCapped(stream, maxBytes, what, status!),
-        };
+        return await plan.send(attempt);
       } catch (error) {
-        failure = timedOut
-          ? new UpstreamTimeoutError(`Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`, status, {
-              cause: error,
-            })
-          : error;
-        finish();
+        failure = attempt.timedOut ? timeoutError(totalMs, plan.what, attempt.status, error) : error;
+      } finally {
+        attempt.answered();
         if (this.observers.size > 0) {
           this.notify({
-            method: method as UpstreamCall['method'],
-            path: pathOnly,
-            sourceSystem: call.budget?.sourceSystem,
-            status: undefined,
-            durationMs: performance.now() - started,
-            attempt,
-            priority: 'interactive',
+            method: plan.method,
+            path: plan.path,
+            sourceSystem: plan.sourceSystem,
+            status: attempt.status,
+            durationMs: attempt.elapsedMs(),
+            attempt: number,
+            priority: plan.keys.priority ?? 'background',
           });
         }
       }
-      // A body stream is spent by the first attempt, and a method that is not idempotent may have been
-      // applied although no answer came: neither is sent again.
-      const resendable = replayable && (idempotentMethods.has(method) || method === 'HEAD');
-      const decision = retryDecision({ attempt, idempotent: resendable, maxAttempts: this.options.maxAttempts });
-      if (!resendable || !decision.retry || call.signal?.aborted) throw asUpstreamError(failure, what);
-      this.options.logger?.debug({ what, attempt, delayMs: decision.delayMs, err: String(failure) }, 'retrying forwarded upstream call');
-      await sleep(decision.delayMs, undefined, { signal: call.signal });
+      const decision = plan.decide(attempt, failure);
+      if (!decision.retry) throw asUpstreamError(failure, plan.what);
+      this.options.logger?.debug({ what: plan.what, attempt: number, delayMs: decision.delayMs, err: String(failure) }, plan.retryLog);
+      await sleep(decision.delayMs, undefined, { signal: plan.signal });
     }
   }
+}
+
+/** What the attempt loop needs of a call, and how its transport sends one attempt and judges a failure. */
+interface AttemptPlan<R> {
+  keys: GovernorKeys;
+  /** What the call is about, for error messages. */
+  what: string;
+  /** For the observers: the method, the path without its query, the source system. */
+  method: UpstreamCall['method'];
+  path: string;
+  sourceSystem: string | undefined;
+  signal: AbortSignal | undefined;
+  /** The debug line written before another attempt. */
+  retryLog: string;
+  /** Sends one attempt; sets the attempt's status once an answer came. */
+  send(attempt: Attempt): Promise<R>;
+  decide(attempt: Attempt, failure: unknown): RetryDecision;
+}
+
+/**
+ * One attempt of a call: its governor slot, its deadline (from the time the governor let it go) and
+ * the caller's cancellation, all let go once, when the answer is handed back, or when the body an
+ * answer streams ends.
+ */
+class Attempt {
+  readonly sentAt = Date.now();
+  /** The upstream's status, once an answer came. */
+  status: number | undefined;
+  /** Seconds of the answer's `Retry-After`, when it failed with one. */
+  retryAfterSeconds: number | undefined;
+  timedOut = false;
+  private readonly started = performance.now();
+  private readonly controller = new AbortController();
+  private readonly deadline: NodeJS.Timeout;
+  private held: Readable | undefined;
+  private done = false;
+
+  constructor(
+    readonly number: number,
+    private readonly plan: AttemptPlan<unknown>,
+    private readonly release: () => void,
+    totalMs: number,
+  ) {
+    this.deadline = setTimeout(() => this.expire(totalMs), totalMs);
+    const signal = plan.signal;
+    if (signal?.aborted) this.cancel();
+    else signal?.addEventListener('abort', this.cancel, { once: true });
+  }
+
+  get keys(): GovernorKeys {
+    return this.plan.keys;
+  }
+
+  /** Aborted by the deadline or the caller's cancellation. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  elapsedMs(): number {
+    return performance.now() - this.started;
+  }
+
+  /** The answer's body streams on: the attempt lets go when it ends (or the deadline cuts it). */
+  holdUntilClosed(body: Readable): void {
+    this.held = body;
+    body.once('close', this.finish);
+    if (body.destroyed) this.finish();
+  }
+
+  /** The attempt is over for the loop: let go unless a streamed body holds it. */
+  answered(): void {
+    if (!this.held) this.finish();
+  }
+
+  /** Lets go of the slot, the deadline and the listener, once. */
+  readonly finish = (): void => {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.deadline);
+    this.plan.signal?.removeEventListener('abort', this.cancel);
+    this.release();
+  };
+
+  private readonly cancel = (): void => this.controller.abort(this.plan.signal?.reason);
+
+  private expire(totalMs: number): void {
+    this.timedOut = true;
+    const error = timeoutError(totalMs, this.plan.what, this.status);
+    if (this.held) this.held.destroy(error);
+    else this.controller.abort(error);
+  }
+}
+
+/** An attempt cut at its deadline. */
+function timeoutError(totalMs: number, what: string, status: number | undefined, cause?: unknown): UpstreamTimeoutError {
+  return new UpstreamTimeoutError(
+    `Upstream took longer than ${totalMs} ms to answer ${what} (UPSTREAM_TOTAL_TIMEOUT_MS); the request was cut`,
+    status,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** SHA-256 of a body's chunks: 2.5x faster than MD5 here (the CPU's SHA extensions), 0.7 ms for a 1.2 MB page. */
+function digestOf(chunks: Buffer[]): string {
+  const hash = createHash('sha256');
+  for (const chunk of chunks) hash.update(chunk);
+  return hash.digest('hex');
 }
 
 /** A streamed body read whole, up to `max` bytes (as received): past it the body is destroyed and this throws. */
