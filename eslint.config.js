@@ -197,8 +197,6 @@ const fetchExceptions = [
   // The sandbox's admin API (a public token for the demo's and the CLI's Link flow), not the upstream.
   'bin/demo-run.ts',
   'bin/commands/link.ts',
-  // The API's /healthz, and (to be moved onto the upstream client) the upstream's link token and accounts.
-  'bin/commands/doctor.ts',
 ];
 
 export default defineConfig(

@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import { SyncControl } from '../api/sync-control.ts';
 import type { UpstreamTarget } from '../api/forward.ts';
 import { PostgresRateGovernor } from '../connectors/governor/index.ts';
+import type { Governor } from '../connectors/governor.ts';
 import { selectResources } from '../connectors/source-systems/index.ts';
 import { UpstreamClient } from '../connectors/upstream-client.ts';
 import type { Config } from '../lib/config.ts';
@@ -40,28 +41,8 @@ export function createServices(config: Config, options: { logger?: Logger; name?
   const keys = { encryptionKey: decodeKey(config.MIRROR_ENCRYPTION_KEY), signingKey: decodeKey(config.MIRROR_SIGNING_KEY) };
   // Accounts belong to the mirror client that linked them; the configured one owns those linked before owners were recorded.
   const accounts = new AccountStore(prisma, { encryptionKey: keys.encryptionKey, hashKey: keys.signingKey }, { defaultClientId: config.MIRROR_CLIENT_ID });
-  // Every worker and API process shares the upstream's budgets through Postgres.
-  const governor = new PostgresRateGovernor(new PostgresRateBudgets(pool), {
-    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
-    logger,
-    assumeLimits: config.UPSTREAM_ASSUME_LIMITS,
-    // Background work (the sync) keeps to its share of each window (fixed, or what the applications'
-    // recent use leaves); forwarded calls go first.
-    syncShare: config.MIRROR_SYNC_BUDGET_SHARE ?? 'adaptive',
-    interactiveMaxWaitMs: config.MIRROR_INTERACTIVE_MAX_WAIT_MS,
-  });
-  const upstream = new UpstreamClient({
-    baseUrl: config.UPSTREAM_BASE_URL,
-    clientId: config.UPSTREAM_CLIENT_ID,
-    clientSecret: config.UPSTREAM_CLIENT_SECRET,
-    apiVersion: config.UPSTREAM_API_VERSION,
-    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    totalTimeoutMs: config.UPSTREAM_TOTAL_TIMEOUT_MS,
-    maxBodyBytes: config.UPSTREAM_MAX_BODY_BYTES,
-    logger,
-    governor,
-  });
+  const governor = sharedGovernor(config, pool, logger);
+  const upstream = upstreamClient(config, governor, logger);
   return {
     config,
     logger,
@@ -76,6 +57,36 @@ export function createServices(config: Config, options: { logger?: Logger; name?
       await Promise.allSettled([pool.end(), prisma.$disconnect(), upstream.close()]);
     },
   };
+}
+
+/** The upstream's budgets, which every worker and API process shares through Postgres. */
+export function sharedGovernor(config: Config, pool: Pool, logger: Logger): PostgresRateGovernor {
+  return new PostgresRateGovernor(new PostgresRateBudgets(pool), {
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    logger,
+    assumeLimits: config.UPSTREAM_ASSUME_LIMITS,
+    // Background work (the sync) keeps to its share of each window (fixed, or what the applications'
+    // recent use leaves); forwarded calls go first.
+    syncShare: config.MIRROR_SYNC_BUDGET_SHARE ?? 'adaptive',
+    interactiveMaxWaitMs: config.MIRROR_INTERACTIVE_MAX_WAIT_MS,
+  });
+}
+
+/** The one upstream client, configured as every process configures it; `maxAttempts` for a check that tries once. */
+export function upstreamClient(config: Config, governor: Governor, logger: Logger, options: { maxAttempts?: number } = {}): UpstreamClient {
+  return new UpstreamClient({
+    baseUrl: config.UPSTREAM_BASE_URL,
+    clientId: config.UPSTREAM_CLIENT_ID,
+    clientSecret: config.UPSTREAM_CLIENT_SECRET,
+    apiVersion: config.UPSTREAM_API_VERSION,
+    headerPrefix: config.UPSTREAM_HEADER_PREFIX,
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    totalTimeoutMs: config.UPSTREAM_TOTAL_TIMEOUT_MS,
+    maxBodyBytes: config.UPSTREAM_MAX_BODY_BYTES,
+    logger,
+    governor,
+    ...options,
+  });
 }
 
 /** Where the upstream reaches the mirror (webhook callbacks): PUBLIC_BASE_URL, else the API's address. */

@@ -2,9 +2,14 @@
 // configuration, Postgres, migrations, clocks, Temporal (and a worker on the task queue), the upstream
 // and its credentials, the mirror's own credentials and keys, and the API; and which release this CLI,
 // the workers polling the task queue and the API run (a mixed set is a warning). Exits 1 if a check failed.
+import { request } from 'undici';
+import { unlimitedGovernor } from '../../connectors/governor.ts';
+import { linkTokenSchema } from '../../connectors/schemas.ts';
+import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { buildInfo, releaseLabel } from '../../lib/build-info.ts';
 import { parseConfig, loadEnvFile, type Config } from '../../lib/config.ts';
 import { decryptSecret, decodeKey, sha256Hex } from '../../lib/crypto.ts';
+import { RateLimitedError, UpstreamAuthError, UpstreamError } from '../../lib/errors.ts';
 import { DiagnosticConnection } from '../../mirror/ops/diagnostics.ts';
 import { readMigrations } from '../../mirror/db/migrate.ts';
 import { placeholderSecrets } from './migrate.ts';
@@ -34,24 +39,51 @@ export async function diagnose(env: Record<string, string | undefined>, options:
   const timeoutMs = options.timeoutMs ?? 5000;
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
-  const release = releaseLabel();
   const info = buildInfo();
   add({
     name: 'release',
     status: 'ok',
     detail: `this CLI runs construction-mirror ${info.version}, commit ${info.commit ?? 'unknown (no MIRROR_COMMIT and no git)'}`,
   });
+  const settings = checkConfig(env, add);
+  if (!settings) return checks;
+  const { config, broken } = settings;
+  const { db, skewMs } = await checkPostgres(config, timeoutMs, add);
+  try {
+    const migrated = db ? await checkMigrations(db, add) : false;
+    if (!db) add({ name: 'migrations', status: 'skip', detail: 'needs Postgres' });
+    await checkTemporal(config, timeoutMs, add);
+    // The upstream's checks spend the shared budget, whose table needs Postgres and the migrations.
+    const upstreamConfigured = !broken.has('UPSTREAM_CLIENT_ID') && !broken.has('UPSTREAM_CLIENT_SECRET');
+    const upstream = upstreamConfigured ? await doctorUpstream(config, db !== undefined && migrated) : undefined;
+    try {
+      const answer = upstream ? await checkUpstream(upstream.client, config, timeoutMs, add) : { ok: false, skewMs: undefined };
+      if (!upstream) add({ name: 'upstream', status: 'skip', detail: 'needs UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET' });
+      checkClocks(skewMs, answer.skewMs, add);
+      if (db && migrated && ![...broken].some((k) => k.startsWith('MIRROR_')))
+        await checkCredentials(db, config, timeoutMs, answer.ok ? upstream?.client : undefined, add);
+      else add({ name: 'credentials', status: 'skip', detail: 'needs Postgres, migrations and the MIRROR_* settings' });
+    } finally {
+      await upstream?.close();
+    }
+  } finally {
+    await db?.close().catch(() => undefined);
+  }
+  if (options.api !== false) await checkApi(config, timeoutMs, add);
+  return checks;
+}
 
-  // 1. Configuration.
-  let config: Config;
+/** 1. Configuration. With only secrets missing, the other checks go on with stand-ins for them. */
+function checkConfig(env: Record<string, string | undefined>, add: (c: Check) => void): { config: Config; broken: Set<string> } | undefined {
   const broken = new Set<string>();
   try {
-    config = parseConfig(env);
+    const config = parseConfig(env);
     add({
       name: 'config',
       status: 'ok',
       detail: `settings parse (upstream ${config.UPSTREAM_BASE_URL}, Temporal ${config.TEMPORAL_ADDRESS}, task queue ${config.TEMPORAL_TASK_QUEUE})`,
     });
+    return { config, broken };
   } catch (error) {
     const details = ((error as { details?: { path?: string; message: string }[] }).details ?? []).map((d) => d.message);
     for (const d of details) broken.add(d.split(':')[0] ?? '');
@@ -64,24 +96,25 @@ export async function diagnose(env: Record<string, string | undefined>, options:
         ? 'run `npx mirror setup` (it generates the missing secrets into .env.local), or set them in the environment.'
         : 'set these in the environment or in .env.local (docs/configuration.md lists every variable).',
     });
-    if (!onlySecrets) return checks;
+    if (!onlySecrets) return undefined;
     // Go on with stand-ins for the broken secrets: Postgres and Temporal need none of them.
     const rest = Object.fromEntries(Object.entries(env).filter(([k]) => !broken.has(k)));
-    config = parseConfig({ ...rest, ...placeholderSecrets(rest) });
+    return { config: parseConfig({ ...rest, ...placeholderSecrets(rest) }), broken };
   }
+}
 
-  // 2. Postgres, and the clock against it.
+/** 2. Postgres, and the clock against it. */
+async function checkPostgres(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<{ db?: DiagnosticConnection; skewMs?: number }> {
   let db: DiagnosticConnection | undefined;
-  let skewMs: number | undefined;
   try {
     db = await DiagnosticConnection.open(config.DATABASE_URL, timeoutMs);
     const before = Date.now();
     const server = await db.serverClock();
-    skewMs = server.now.getTime() - (before + Date.now()) / 2;
+    const skewMs = server.now.getTime() - (before + Date.now()) / 2;
     add({ name: 'postgres', status: 'ok', detail: `${safeUrl(config.DATABASE_URL)} answers (PostgreSQL ${server.version})` });
+    return { db, skewMs };
   } catch (error) {
     await db?.close().catch(() => undefined);
-    db = undefined;
     const p = postgresProblem(error, config.DATABASE_URL);
     add({
       name: 'postgres',
@@ -89,111 +122,103 @@ export async function diagnose(env: Record<string, string | undefined>, options:
       detail: p ? `${p.problem} (${safeUrl(config.DATABASE_URL)})` : `${safeUrl(config.DATABASE_URL)}: ${oneLine((error as Error).message)}`,
       fix: p?.fix ?? 'check DATABASE_URL and that the server accepts connections.',
     });
+    return {};
   }
+}
 
+/** 3. Migrations: all applied, none failed or changed since. */
+async function checkMigrations(db: DiagnosticConnection, add: (c: Check) => void): Promise<boolean> {
   try {
-    // 3. Migrations.
-    let migrated = false;
-    if (db) {
-      try {
-        const files = await readMigrations();
-        const rows = await db.appliedMigrations();
-        if (!rows) {
-          add({ name: 'migrations', status: 'fail', detail: `none applied (${files.length} to apply)`, fix: 'run `npx mirror migrate`.' });
-        } else {
-          const failed = rows.filter((r) => r.finished_at === null && r.rolled_back_at === null);
-          const applied = new Map(rows.filter((r) => r.finished_at !== null).map((r) => [r.migration_name, r.checksum]));
-          const pending = files.filter((f) => !applied.has(f.name));
-          const changed = files.filter((f) => applied.has(f.name) && applied.get(f.name) !== f.checksum);
-          if (failed.length)
-            add({
-              name: 'migrations',
-              status: 'fail',
-              detail: `${failed[0]!.migration_name} failed and was not rolled back`,
-              fix: 'see `npx mirror migrate` for how to recover.',
-            });
-          else if (changed.length)
-            add({
-              name: 'migrations',
-              status: 'fail',
-              detail: `${changed.map((f) => f.name).join(', ')} changed after it was applied`,
-              fix: 'restore the applied migration file and add a new migration instead.',
-            });
-          else if (pending.length)
-            add({
-              name: 'migrations',
-              status: 'fail',
-              detail: `${pending.length} pending (${pending.map((f) => f.name).join(', ')})`,
-              fix: 'run `npx mirror migrate`.',
-            });
-          else {
-            migrated = true;
-            add({ name: 'migrations', status: 'ok', detail: `${applied.size} applied, none pending` });
-          }
-        }
-      } catch (error) {
-        add({ name: 'migrations', status: 'fail', detail: oneLine((error as Error).message), fix: 'run `npx mirror migrate`.' });
-      }
-    } else add({ name: 'migrations', status: 'skip', detail: 'needs Postgres' });
-
-    // 4. Temporal, and a worker polling the task queue.
-    await checkTemporal(config, timeoutMs, add);
-
-    // 5. The upstream and its credentials.
-    const upstreamConfigured = !broken.has('UPSTREAM_CLIENT_ID') && !broken.has('UPSTREAM_CLIENT_SECRET');
-    const upstream = upstreamConfigured ? await checkUpstream(config, timeoutMs, add) : { ok: false, skewMs: undefined };
-    if (!upstreamConfigured) add({ name: 'upstream', status: 'skip', detail: 'needs UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET' });
-    const upstreamSkew = upstream.skewMs;
-
-    // 6. Clocks: this machine against Postgres (and the upstream's Date header, to the second).
-    if (skewMs === undefined && upstreamSkew === undefined) add({ name: 'clock', status: 'skip', detail: 'needs Postgres or the upstream' });
-    else {
-      const parts = [
-        ...(skewMs !== undefined ? [`Postgres ${(skewMs / 1000).toFixed(2)} s`] : []),
-        ...(upstreamSkew !== undefined ? [`upstream ${Math.round(upstreamSkew / 1000) || 0} s`] : []),
-      ];
-      const worst = Math.max(Math.abs(skewMs ?? 0), Math.abs(upstreamSkew ?? 0) - 1000);
-      const fix = 'synchronise the clocks (e.g. `timedatectl set-ntp true`, or chrony): rate-limit resets and freshness are computed from them.';
-      if (worst > 30_000) add({ name: 'clock', status: 'fail', detail: `this machine's clock is off: ${parts.join(', ')}`, fix });
-      else if (worst > 2_000) add({ name: 'clock', status: 'warn', detail: `clocks differ: ${parts.join(', ')}`, fix });
-      else add({ name: 'clock', status: 'ok', detail: `this machine agrees with ${parts.join(' and ')}` });
+    const files = await readMigrations();
+    const rows = await db.appliedMigrations();
+    if (!rows) {
+      add({ name: 'migrations', status: 'fail', detail: `none applied (${files.length} to apply)`, fix: 'run `npx mirror migrate`.' });
+      return false;
     }
-
-    // 7. The mirror's own credentials and keys.
-    if (db && migrated && ![...broken].some((k) => k.startsWith('MIRROR_'))) await checkCredentials(db, config, timeoutMs, upstream.ok, add);
-    else add({ name: 'credentials', status: 'skip', detail: 'needs Postgres, migrations and the MIRROR_* settings' });
-  } finally {
-    await db?.close().catch(() => undefined);
+    const failed = rows.filter((r) => r.finished_at === null && r.rolled_back_at === null);
+    const applied = new Map(rows.filter((r) => r.finished_at !== null).map((r) => [r.migration_name, r.checksum]));
+    const pending = files.filter((f) => !applied.has(f.name));
+    const changed = files.filter((f) => applied.has(f.name) && applied.get(f.name) !== f.checksum);
+    if (failed.length)
+      add({
+        name: 'migrations',
+        status: 'fail',
+        detail: `${failed[0]!.migration_name} failed and was not rolled back`,
+        fix: 'see `npx mirror migrate` for how to recover.',
+      });
+    else if (changed.length)
+      add({
+        name: 'migrations',
+        status: 'fail',
+        detail: `${changed.map((f) => f.name).join(', ')} changed after it was applied`,
+        fix: 'restore the applied migration file and add a new migration instead.',
+      });
+    else if (pending.length)
+      add({
+        name: 'migrations',
+        status: 'fail',
+        detail: `${pending.length} pending (${pending.map((f) => f.name).join(', ')})`,
+        fix: 'run `npx mirror migrate`.',
+      });
+    else {
+      add({ name: 'migrations', status: 'ok', detail: `${applied.size} applied, none pending` });
+      return true;
+    }
+    return false;
+  } catch (error) {
+    add({ name: 'migrations', status: 'fail', detail: oneLine((error as Error).message), fix: 'run `npx mirror migrate`.' });
+    return false;
   }
+}
 
-  // 8. The API (only a warning: the CLI works without it).
-  if (options.api !== false) {
-    const host = config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST;
-    const url = `http://${host}:${config.API_PORT}/healthz`;
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-      const body = (await res.json().catch(() => ({}))) as { version?: unknown; commit?: unknown };
-      const apiRelease =
-        typeof body.version === 'string' ? releaseLabel({ version: body.version, commit: typeof body.commit === 'string' ? body.commit : null }) : 'unknown';
-      if (!res.ok) add({ name: 'api', status: 'warn', detail: `${url} answered ${res.status}`, fix: 'check the API process logs.' });
-      else if (apiRelease !== release)
-        add({
-          name: 'api',
-          status: 'warn',
-          detail: `${url} answers, running release ${apiRelease}; this CLI is ${release}`,
-          fix: 'restart the API on the new release.',
-        });
-      else add({ name: 'api', status: 'ok', detail: `${url} answers, release ${apiRelease}` });
-    } catch {
+/** 6. Clocks: this machine against Postgres (and the upstream's Date header, to the second). */
+function checkClocks(skewMs: number | undefined, upstreamSkew: number | undefined, add: (c: Check) => void): void {
+  if (skewMs === undefined && upstreamSkew === undefined) {
+    add({ name: 'clock', status: 'skip', detail: 'needs Postgres or the upstream' });
+    return;
+  }
+  const parts = [
+    ...(skewMs !== undefined ? [`Postgres ${(skewMs / 1000).toFixed(2)} s`] : []),
+    ...(upstreamSkew !== undefined ? [`upstream ${Math.round(upstreamSkew / 1000) || 0} s`] : []),
+  ];
+  const worst = Math.max(Math.abs(skewMs ?? 0), Math.abs(upstreamSkew ?? 0) - 1000);
+  const fix = 'synchronise the clocks (e.g. `timedatectl set-ntp true`, or chrony): rate-limit resets and freshness are computed from them.';
+  if (worst > 30_000) add({ name: 'clock', status: 'fail', detail: `this machine's clock is off: ${parts.join(', ')}`, fix });
+  else if (worst > 2_000) add({ name: 'clock', status: 'warn', detail: `clocks differ: ${parts.join(', ')}`, fix });
+  else add({ name: 'clock', status: 'ok', detail: `this machine agrees with ${parts.join(' and ')}` });
+}
+
+/**
+ * 8. The API (only a warning: the CLI works without it), and the release it runs. Its /healthz is the
+ * mirror's own process, not the upstream: asked directly.
+ */
+async function checkApi(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<void> {
+  const host = config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST;
+  const url = `http://${host}:${config.API_PORT}/healthz`;
+  const release = releaseLabel();
+  try {
+    const res = await request(url, { signal: AbortSignal.timeout(timeoutMs) });
+    const body = (await res.body.json().catch(() => ({}))) as { version?: unknown; commit?: unknown };
+    const apiRelease =
+      typeof body.version === 'string' ? releaseLabel({ version: body.version, commit: typeof body.commit === 'string' ? body.commit : null }) : 'unknown';
+    if (res.statusCode < 200 || res.statusCode >= 300)
+      add({ name: 'api', status: 'warn', detail: `${url} answered ${res.statusCode}`, fix: 'check the API process logs.' });
+    else if (apiRelease !== release)
       add({
         name: 'api',
         status: 'warn',
-        detail: `no API answers at ${url}`,
-        fix: 'start it with `npx mirror api` (applications read the mirror through it).',
+        detail: `${url} answers, running release ${apiRelease}; this CLI is ${release}`,
+        fix: 'restart the API on the new release.',
       });
-    }
+    else add({ name: 'api', status: 'ok', detail: `${url} answers, release ${apiRelease}` });
+  } catch {
+    add({
+      name: 'api',
+      status: 'warn',
+      detail: `no API answers at ${url}`,
+      fix: 'start it with `npx mirror api` (applications read the mirror through it).',
+    });
   }
-  return checks;
 }
 
 async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<void> {
@@ -265,64 +290,113 @@ async function checkTemporal(config: Config, timeoutMs: number, add: (c: Check) 
   }
 }
 
-/** Creates a throwaway link token: the cheapest call that proves the client credentials. Returns the clock skew. */
-async function checkUpstream(config: Config, timeoutMs: number, add: (c: Check) => void): Promise<{ ok: boolean; skewMs: number | undefined }> {
+/**
+ * The upstream client the doctor's checks call through, as every process has it, trying each call
+ * once (a check says what it found). It spends the shared budget when its table is there (Postgres
+ * answers, migrations applied); without them nothing else runs either, and nothing is spent.
+ */
+async function doctorUpstream(config: Config, withBudget: boolean): Promise<{ client: UpstreamClient; close(): Promise<void> }> {
+  // Loaded when used: every command of the CLI loads this file.
+  const [{ sharedGovernor, upstreamClient }, { createPool }, { createLogger }] = await Promise.all([
+    import('../services.ts'),
+    import('../../mirror/db/pool.ts'),
+    import('../../lib/logger.ts'),
+  ]);
+  const logger = createLogger({ level: 'silent' });
+  const pool = withBudget ? createPool(config.DATABASE_URL, { max: 2, application: 'mirror-doctor' }) : undefined;
+  const governor = pool ? sharedGovernor(config, pool, logger) : undefined;
+  const client = upstreamClient(config, governor ?? unlimitedGovernor, logger, { maxAttempts: 1 });
+  return {
+    client: client.withPriority('interactive'),
+    async close() {
+      await client.close().catch(() => undefined);
+      await governor?.close().catch(() => undefined);
+      await pool?.end().catch(() => undefined);
+    },
+  };
+}
+
+/** 5. Creates a throwaway link token: the cheapest call that proves the client credentials. Returns the clock skew. */
+async function checkUpstream(
+  client: UpstreamClient,
+  config: Config,
+  timeoutMs: number,
+  add: (c: Check) => void,
+): Promise<{ ok: boolean; skewMs: number | undefined }> {
   const base = config.UPSTREAM_BASE_URL.replace(/\/+$/, '');
   const started = Date.now();
-  let res: Response;
   try {
-    res = await fetch(`${base}/link/token/create`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'api-version': config.UPSTREAM_API_VERSION,
-        'client-id': config.UPSTREAM_CLIENT_ID,
-        'client-secret': config.UPSTREAM_CLIENT_SECRET,
+    const res = await client.request(
+      {
+        method: 'POST',
+        path: '/link/token/create',
+        body: { reference_id: 'mirror-doctor' },
+        what: 'a link token',
+        signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
       },
-      body: JSON.stringify({ reference_id: 'mirror-doctor' }),
-      signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
-    });
+      linkTokenSchema,
+    );
+    add({ name: 'upstream', status: 'ok', detail: `${base} accepted the client credentials (${Date.now() - started} ms)` });
+    const date = res.headers.date;
+    return { ok: true, skewMs: typeof date === 'string' ? Date.parse(date) - (started + Date.now()) / 2 : undefined };
   } catch (error) {
-    const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name;
-    add({
-      name: 'upstream',
-      status: 'fail',
-      detail: `no answer from ${base} (${cause})`,
-      fix: "start the sandbox (`npx mirror sandbox`) or set UPSTREAM_BASE_URL to the unified API's base URL.",
-    });
+    add(upstreamProblem(error, base));
     return { ok: false, skewMs: undefined };
   }
-  const ms = Date.now() - started;
-  const body = (await res.json().catch(() => ({}))) as { link_token?: string; message?: string; error?: string };
-  const date = res.headers.get('date');
-  const skew = date ? Date.parse(date) - (started + Date.now()) / 2 : undefined;
-  let ok = false;
-  if (res.status === 401 || res.status === 403) {
-    const what = /version/i.test(body.error ?? body.message ?? '') ? 'UPSTREAM_API_VERSION' : 'UPSTREAM_CLIENT_ID / UPSTREAM_CLIENT_SECRET';
-    add({
+}
+
+/** What a failed link token request says about the upstream's settings. */
+function upstreamProblem(error: unknown, base: string): Check {
+  if (error instanceof UpstreamAuthError) {
+    const what = /version/i.test(error.message) ? 'UPSTREAM_API_VERSION' : 'UPSTREAM_CLIENT_ID / UPSTREAM_CLIENT_SECRET';
+    return {
       name: 'upstream',
       status: 'fail',
-      detail: `${base} refused ${what} (${res.status} ${body.message ?? body.error ?? ''})`.trim(),
+      detail: `${base} refused ${what} (${oneLine(error.message)})`,
       fix:
         what === 'UPSTREAM_API_VERSION'
           ? 'set UPSTREAM_API_VERSION to the version the upstream serves.'
           : 'set UPSTREAM_CLIENT_ID and UPSTREAM_CLIENT_SECRET to the credentials the upstream issued (for the sandbox: the ones in .env.local it was started with; restart it after changing them).',
-    });
-  } else if (res.ok && body.link_token) {
-    ok = true;
-    add({ name: 'upstream', status: 'ok', detail: `${base} accepted the client credentials (${ms} ms)` });
-  } else {
-    add({
+    };
+  }
+  if (error instanceof RateLimitedError) {
+    return {
+      name: 'upstream',
+      status: 'warn',
+      detail: `the upstream's rate budget is spent for now (${oneLine(error.message)})`,
+      fix: 'run `npx mirror doctor` again once the window resets.',
+    };
+  }
+  if (error instanceof UpstreamError && error.upstreamStatus !== undefined) {
+    return {
       name: 'upstream',
       status: 'fail',
-      detail: `${base} answered ${res.status} to a link token request (${body.message ?? body.error ?? 'no message'})`,
+      detail: `${base} answered ${error.upstreamStatus} to a link token request (${oneLine(error.message)})`,
       fix: "check UPSTREAM_BASE_URL: it must be the unified API's base URL.",
-    });
+    };
   }
-  return { ok, skewMs: skew };
+  return {
+    name: 'upstream',
+    status: 'fail',
+    detail: `no answer from ${base} (${noAnswerReason(error)})`,
+    fix: "start the sandbox (`npx mirror sandbox`) or set UPSTREAM_BASE_URL to the unified API's base URL.",
+  };
 }
 
-async function checkCredentials(db: DiagnosticConnection, config: Config, timeoutMs: number, upstreamOk: boolean, add: (c: Check) => void): Promise<void> {
+/** Why no answer came: the connection's error code (ECONNREFUSED), else the error's name (TimeoutError). */
+function noAnswerReason(error: unknown): string {
+  const cause = (error instanceof UpstreamError && error.cause !== undefined ? error.cause : error) as { code?: unknown; name?: unknown };
+  return typeof cause.code === 'string' ? cause.code : typeof cause.name === 'string' ? cause.name : 'no answer';
+}
+
+/** 7. The mirror's own credentials and keys; the linked accounts' tokens, checked upstream when `upstream` (one that answered) is given. */
+async function checkCredentials(
+  db: DiagnosticConnection,
+  config: Config,
+  timeoutMs: number,
+  upstream: UpstreamClient | undefined,
+  add: (c: Check) => void,
+): Promise<void> {
   const secretHash = await db.clientSecretHash(config.MIRROR_CLIENT_ID);
   if (secretHash === undefined) {
     add({
@@ -358,28 +432,28 @@ async function checkCredentials(db: DiagnosticConnection, config: Config, timeou
     });
     return;
   }
-  if (!upstreamOk) {
+  if (!upstream) {
     add({ name: 'accounts', status: 'skip', detail: `${tokens.length} account tokens decrypt; checking them upstream needs a working upstream` });
     return;
   }
-  const base = config.UPSTREAM_BASE_URL.replace(/\/+$/, '');
   const refused: string[] = [];
   for (const t of tokens) {
     try {
-      const res = await fetch(`${base}/link/account`, {
-        headers: {
-          'api-version': config.UPSTREAM_API_VERSION,
-          'client-id': config.UPSTREAM_CLIENT_ID,
-          'client-secret': config.UPSTREAM_CLIENT_SECRET,
-          'account-token': t.token,
-        },
+      await upstream.request({
+        method: 'GET',
+        path: '/link/account',
+        accountToken: t.token,
+        budget: { account: t.id },
+        what: `the linked account ${t.id}`,
         signal: AbortSignal.timeout(Math.max(timeoutMs, 5000)),
       });
-      await res.arrayBuffer();
-      if (res.status === 401 || res.status === 403) refused.push(t.id);
-    } catch {
-      add({ name: 'accounts', status: 'skip', detail: `${tokens.length} account tokens decrypt; the upstream did not answer to check them` });
-      return;
+    } catch (error) {
+      if (error instanceof UpstreamAuthError) refused.push(t.id);
+      // Any other answer is not a refusal of the token.
+      else if (!(error instanceof UpstreamError && error.upstreamStatus !== undefined)) {
+        add({ name: 'accounts', status: 'skip', detail: `${tokens.length} account tokens decrypt; the upstream did not answer to check them` });
+        return;
+      }
     }
   }
   add(

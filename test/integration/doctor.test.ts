@@ -35,10 +35,11 @@ const byName = (checks: Check[], name: string) => checks.find((c) => c.name === 
 describe('mirror doctor', { timeout: 120_000 }, () => {
   let h: Harness;
   let env: Record<string, string>;
+  let accountId: string;
 
   before(async () => {
     h = await startHarness();
-    await h.link('crmcloud');
+    ({ accountId } = await h.link('crmcloud'));
     env = {
       ...cliEnv(h),
     };
@@ -56,6 +57,22 @@ describe('mirror doctor', { timeout: 120_000 }, () => {
     const cli = await runCli(['doctor', '--no-api', '--timeout', '20'], env);
     assert.equal(cli.code, 0, cli.out + cli.err);
     assert.match(cli.out, /All checks passed/);
+  });
+
+  it('spends the shared budget for its upstream calls, as an application would', async () => {
+    // Interactive requests count in their budget's row (app_counts), which every process reads.
+    const appUse = async (account: string) => {
+      const { rows } = await h.services.pool.query<{ app_counts: number[] }>('SELECT app_counts FROM rate_budgets WHERE key = $1', [
+        `${(env.UPSTREAM_HEADER_PREFIX ?? 'Svc').toLowerCase()}:${env.UPSTREAM_CLIENT_ID}:${account}`,
+      ]);
+      return rows.reduce((n, r) => n + r.app_counts.reduce((a, b) => a + b, 0), 0);
+    };
+    const before = { client: await appUse(''), account: await appUse(accountId) };
+    const checks = await diagnose(env, { api: false, timeoutMs: 20_000 });
+    assert.equal(byName(checks, 'upstream')?.status, 'ok');
+    assert.equal(byName(checks, 'accounts')?.status, 'ok');
+    assert.ok((await appUse('')) > before.client, 'the link token request took a slot of the client budget');
+    assert.ok((await appUse(accountId)) > before.account, "the account check took a slot of the account's budget");
   });
 
   it('names a wrong upstream secret and its fix, and the command exits 1', async () => {

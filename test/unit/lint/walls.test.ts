@@ -128,6 +128,8 @@ const cases: Record<string, Case[]> = {
   ],
   'global fetch in connectors/ only': [
     { file: 'bin/commands/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/link/account');", crosses: true },
+    // The doctor's upstream checks go through the upstream client like every other call.
+    { file: 'bin/commands/doctor.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/link/token/create');", crosses: true },
     { file: 'api/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: true },
     { file: 'mirror/reads/probe.ts', code: "export const f = () => globalThis.fetch('http://x');\nexport const g = () => fetch('http://x');", crosses: true },
     { file: 'connectors/probe.ts', code: "export const f = () => fetch('http://127.0.0.1:4010/customers');", crosses: false },
