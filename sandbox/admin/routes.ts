@@ -60,42 +60,44 @@ const storageSettingsSchema = z.object({
   async_result_ttl_ms: z.number().int().positive().optional(),
 });
 
-export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
-  const opts = { config: { kind: 'admin' as const } };
+const opts = { config: { kind: 'admin' as const } };
 
-  function accountFor(token: string): LinkedAccount {
-    const a = ctx.accounts.byAccountToken(token);
-    if (!a) throw new NotFoundError('No linked account has this account_token');
-    return a;
+function accountFor(ctx: SandboxContext, token: string): LinkedAccount {
+  const a = ctx.accounts.byAccountToken(token);
+  if (!a) throw new NotFoundError('No linked account has this account_token');
+  return a;
+}
+
+/** Resolves the list a mutation targets: company, project (if project-scoped), parent (children). */
+function scopeFor(
+  ctx: SandboxContext,
+  account: LinkedAccount,
+  name: string,
+  t: { project_id?: string | undefined; parent_id?: string | undefined; company_id?: string | undefined },
+): { resource: ResourceName; scope: Scope; parent?: ResourceName } {
+  const resource = (name === 'line-items' ? 'ap-invoice-line-items' : name) as ResourceName;
+  if (!isTopLevel(resource) && !isChild(resource)) throw new BadRequestError(`Unknown resource ${name}; children are ${childResources.join(', ')}`);
+  if (!account.profile.resources[resource]) throw new BadRequestError(`${resource} is not supported by ${account.profile.name}`);
+  const company = t.company_id ? account.companies.findIndex((c) => c.id === t.company_id) : 0;
+  if (company < 0) throw new BadRequestError(`Unknown company_id ${t.company_id}`);
+  const base: Scope = { company, project: null, parent: null };
+  const top = isChild(resource) ? childSpecs[resource].parent : resource;
+  let scope = base;
+  if (account.profile.resources[top]?.scope === 'project') {
+    if (!t.project_id) throw new BadRequestError(`project_id is required for ${top} in ${account.profile.name}`);
+    const project = ctx.dataset.find(account, 'projects', base, t.project_id);
+    if (!project) throw new NotFoundError(`Project ${t.project_id} not found`);
+    scope = { ...base, project };
   }
+  if (!isChild(resource)) return { resource, scope };
+  if (!t.parent_id) throw new BadRequestError(`parent_id (the ${top} id) is required for ${resource}`);
+  const parent = ctx.dataset.find(account, top, scope, t.parent_id);
+  if (!parent) throw new NotFoundError(`${top} ${t.parent_id} not found`);
+  return { resource, scope: { ...scope, parent }, parent: top };
+}
 
-  /** Resolves the list a mutation targets: company, project (if project-scoped), parent (children). */
-  function scopeFor(
-    account: LinkedAccount,
-    name: string,
-    t: { project_id?: string | undefined; parent_id?: string | undefined; company_id?: string | undefined },
-  ): { resource: ResourceName; scope: Scope; parent?: ResourceName } {
-    const resource = (name === 'line-items' ? 'ap-invoice-line-items' : name) as ResourceName;
-    if (!isTopLevel(resource) && !isChild(resource)) throw new BadRequestError(`Unknown resource ${name}; children are ${childResources.join(', ')}`);
-    if (!account.profile.resources[resource]) throw new BadRequestError(`${resource} is not supported by ${account.profile.name}`);
-    const company = t.company_id ? account.companies.findIndex((c) => c.id === t.company_id) : 0;
-    if (company < 0) throw new BadRequestError(`Unknown company_id ${t.company_id}`);
-    const base: Scope = { company, project: null, parent: null };
-    const top = isChild(resource) ? childSpecs[resource].parent : resource;
-    let scope = base;
-    if (account.profile.resources[top]?.scope === 'project') {
-      if (!t.project_id) throw new BadRequestError(`project_id is required for ${top} in ${account.profile.name}`);
-      const project = ctx.dataset.find(account, 'projects', base, t.project_id);
-      if (!project) throw new NotFoundError(`Project ${t.project_id} not found`);
-      scope = { ...base, project };
-    }
-    if (!isChild(resource)) return { resource, scope };
-    if (!t.parent_id) throw new BadRequestError(`parent_id (the ${top} id) is required for ${resource}`);
-    const parent = ctx.dataset.find(account, top, scope, t.parent_id);
-    if (!parent) throw new NotFoundError(`${top} ${t.parent_id} not found`);
-    return { resource, scope: { ...scope, parent }, parent: top };
-  }
-
+/** Linking without a browser, and each source system's behaviour (latency, queue, execution time). */
+function registerLinkAndSourceSystemRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.post('/_admin/link/public-token', opts, async (request) => {
     const body = parseInput(mintPublicTokenSchema, request.body);
     const profile = profileOf(body.source_system);
@@ -122,7 +124,10 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     ctx.sourceSettings.set(slug, next);
     return { slug, latency_ms: next.latencyMs, max_queued: next.maxQueued ?? null, max_execution_ms: next.maxExecutionMs ?? null };
   });
+}
 
+/** The linked accounts: listed, a token refused, an account unlinked at the source. */
+function registerAccountRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.get('/_admin/accounts', opts, async () => ({
     data: ctx.accounts
       .all()
@@ -133,30 +138,33 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
   // request with the token is answered 401, saying why.
   app.post('/_admin/accounts/revoke', opts, async (request) => {
     const body = parseInput(revokeTokenSchema, request.body);
-    const account = accountFor(body.account_token);
+    const account = accountFor(ctx, body.account_token);
     ctx.accounts.refuse(body.account_token, body.reason);
     return { id: account.id, reference_id: account.referenceId, status: body.reason };
   });
 
   app.post('/_admin/accounts/unlink', opts, async (request) => {
     const body = parseInput(unlinkAccountSchema, request.body);
-    const account = accountFor(body.account_token);
+    const account = accountFor(ctx, body.account_token);
     ctx.accounts.refuse(body.account_token, 'unlinked');
     return { id: account.id, reference_id: account.referenceId, status: 'unlinked' };
   });
+}
 
+/** Data changed at the source: an object created, updated or deleted (webhooks follow). */
+function registerObjectRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.post('/_admin/objects', opts, async (request, reply) => {
     const body = parseInput(createObjectSchema, request.body);
-    const account = accountFor(body.account_token);
-    const t = scopeFor(account, body.resource, body);
+    const account = accountFor(ctx, body.account_token);
+    const t = scopeFor(ctx, account, body.resource, body);
     const created = applyChange(ctx, account, t.resource, t.scope, { op: 'create', object: body.object }, t.parent);
     return reply.code(201).send(created);
   });
 
   app.patch('/_admin/objects', opts, async (request) => {
     const body = parseInput(updateObjectSchema, request.body);
-    const account = accountFor(body.account_token);
-    const t = scopeFor(account, body.resource, body);
+    const account = accountFor(ctx, body.account_token);
+    const t = scopeFor(ctx, account, body.resource, body);
     const updated = applyChange(ctx, account, t.resource, t.scope, { op: 'update', id: body.id, patch: body.patch }, t.parent);
     if (!updated) throw new NotFoundError(`${t.resource} ${body.id} not found`);
     return updated;
@@ -164,13 +172,16 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
 
   app.delete('/_admin/objects', opts, async (request) => {
     const body = parseInput(deleteObjectSchema, request.body);
-    const account = accountFor(body.account_token);
-    const t = scopeFor(account, body.resource, body);
+    const account = accountFor(ctx, body.account_token);
+    const t = scopeFor(ctx, account, body.resource, body);
     const deleted = applyChange(ctx, account, t.resource, t.scope, { op: 'delete', id: body.id }, t.parent);
     if (!deleted) throw new NotFoundError(`${t.resource} ${body.id} not found`);
     return { deleted: true, id: deleted.id, source_id: deleted.source_id };
   });
+}
 
+/** Injected faults: added, stalls, listed, cleared. */
+function registerFaultRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.post('/_admin/faults', opts, async (request, reply) => {
     const spec = parseInput(faultSpecSchema, request.body);
     return reply.code(201).send({ id: ctx.faults.add(spec).id });
@@ -186,13 +197,18 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     if (!ctx.faults.remove(id)) throw new NotFoundError(`Fault ${id} not found`);
     return { deleted: true };
   });
+}
 
+function registerStatsRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.get('/_admin/stats', opts, async () => ({ ...ctx.stats.snapshot(), serial_queues: ctx.serial.snapshot(), record_cache: ctx.records.snapshot() }));
   app.delete('/_admin/stats', opts, async () => {
     ctx.stats.reset();
     return { reset: true };
   });
+}
 
+/** Rate limits and webhook delivery, read and tuned. */
+function registerLimitAndDeliveryRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.get('/_admin/rate-limits', opts, async () => ctx.limiter.settings);
   app.put('/_admin/rate-limits', opts, async (request) => {
     const body = parseInput(rateLimitSettingsSchema, request.body);
@@ -214,10 +230,13 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     return ctx.webhooks.settings;
   });
   app.get('/_admin/webhook-deliveries', opts, async () => ({ data: ctx.webhooks.deliveryLog() }));
+}
 
+/** Continuous changes to an account's data (churn), and the storage's link lifetimes. */
+function registerChurnAndStorageRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.post('/_admin/churn', opts, async (request, reply) => {
     const body = parseInput(churnSchema, request.body);
-    return reply.code(201).send(ctx.churn.start(ctx, accountFor(body.account_token), body));
+    return reply.code(201).send(ctx.churn.start(ctx, accountFor(ctx, body.account_token), body));
   });
   app.get('/_admin/churn', opts, async () => ({ data: ctx.churn.list() }));
   app.delete('/_admin/churn', opts, async () => {
@@ -231,4 +250,14 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): 
     if (body.async_result_ttl_ms !== undefined) ctx.asyncRequests.ttlMs = body.async_result_ttl_ms;
     return { url_ttl_ms: ctx.signer.lifetimeMs, async_result_ttl_ms: ctx.asyncRequests.ttlMs };
   });
+}
+
+export function registerAdminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
+  registerLinkAndSourceSystemRoutes(app, ctx);
+  registerAccountRoutes(app, ctx);
+  registerObjectRoutes(app, ctx);
+  registerFaultRoutes(app, ctx);
+  registerStatsRoutes(app, ctx);
+  registerLimitAndDeliveryRoutes(app, ctx);
+  registerChurnAndStorageRoutes(app, ctx);
 }

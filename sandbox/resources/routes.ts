@@ -55,36 +55,45 @@ function selectRecords(account: LinkedAccount, resource: ResourceName, records: 
   return rows.map((r) => r.fields);
 }
 
-export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext): void {
-  const opts = { config: { kind: 'account' as const } };
-  // Lists read a body sent with the GET (filters and order_by in it).
-  const listOpts = { ...opts, preValidation: readListBody };
-  const d = ctx.dataset;
-  const records = ctx.records;
-  /** Bytes per served record lately: the first guess at a page's size. */
-  let recordBytes = 1024;
+/** A list's page, adjusted by the request's pagination faults (repeats, cycles, a page stuck behind). */
+function pageWithFaults(request: FastifyRequest, account: LinkedAccount): { page: ReturnType<typeof parsePage>; alternating: boolean; stuck: boolean } {
+  const page = parsePage(request.query as Record<string, unknown>, account.profile);
+  if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
+  // Pages that cycle: 1, 2, 1, 2, ... each saying there is more.
+  const alternating = Boolean(hasFault(request, 'alternating-pages'));
+  if (alternating) Object.assign(page, { offset: ((page.page - 1) % 2) * page.perPage });
+  const stuck = Boolean(hasFault(request, 'stuck-page'));
+  if (stuck) Object.assign(page, { offset: Math.max(0, page.offset - page.perPage) });
+  return { page, alternating, stuck };
+}
 
-  function render(
-    request: FastifyRequest,
-    account: LinkedAccount,
-    resource: ResourceName,
-    scope: Scope,
-    fields: Fields,
-    parentResource?: ResourceName,
-  ): Fields {
+/**
+ * The sandbox's reads over its dataset: objects rendered as a source system serves them, and list
+ * pages written straight to JSON bytes (through the record cache where a list fits in it).
+ */
+class SandboxReads {
+  readonly #ctx: SandboxContext;
+  /** Bytes per served record lately: the first guess at a page's size. */
+  #recordBytes = 1024;
+
+  constructor(ctx: SandboxContext) {
+    this.#ctx = ctx;
+  }
+
+  render(request: FastifyRequest, account: LinkedAccount, resource: ResourceName, scope: Scope, fields: Fields, parentResource?: ResourceName): Fields {
     const mode = sourceDataMode(request.headers);
     return mode ? withSourceData(account.profile, resource, fields, mode, pathContext(account, scope, parentResource)) : fields;
   }
 
-  function dataHeaders(reply: FastifyReply): void {
-    void reply.header(ctx.headers.dataRetrievedAt, new Date().toISOString());
+  dataHeaders(reply: FastifyReply): void {
+    void reply.header(this.#ctx.headers.dataRetrievedAt, new Date().toISOString());
   }
 
   /**
    * What a list asks for besides its page: its filters (every form), order keys and equality
    * parameters, and `narrowing` (Project-Id on an account-level list) ANDed with them.
    */
-  function listSelection(
+  listSelection(
     request: FastifyRequest,
     account: LinkedAccount,
     resource: ResourceName,
@@ -101,16 +110,16 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
    * `Project-Id` on an account-level list whose records have a project (AP invoices): only that
    * project's records. `*` or no header: all of them.
    */
-  function projectNarrowing(request: FastifyRequest, account: LinkedAccount, resource: TopLevelResource): Filter[] {
+  projectNarrowing(request: FastifyRequest, account: LinkedAccount, resource: TopLevelResource): Filter[] {
     if (supportOf(account, resource).scope === 'project' || !narrowsByProject(resource)) return [];
     const raw = headerValue(request.headers, 'project-id')?.trim();
     if (!raw || raw === '*') return [];
-    const project = findProject(ctx, account, request, raw);
+    const project = findProject(this.#ctx, account, request, raw);
     return [compileFilter({ field: 'project_id', operator: '=', value: project.id }, 'Project-Id', fieldResolver(resource, recordFields(resource)))];
   }
 
   /** One page of a list over its scopes, with filters, order, pagination meta and fault quirks. */
-  function listPage(
+  listPage(
     request: FastifyRequest,
     reply: FastifyReply,
     account: LinkedAccount,
@@ -119,17 +128,48 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     parentResource?: ResourceName,
     narrowing: readonly Filter[] = [],
   ) {
-    const query = request.query as Record<string, unknown>;
-    const page = parsePage(query, account.profile);
-    const { filters, orderBy } = listSelection(request, account, resource, narrowing);
-    if (hasFault(request, 'repeat-page')) Object.assign(page, { page: page.page, offset: 0 });
-    // Pages that cycle: 1, 2, 1, 2, ... each saying there is more.
-    const alternating = hasFault(request, 'alternating-pages');
-    if (alternating) Object.assign(page, { offset: ((page.page - 1) % 2) * page.perPage });
-    const stuck = hasFault(request, 'stuck-page');
-    if (stuck) Object.assign(page, { offset: Math.max(0, page.offset - page.perPage) });
-    dataHeaders(reply);
+    const { page, alternating, stuck } = pageWithFaults(request, account);
+    const { filters, orderBy } = this.listSelection(request, account, resource, narrowing);
+    this.dataHeaders(reply);
     if (hasFault(request, 'endless-pages')) return sendJson(reply, endlessPage(page.page, page.perPage));
+    const w = new JsonWriter(Math.min(16 * 1024 * 1024, Math.max(16 * 1024, Math.ceil(page.perPage * this.#recordBytes * 1.2))));
+    w.text('{"data":[');
+    const start = w.at;
+    const visitor = this.#pageVisitor(w, request, account, resource, scopes, parentResource);
+    const { returned, total } = this.#ctx.dataset.eachInPage(
+      account,
+      resource,
+      scopes,
+      { offset: page.offset, limit: page.perPage, filters, orderBy },
+      visitor,
+    );
+    if (returned > 0) this.#recordBytes = Math.max(256, Math.round((w.at - start) / returned));
+    const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
+    const lie = hasFault(request, 'lying-has-more');
+    if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
+    if (alternating || stuck) meta.has_more_results = true;
+    w.text(`],"meta":${JSON.stringify(meta)}}`);
+    // Once sent (all of it handed to the socket, or copied by an inject), the buffer may serve another page.
+    const backing = w.backing;
+    if (isPooled(backing)) reply.raw.once('finish', () => releaseBuffer(backing));
+    return sendJson(reply, w.take());
+  }
+
+  /**
+   * Writes each record of a page into `w`, separated by commas. Texts are kept for one-scope lists
+   * (the scope gives the path context) that fit in half the cache: reading through a bigger one would
+   * evict everything before it is asked for again.
+   */
+  #pageVisitor(
+    w: JsonWriter,
+    request: FastifyRequest,
+    account: LinkedAccount,
+    resource: ResourceName,
+    scopes: Scope[],
+    parentResource?: ResourceName,
+  ): PageVisitor {
+    const d = this.#ctx.dataset;
+    const records = this.#ctx.records;
     const mode = sourceDataMode(request.headers);
     const profile = account.profile;
     const paths = new Map<Scope, PathContext>();
@@ -140,9 +180,7 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
     };
     // Items of `Project-Id: *` lists carry their project in project_id; scope per item for paths.
     const pathScope = (f: Fields): Scope => (scopes.length === 1 ? scopes[0]! : (scopes.find((s) => s.project?.id === f.project_id) ?? scopes[0]!));
-    // Texts are kept for one-scope lists (the scope gives the path context) that fit in half the
-    // cache: reading through a bigger one would evict everything before it is asked for again.
-    const cached = records.enabled && scopes.length === 1 && d.count(account, resource, scopes[0]!) * recordBytes <= records.capacity / 2;
+    const cached = records.enabled && scopes.length === 1 && d.count(account, resource, scopes[0]!) * this.#recordBytes <= records.capacity / 2;
     let context = '';
     if (cached) {
       records.sync(d.overlay.version);
@@ -157,8 +195,6 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
       }
       return segment;
     };
-    const w = new JsonWriter(Math.min(16 * 1024 * 1024, Math.max(16 * 1024, Math.ceil(page.perPage * recordBytes * 1.2))));
-    w.text('{"data":[');
     let n = 0;
     let held = -1;
     const visitor: PageVisitor = {
@@ -171,114 +207,120 @@ export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext
       },
     };
     if (cached) visitor.has = (list, index) => (held = records.find(segmentOf(list), index)) >= 0;
-    const start = w.at;
-    const { returned, total } = d.eachInPage(account, resource, scopes, { offset: page.offset, limit: page.perPage, filters, orderBy }, visitor);
-    if (returned > 0) recordBytes = Math.max(256, Math.round((w.at - start) / returned));
-    const meta: { current_page: number; has_more_results: boolean | null } = pageMeta(account.profile, page, returned, total);
-    const lie = hasFault(request, 'lying-has-more');
-    if (lie) meta.has_more_results = lie.has_more_results !== undefined ? lie.has_more_results : meta.has_more_results === null ? true : !meta.has_more_results;
-    if (alternating || stuck) meta.has_more_results = true;
-    w.text(`],"meta":${JSON.stringify(meta)}}`);
-    // Once sent (all of it handed to the socket, or copied by an inject), the buffer may serve another page.
-    const backing = w.backing;
-    if (isPooled(backing)) reply.raw.once('finish', () => releaseBuffer(backing));
-    return sendJson(reply, w.take());
+    return visitor;
   }
 
-  function parentOf(account: LinkedAccount, request: FastifyRequest, resource: TopLevelResource, id: string): { scope: Scope; ref: Ref } {
-    const [scope] = scopesFor(ctx, account, request, resource, false);
-    const ref = d.find(account, resource, scope!, id);
+  parentOf(account: LinkedAccount, request: FastifyRequest, resource: TopLevelResource, id: string): { scope: Scope; ref: Ref } {
+    const [scope] = scopesFor(this.#ctx, account, request, resource, false);
+    const ref = this.#ctx.dataset.find(account, resource, scope!, id);
     if (!ref) throw new NotFoundError(`${resource} ${id} not found`);
     return { scope: scope!, ref };
   }
 
-  function folderView(request: FastifyRequest, account: LinkedAccount, scope: Scope, folder: Ref): Fields {
+  folderView(request: FastifyRequest, account: LinkedAccount, scope: Scope, folder: Ref): Fields {
+    const d = this.#ctx.dataset;
     const files = d.all(account, 'files', scope).filter((f) => f.folder_id === folder.id);
     const folders = d.all(account, 'folders', scope).filter((f) => f.parent_id === folder.id);
     return {
-      ...render(request, account, 'folders', scope, folder.fields),
-      files: files.map((f) => render(request, account, 'files', scope, f)),
-      folders: folders.map((f) => render(request, account, 'folders', scope, f)),
+      ...this.render(request, account, 'folders', scope, folder.fields),
+      files: files.map((f) => this.render(request, account, 'files', scope, f)),
+      folders: folders.map((f) => this.render(request, account, 'folders', scope, f)),
     };
   }
 
-  app.get('/root-folder', opts, async (request, reply) => {
+  rootFolder(request: FastifyRequest, reply: FastifyReply): Fields {
+    const d = this.#ctx.dataset;
     const account = accountOf(request.svc);
-    const [scope] = scopesFor(ctx, account, request, 'folders', false);
+    const [scope] = scopesFor(this.#ctx, account, request, 'folders', false);
     const root = d.all(account, 'folders', scope!).find((f) => f.parent_id === null || f.parent_id === undefined);
     if (!root) throw new NotFoundError('This project has no root folder');
-    dataHeaders(reply);
-    return folderView(request, account, scope!, d.find(account, 'folders', scope!, String(root.id))!);
-  });
-
-  function listTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource) {
-    const account = accountOf(request.svc);
-    const scopes = scopesFor(ctx, account, request, resource, true);
-    return listPage(request, reply, account, resource, scopes, undefined, projectNarrowing(request, account, resource));
+    this.dataHeaders(reply);
+    return this.folderView(request, account, scope!, d.find(account, 'folders', scope!, String(root.id))!);
   }
 
-  function getTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource, id: string) {
+  listTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource) {
     const account = accountOf(request.svc);
-    const { scope, ref } = parentOf(account, request, resource, id);
-    dataHeaders(reply);
-    if (resource === 'folders') return folderView(request, account, scope, ref);
-    return render(request, account, resource, scope, ref.fields);
+    const scopes = scopesFor(this.#ctx, account, request, resource, true);
+    return this.listPage(request, reply, account, resource, scopes, undefined, this.projectNarrowing(request, account, resource));
   }
+
+  getTop(request: FastifyRequest, reply: FastifyReply, resource: TopLevelResource, id: string) {
+    const account = accountOf(request.svc);
+    const { scope, ref } = this.parentOf(account, request, resource, id);
+    this.dataHeaders(reply);
+    if (resource === 'folders') return this.folderView(request, account, scope, ref);
+    return this.render(request, account, resource, scope, ref.fields);
+  }
+
+  /** A folder's files or subfolders: a page of them, filtered and ordered in memory. */
+  folderContents(request: FastifyRequest, reply: FastifyReply, account: LinkedAccount, sub: 'files' | 'folders', id: string) {
+    const d = this.#ctx.dataset;
+    const { scope, ref } = this.parentOf(account, request, 'folders', id);
+    const page = parsePage(request.query as Record<string, unknown>, account.profile);
+    const { filters, orderBy } = this.listSelection(request, account, sub);
+    const contents =
+      sub === 'files'
+        ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id)
+        : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
+    const all = selectRecords(account, sub, contents, filters, orderBy);
+    const items = all.slice(page.offset, page.offset + page.perPage);
+    this.dataHeaders(reply);
+    return {
+      data: items.map((f) => this.render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)),
+      meta: pageMeta(account.profile, page, items.length, all.length),
+    };
+  }
+
+  /** Children (line items, versions) and a folder's files and subfolders. */
+  listUnder(request: FastifyRequest, reply: FastifyReply, { resource: name, id, sub }: Params) {
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    if (resource === 'folders' && (sub === 'files' || sub === 'folders')) return this.folderContents(request, reply, account, sub, id!);
+    const child = childOf(resource, sub!);
+    if (!child) routeNotFound(request);
+    supportOf(account, child);
+    const { scope, ref } = this.parentOf(account, request, resource, id!);
+    return this.listPage(request, reply, account, child, [{ ...scope, parent: ref }], resource);
+  }
+
+  /** One child (a line item, a version) by id, under its parent. */
+  getUnder(request: FastifyRequest, reply: FastifyReply, { resource: name, id, sub, subId }: Params) {
+    const resource = topLevel(request, name);
+    const account = accountOf(request.svc);
+    const child = childOf(resource, sub!);
+    if (!child) routeNotFound(request);
+    supportOf(account, child);
+    const { scope, ref } = this.parentOf(account, request, resource, id!);
+    const childScope = { ...scope, parent: ref };
+    const found = this.#ctx.dataset.find(account, child, childScope, subId!);
+    if (!found) throw new NotFoundError(`${childSpecs[child].segment} ${subId} not found in ${resource} ${id}`);
+    this.dataHeaders(reply);
+    return this.render(request, account, child, childScope, found.fields, resource);
+  }
+}
+
+export function registerResourceRoutes(app: FastifyInstance, ctx: SandboxContext): void {
+  const opts = { config: { kind: 'account' as const } };
+  // Lists read a body sent with the GET (filters and order_by in it).
+  const listOpts = { ...opts, preValidation: readListBody };
+  const reads = new SandboxReads(ctx);
+
+  app.get('/root-folder', opts, async (request, reply) => reads.rootFolder(request, reply));
 
   // Lists at a path of two names (`/vendors/compliances`): resources of their own, routed before an
   // object of the first (a vendor called "compliances").
   for (const [resource, { path }] of aggregates) {
-    app.get(path, listOpts, async (request, reply) => listTop(request, reply, resource));
-    app.get(`${path}/:id`, opts, async (request, reply) => getTop(request, reply, resource, (request.params as Params).id!));
+    app.get(path, listOpts, async (request, reply) => reads.listTop(request, reply, resource));
+    app.get(`${path}/:id`, opts, async (request, reply) => reads.getTop(request, reply, resource, (request.params as Params).id!));
   }
 
-  app.get('/:resource', listOpts, async (request, reply) => listTop(request, reply, topLevel(request, (request.params as Params).resource)));
+  app.get('/:resource', listOpts, async (request, reply) => reads.listTop(request, reply, topLevel(request, (request.params as Params).resource)));
 
   app.get('/:resource/:id', opts, async (request, reply) => {
     const { resource: name, id } = request.params as Params;
-    return getTop(request, reply, topLevel(request, name), id!);
+    return reads.getTop(request, reply, topLevel(request, name), id!);
   });
 
-  /** Children (line items, versions) and a folder's files and subfolders. */
-  app.get('/:resource/:id/:sub', listOpts, async (request, reply) => {
-    const { resource: name, id, sub } = request.params as Params;
-    const resource = topLevel(request, name);
-    const account = accountOf(request.svc);
-    if (resource === 'folders' && (sub === 'files' || sub === 'folders')) {
-      const { scope, ref } = parentOf(account, request, 'folders', id!);
-      const page = parsePage(request.query as Record<string, unknown>, account.profile);
-      const { filters, orderBy } = listSelection(request, account, sub);
-      const contents =
-        sub === 'files'
-          ? d.all(account, 'files', scope).filter((f) => f.folder_id === ref.id)
-          : d.all(account, 'folders', scope).filter((f) => f.parent_id === ref.id);
-      const all = selectRecords(account, sub, contents, filters, orderBy);
-      const items = all.slice(page.offset, page.offset + page.perPage);
-      dataHeaders(reply);
-      return {
-        data: items.map((f) => render(request, account, sub === 'files' ? 'files' : 'folders', scope, f)),
-        meta: pageMeta(account.profile, page, items.length, all.length),
-      };
-    }
-    const child = childOf(resource, sub!);
-    if (!child) routeNotFound(request);
-    supportOf(account, child);
-    const { scope, ref } = parentOf(account, request, resource, id!);
-    return listPage(request, reply, account, child, [{ ...scope, parent: ref }], resource);
-  });
-
-  app.get('/:resource/:id/:sub/:subId', opts, async (request, reply) => {
-    const { resource: name, id, sub, subId } = request.params as Params;
-    const resource = topLevel(request, name);
-    const account = accountOf(request.svc);
-    const child = childOf(resource, sub!);
-    if (!child) routeNotFound(request);
-    supportOf(account, child);
-    const { scope, ref } = parentOf(account, request, resource, id!);
-    const childScope = { ...scope, parent: ref };
-    const found = d.find(account, child, childScope, subId!);
-    if (!found) throw new NotFoundError(`${childSpecs[child].segment} ${subId} not found in ${resource} ${id}`);
-    dataHeaders(reply);
-    return render(request, account, child, childScope, found.fields, resource);
-  });
+  app.get('/:resource/:id/:sub', listOpts, async (request, reply) => reads.listUnder(request, reply, request.params as Params));
+  app.get('/:resource/:id/:sub/:subId', opts, async (request, reply) => reads.getUnder(request, reply, request.params as Params));
 }
