@@ -1,6 +1,8 @@
 // How a route describes itself, once: the zod schemas of its params, query, headers, body and
 // answers (Fastify validates and serializes with them through fastify-type-provider-zod) and the
 // words of its OpenAPI operation. api/openapi.ts builds the document from these and nothing else.
+// Route modules register through typedRoutes(app), so each handler's request types are inferred from
+// the same schemas instead of being spelled by hand.
 import type {
   FastifyBaseLogger,
   FastifyInstance,
