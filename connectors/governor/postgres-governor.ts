@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { MirrorError } from '../../lib/errors.ts';
-import type { RateBudgetStore } from './budget-store.ts';
+import type { RateBudgetStore } from '../../lib/rate-budget-store.ts';
 import { initialSpacing, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
 import { resetResolution, type Pace, type WindowFacts } from './pacing.ts';
 import { appUseSlots } from './reserve.ts';

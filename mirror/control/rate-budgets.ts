@@ -1,7 +1,8 @@
 // The rate budgets and concurrency leases every process shares, in Postgres (`rate_budgets`,
 // `rate_leases`): the store of connectors/governor/postgres-governor.ts, which bin/ wires to it
-// (the governor takes it by its shape, connectors/governor/budget-store.ts). Each operation is one
-// statement, on the database's clock.
+// (the port between them is lib/rate-budget-store.ts). Each operation is one statement, on the
+// database's clock.
+import type { BudgetReport, BudgetSeed, LeaseTry, RateBudgetStore, ReserveHow, ReservedBudget } from '../../lib/rate-budget-store.ts';
 import type { Pool } from '../db/pool.ts';
 
 // One slot in every budget of the request: the latest of their next slots (and blocks), now at the
@@ -142,25 +143,10 @@ const renewLeasesSql = `
 UPDATE rate_leases SET expires_at = clock_timestamp() + $2::float8 * interval '1 millisecond' WHERE holder = ANY($1::text[])`;
 
 /** One statement per operation; rows come back with times as milliseconds from now. */
-export class PostgresRateBudgets {
+export class PostgresRateBudgets implements RateBudgetStore {
   constructor(private readonly pool: Pool) {}
 
-  async reserve(
-    keys: readonly string[],
-    horizonMs: number,
-    how: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[]; interactive?: boolean } = {},
-  ): Promise<
-    {
-      key: string;
-      windowMs: number;
-      reserved: boolean;
-      waitMs: number;
-      nextInMs: number;
-      resetsInMs: number | null;
-      appUse: { counts: number[]; windows: number[] };
-      nowMs: number;
-    }[]
-  > {
+  async reserve(keys: readonly string[], horizonMs: number, how: ReserveHow = {}): Promise<ReservedBudget[]> {
     const { rows } = await this.pool.query<{
       key: string;
       window_ms: number;
@@ -184,23 +170,11 @@ export class PostgresRateBudgets {
     }));
   }
 
-  async ensureBudgets(seeds: readonly { key: string; total: number | null; windowMs: number; spacingMs: number }[]): Promise<void> {
+  async ensureBudgets(seeds: readonly BudgetSeed[]): Promise<void> {
     await this.pool.query(ensureBudgetsSql, [seeds.map((s) => s.key), seeds.map((s) => s.total), seeds.map((s) => s.windowMs), seeds.map((s) => s.spacingMs)]);
   }
 
-  async report(
-    reports: readonly {
-      key: string;
-      total: number | null;
-      remaining: number | null;
-      resetsInMs: number | null;
-      spacingMs: number;
-      blockedInMs: number | null;
-      windowMs: number;
-      anchorInMs: number | null;
-      anchorSpanMs: number | null;
-    }[],
-  ): Promise<void> {
+  async report(reports: readonly BudgetReport[]): Promise<void> {
     await this.pool.query(reportSql, [
       reports.map((r) => r.key),
       reports.map((r) => r.total),
@@ -218,7 +192,7 @@ export class PostgresRateBudgets {
     await this.pool.query(ensureLeasesSql, [key, limit]);
   }
 
-  async takeLease(attempt: { key: string; holder: string; leaseMs: number; limit: number; claimMs: number }): Promise<{ slot: number; taken: boolean }[]> {
+  async takeLease(attempt: LeaseTry): Promise<{ slot: number; taken: boolean }[]> {
     const { rows } = await this.pool.query<{ slot: number; taken: boolean }>(takeLeaseSql, [
       attempt.key,
       attempt.holder,

@@ -1,9 +1,10 @@
-// What the shared governor (postgres-governor.ts) needs from the table its processes share: budgets
-// and concurrency leases, each operation one statement on the database's clock. The Postgres store is
-// mirror/control/rate-budgets.ts; bin/ passes it in (connectors/ never imports mirror/'s code).
+// The port between the shared rate governor (connectors/governor/postgres-governor.ts) and the table
+// its processes share: budgets and concurrency leases, each operation one statement on the database's
+// clock. Declared here, beneath both: the Postgres store (mirror/control/rate-budgets.ts) implements it,
+// the governor takes it, and bin/ passes the one to the other.
 
 /** A budget's row after a try to reserve a slot in every budget of a request (times from now, in ms). */
-interface ReservedBudget {
+export interface ReservedBudget {
   key: string;
   windowMs: number;
   /** Whether the slot was taken (in every budget of the request, or in none). */
@@ -21,7 +22,7 @@ interface ReservedBudget {
 }
 
 /** A budget's first guesses, for a row that does not exist yet. */
-interface BudgetSeed {
+export interface BudgetSeed {
   key: string;
   total: number | null;
   windowMs: number;
@@ -29,7 +30,7 @@ interface BudgetSeed {
 }
 
 /** What responses reported for a budget, and the pace that follows (times from now, in ms). */
-interface BudgetReport {
+export interface BudgetReport {
   key: string;
   total: number | null;
   remaining: number | null;
@@ -45,7 +46,7 @@ interface BudgetReport {
   anchorSpanMs: number | null;
 }
 
-interface LeaseTry {
+export interface LeaseTry {
   key: string;
   holder: string;
   /** A taken lease lasts this long unless renewed. */
@@ -56,22 +57,29 @@ interface LeaseTry {
   claimMs: number;
 }
 
+/** How a reservation banks and counts (see RateBudgetStore.reserve). */
+export interface ReserveHow {
+  banking?: readonly string[];
+  early?: boolean;
+  resetResolutionMs?: number;
+  lengthGuessed?: readonly string[];
+  interactive?: boolean;
+}
+
 export interface RateBudgetStore {
   /**
    * Reserves the next slot in every one of `keys` (rows locked in key order), unless it is further
    * than `horizonMs` away or a row is missing (then fewer rows come back). The schedules of `banking`
    * (background lanes) bank one spacing: their next slot follows their own schedule, not the slot
-   * taken, when that was less than a spacing late (see Schedule.banks in pacing.ts). `early` (an
-   * interactive request): the slot may come one spacing before the schedules' next (see reserveSlot).
+   * taken, when that was less than a spacing late (see Schedule.banks in connectors/governor/pacing.ts). `early` (an
+   * interactive request): the slot may come one spacing before the schedules' next (see reserveSlot
+   * there).
    * A banking schedule's slot that may be its first of a window banks only the slack a window leaves
    * (see Schedule.edge): the row's reset bound less `resetResolutionMs` (default 1 s) is the earliest
-   * the reset may be; the rows of `lengthGuessed` have no known window length yet.
+   * the reset may be; the rows of `lengthGuessed` have no known window length yet. An `interactive`
+   * request counts in its window's application use (countAppUse in connectors/governor/reserve.ts).
    */
-  reserve(
-    keys: readonly string[],
-    horizonMs: number,
-    how?: { banking?: readonly string[]; early?: boolean; resetResolutionMs?: number; lengthGuessed?: readonly string[] },
-  ): Promise<ReservedBudget[]>;
+  reserve(keys: readonly string[], horizonMs: number, how?: ReserveHow): Promise<ReservedBudget[]>;
   /** Creates the rows that do not exist yet. */
   ensureBudgets(seeds: readonly BudgetSeed[]): Promise<void>;
   /** Writes reported paces; a block only ever extends. */
