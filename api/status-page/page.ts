@@ -32,7 +32,7 @@ function bar(done: number, total: number | null, label: string): string {
 }
 
 function stateChips(states: Record<string, number>): string {
-  const order = ['syncing', 'failed', 'synced', 'never_synced', 'paused'];
+  const order = ['syncing', 'failed', 'stalled', 'synced', 'never_synced', 'paused'];
   return Object.entries(states)
     .sort(([a], [b]) => ((order.indexOf(a) + 99) % 99) - ((order.indexOf(b) + 99) % 99))
     .map(([s, n]) => `<span class="chip ${escapeHtml(s)}">${escapeHtml(s.replace('_', ' '))} ${num(n)}</span>`)
@@ -58,31 +58,54 @@ type AccountRow = StatusOverview['accounts'][number];
 
 /** The pass an account runs now: a bar of its streams and a line of counts, or "idle". */
 function passProgress(p: AccountRow['pass']): string {
-  if (!p) return '<span class="muted">idle</span>';
+  if (!p) return '<span class="muted">none</span>';
   return `${bar(p.progress?.streamsDone ?? 0, p.progress && p.progress.phase !== 'planning' ? p.progress.streamsTotal : null, 'streams done')}
 <div class="small pass-progress">${link(p.link, p.progress ? p.progress.phase : 'running')}: ${num(p.progress?.streamsDone ?? 0)}/${num(p.progress?.streamsTotal ?? 0)} streams, ${num(p.progress?.records ?? 0)} records${p.progress?.streamsFailed ? `, <span class="bad">${num(p.progress.streamsFailed)} failed</span>` : ''}</div>`;
 }
 
 function accountRow(a: AccountRow): string {
-  return `<tr class="account" data-account="${escapeHtml(a.id)}" data-syncing="${a.states.syncing ?? 0}">
-<td><code title="${escapeHtml(a.id)}">${short(a.id)}</code><div class="small">${escapeHtml(a.referenceId)}</div></td>
-<td>${escapeHtml(a.sourceSystemName)}<div class="small">${escapeHtml(a.sourceSystem)}${a.status !== 'linked' ? ` · <b class="${a.status === 'credentials_refused' ? 'bad' : 'muted'}"${a.statusReason ? ` title="${escapeHtml(a.statusReason)}"` : ''}>${escapeHtml(a.status)}</b>` : ''}</div></td>
-<td>${stateChips(a.states) || '<span class="muted">no streams yet</span>'}</td>
+  const why = a.statusReason ?? a.lastError ?? '';
+  return `<tr class="account" data-account="${escapeHtml(a.id)}" data-status="${escapeHtml(a.status)}" data-syncing="${a.states.syncing ?? 0}">
+<td class="nowrap"><code title="${escapeHtml(a.id)}">${short(a.id)}</code> <span class="small">${escapeHtml(a.referenceId)}</span></td>
+<td class="nowrap" title="${escapeHtml(a.sourceSystem)}">${escapeHtml(a.sourceSystemName)}</td>
+<td class="nowrap">${a.status !== 'linked' ? `<b class="${a.status === 'credentials_refused' ? 'bad' : 'muted'}"${a.statusReason ? ` title="${escapeHtml(a.statusReason)}"` : ''}>${escapeHtml(a.status.replace('_', ' '))}</b>` : 'linked'}</td>
+<td class="nowrap">${stateChips(a.states) || '<span class="muted">no streams yet</span>'}</td>
 <td class="progress-cell">${passProgress(a.pass)}</td>
 <td class="num">${num(a.liveRecords)}</td>
-<td class="${a.lagSeconds !== null && a.lagSeconds > 86400 ? 'bad' : ''}">${age(a.lagSeconds)}</td>
+<td class="nowrap ${a.lagSeconds !== null && a.lagSeconds > 86400 ? 'bad' : ''}">${age(a.lagSeconds)}</td>
 <td class="num">${num(a.inboxPending)}</td>
-<td class="err">${escapeHtml(a.statusReason ?? a.lastError ?? '')}</td>
-<td class="small">${link(a.links.sync, 'syncs')}${a.links.fullSchedule ? ` · ${link(a.links.fullSchedule, 'full', 'The daily full pass: trigger it from the Temporal UI')} · ${link(a.links.incrementalSchedule, 'incremental', 'The incremental pass schedule')}` : ''}</td>
+<td class="err one-line" title="${escapeHtml(why)}">${escapeHtml(why)}</td>
+<td class="small nowrap">${link(a.links.sync, 'syncs')}${a.links.fullSchedule ? ` · ${link(a.links.fullSchedule, 'full', 'The daily full pass: trigger it from the Temporal UI')} · ${link(a.links.incrementalSchedule, 'incremental', 'The incremental pass schedule')}` : ''}</td>
 </tr>`;
 }
 
-/** Accounts, with the pass running now. */
+/** The groups accounts are shown in, in this order (the overview lists them so: those needing attention first). */
+const accountGroups = [
+  { key: 'attention', title: 'Need attention: credentials refused, failed or stalled streams' },
+  { key: 'linked', title: 'Linked' },
+  { key: 'idle', title: 'Idle: unused for MIRROR_IDLE_AFTER, polled less often until their next read' },
+  { key: 'unlinked', title: 'Unlinked' },
+] as const;
+
+function accountGroup(a: AccountRow): (typeof accountGroups)[number]['key'] {
+  if (a.status === 'credentials_refused' || (a.states.failed ?? 0) + (a.states.stalled ?? 0) > 0) return 'attention';
+  return a.status === 'idle' || a.status === 'unlinked' ? a.status : 'linked';
+}
+
+/** Accounts, with the pass running now: grouped, those needing attention first, with a count of each group on top. */
 function renderAccounts(o: StatusOverview): string {
-  const accountRows = o.accounts.map(accountRow);
-  return `<section id="accounts"><h2>Accounts</h2>
-<table><thead><tr><th>account</th><th>source system</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
-<tbody>${accountRows.join('\n') || '<tr><td colspan="9" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr>'}</tbody></table></section>`;
+  const groups = accountGroups.map((g) => ({ ...g, rows: o.accounts.filter((a) => accountGroup(a) === g.key) })).filter((g) => g.rows.length > 0);
+  const counts = groups.map(
+    (g) => `<a class="chip group-${g.key}" href="#accounts-${g.key}">${escapeHtml(g.key === 'attention' ? 'need attention' : g.key)} ${num(g.rows.length)}</a>`,
+  );
+  const bodies = groups.map(
+    (g) =>
+      `<tbody id="accounts-${g.key}"><tr class="account-group"><th colspan="10">${escapeHtml(g.title)} · ${num(g.rows.length)}</th></tr>
+${g.rows.map(accountRow).join('\n')}</tbody>`,
+  );
+  return `<section id="accounts"><h2>Accounts</h2>${counts.length > 1 ? `<p class="account-counts">${counts.join(' ')}</p>` : ''}
+<table><thead><tr><th>account</th><th>source system</th><th>status</th><th>streams</th><th>pass now</th><th class="num">records</th><th title="Since the stalest stream was last brought up to date">lag</th><th class="num">inbox</th><th>last error</th><th>Temporal</th></tr></thead>
+${bodies.join('\n') || '<tbody><tr><td colspan="10" class="muted">No linked account yet: <code>npx mirror link --reference-id &lt;id&gt;</code></td></tr></tbody>'}</table></section>`;
 }
 
 /** When incremental passes list streams next, and why: by reason, then the next few. */
@@ -217,6 +240,9 @@ h2{font-size:.95rem;margin:1.2rem 0 .4rem;text-transform:uppercase;letter-spacin
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:600;font-size:.8rem;color:var(--muted)}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .small{font-size:.8rem;color:var(--muted)}.muted{color:var(--muted)}.err{color:var(--bad);max-width:28rem;overflow-wrap:anywhere;font-size:.85rem}
+.nowrap{white-space:nowrap}.err.one-line{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:20rem}
+tr.account-group th{background:var(--soft);color:var(--fg);font-size:.8rem;padding:.3rem .5rem}.account-counts{margin:.2rem 0 .5rem}
+.chip.group-attention,.chip.stalled{color:var(--bad);border-color:#ffc1c1}a.chip{text-decoration:none}
 .bad{color:var(--bad)}.warn{background:#fff8c5;padding:.5rem .8rem;border-radius:6px}code{font-size:.85em}
 .scope{max-width:22rem;overflow-wrap:anywhere;font-size:.85rem}.progress-cell{min-width:12rem}
 .tiles{display:flex;gap:.8rem;flex-wrap:wrap;margin-top:1rem}.tile{border:1px solid var(--line);border-radius:8px;padding:.5rem .9rem;min-width:7rem;color:var(--muted);font-size:.8rem}

@@ -31,7 +31,9 @@ export const statusCommand: Command = {
         return;
       }
       const due = dueText(Date.now());
-      for (const a of overview.accounts) printAccount(a, overview, statuses, due, { streams: v.streams === true, failed: v.failed === true });
+      const show = { streams: v.streams === true, failed: v.failed === true };
+      if (overview.accounts.length > manyAccounts && !show.streams && !show.failed) printMany(overview);
+      else for (const a of overview.accounts) printAccount(a, overview, statuses, due, show);
       if (anyFailed)
         console.log(
           `\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`,
@@ -79,6 +81,40 @@ function asJson({ accounts, polling, freshness }: Overview, statuses: StreamStat
       streams: byAccount(a.id),
     })),
   };
+}
+
+/** Past this many accounts, the screen shows one line per account (their detail: `--account <id>`). */
+const manyAccounts = 20;
+
+/** Many accounts: how many are in each state, then one line each, those needing attention first. */
+function printMany({ accounts }: Overview): void {
+  const troubled = (a: Account) => (a.states.failed ?? 0) + (a.states.stalled ?? 0);
+  const count = (p: (a: Account) => boolean) => accounts.filter(p).length;
+  const refused = count((a) => a.status === 'credentials_refused');
+  const failing = count((a) => a.status !== 'credentials_refused' && troubled(a) > 0);
+  const failedStreams = accounts.reduce((n, a) => n + troubled(a), 0);
+  console.log(
+    `${accounts.length} accounts: ${refused + failing} need attention (${refused} credentials refused, ${failing} with failed or stalled streams), ` +
+      `${count((a) => a.status === 'linked' && troubled(a) === 0)} linked, ${count((a) => a.status === 'idle' && troubled(a) === 0)} idle, ` +
+      `${count((a) => a.status === 'unlinked')} unlinked; ${failedStreams} streams failed or stalled.\n`,
+  );
+  console.log(
+    table(
+      ['account', 'source', 'status', 'reference', '>streams', '>failed', '>records', '>lag', 'last error'],
+      accounts.map((a) => [
+        a.id.slice(0, 8),
+        a.sourceSystem,
+        a.status,
+        clip(a.referenceId, 24),
+        `${a.states.synced ?? 0}/${a.streams}`,
+        troubled(a) || '',
+        a.liveRecords,
+        age(a.lagSeconds),
+        clip(a.statusReason ?? a.lastError, 70),
+      ]),
+    ),
+  );
+  console.log("\nOne account's resources, freshness and polling: `npx mirror status --account <id>`; every failed stream: `--failed`.");
 }
 
 function printAccount(a: Account, overview: Overview, statuses: StreamStatus[], due: Due, show: { streams: boolean; failed: boolean }): void {

@@ -1,6 +1,6 @@
 // The status page in a real browser (Debian's Chromium driven by playwright-core), during a sync: it
 // asks for credentials, then shows the pass's progress (streams done of total, records) and the
-// streams syncing now, with links into the Temporal UI, and shows the account idle once it is done.
+// streams syncing now, with links into the Temporal UI, and shows no pass running once it is done.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
@@ -47,7 +47,7 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
     assert.equal(body.temporal.reachable, true);
   });
 
-  it('shows the progress of a sync while it runs, then the account idle and synced', async () => {
+  it('shows the progress of a sync while it runs, then no pass running and the account synced', async () => {
     const { accountId } = await h.link('buildpro', 'status-page');
     await setLatency(h, 'buildpro', 150);
     const handle = await h.sync.start({ accountId, mode: 'full' });
@@ -81,7 +81,7 @@ describe('status page in a browser', { timeout: 150_000, skip }, () => {
     const result = (await handle.result()) as { failed: unknown[]; records: number };
     assert.deepEqual(result.failed, []);
     await page.waitForFunction(
-      `document.querySelector('${row}')?.dataset.syncing === '0' && document.querySelector('${row} .progress-cell')?.textContent.includes('idle')`,
+      `document.querySelector('${row}')?.dataset.syncing === '0' && document.querySelector('${row} .progress-cell')?.textContent.includes('none')`,
       undefined,
       { timeout: 20_000, polling: 200 },
     );
