@@ -111,8 +111,11 @@ export class ChaosMirror {
   readonly webhookAuthorizations = new Set<string>();
   /** Webhook deliveries the recording proxy passed on: how many, in flight, and the API's answers. */
   readonly inbound = { total: 0, inFlight: 0, statuses: new Map<number, number>() };
-  /** The last delivery the proxy passed on, as it came (replay tests). */
-  lastDelivery: { at: number; url: string; authorization: string; body: string } | undefined;
+  /**
+   * The last delivery the mirror answered, as it came, with the mirror's status (replay tests): noted
+   * once answered, so a test that replays it replays a delivery the mirror has already received.
+   */
+  lastDelivery: { at: number; url: string; authorization: string; body: string; status: number } | undefined;
   readonly accounts: LinkedTestAccount[] = [];
   /** Extra secrets a test made (link-session secrets, ...). */
   readonly extraSecrets = new Set<string>();
@@ -218,7 +221,7 @@ export class ChaosMirror {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        this.lastDelivery = {
+        const delivery = {
           at: Date.now(),
           url: req.url ?? '/',
           authorization: String(req.headers.authorization ?? ''),
@@ -237,6 +240,7 @@ export class ChaosMirror {
           .then(async (r) => {
             const body = await r.body.text();
             if (r.statusCode >= 400) this.errorBodies.push(body);
+            this.lastDelivery = { ...delivery, status: r.statusCode };
             answered(r.statusCode);
             res.writeHead(r.statusCode, { 'content-type': String(r.headers['content-type'] ?? 'application/json') }).end(body);
           })

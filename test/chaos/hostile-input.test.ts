@@ -650,9 +650,10 @@ describe('chaos: hostile input on every API route', { timeout: scaled(300_000, 1
             id: rows[0]!.id,
             patch: { name: `hostile ${changedAt}` },
           });
+          // Captured once the mirror has taken it: a replay must come after the delivery it repeats.
           const d = await waitFor(
-            'a webhook delivery to pass the proxy',
-            () => (m.lastDelivery && m.lastDelivery.at >= changedAt ? m.lastDelivery : undefined),
+            'a webhook delivery the mirror accepted',
+            () => (m.lastDelivery && m.lastDelivery.at >= changedAt && m.lastDelivery.status === 200 ? m.lastDelivery : undefined),
             { timeoutMs: 30_000 },
           );
           const registrationId = /\/webhooks\/inbound\/([^/?]+)/.exec(d.url)![1]!;
