@@ -6,12 +6,12 @@
 // the object is still there.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { knownProfile, scopeKindIn } from '../connectors/source-systems/index.ts';
-import { createWebhook } from '../connectors/operations.ts';
+import { createWebhook, listWebhooks } from '../connectors/operations.ts';
 import { domainHash } from '../lib/crypto.ts';
 import { resourceForWebhookType } from '../lib/resources.ts';
 import { liveRecordIds } from '../mirror/streams/known-ids.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
-import { saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
+import { deleteWebhookRegistration, saveWebhookRegistration, webhookRegistrationsOf } from '../mirror/control/webhook-registrations.ts';
 import { asActivity } from './failures.ts';
 import { applyInbox, type ApplyInboxInput, type ApplyResult } from './inbox.ts';
 import type { SyncDeps } from './sync.ts';
@@ -27,14 +27,35 @@ export function createEventActivities(deps: EventDeps) {
   const { pool, accounts, upstream } = deps;
 
   return {
-    /** Registers CREATE/UPDATE/DELETE webhooks for every type the account's source system supports. */
-    async registerWebhooks(input: { accountId: string }): Promise<{ registered: number }> {
+    /**
+     * Registers CREATE/UPDATE/DELETE webhooks for every type the account's source system supports, and
+     * keeps them true: first the upstream's own list is read, and a registration of the mirror's that
+     * the upstream no longer has (deleted there, an upstream reset, a registration made against
+     * another upstream) is dropped here and registered again. Where the upstream does not list its
+     * webhooks the mirror's registrations are taken as they are. A project's registrations are made
+     * for the projects the mirror holds, so new projects get theirs at the next full pass.
+     * `onlyIfRegistered`: an account with no registration at all is left so (an account is registered
+     * when it is linked, or when asked: `mirror webhooks register`).
+     */
+    async registerWebhooks(input: { accountId: string; onlyIfRegistered?: boolean }): Promise<{ registered: number; missing: number }> {
       return asActivity(async () => {
         const account = await accounts.get(input.accountId);
         const profile = knownProfile(account.sourceSystem);
-        if (!profile || profile.webhookTypes.length === 0) return { registered: 0 };
+        if (!profile || profile.webhookTypes.length === 0) return { registered: 0, missing: 0 };
+        let existing = await webhookRegistrationsOf(deps.prisma, input.accountId);
+        if (input.onlyIfRegistered && existing.length === 0) return { registered: 0, missing: 0 };
         const token = await accounts.token(input.accountId);
-        const existing = await webhookRegistrationsOf(deps.prisma, input.accountId);
+        let missing = 0;
+        const listed =
+          existing.length === 0 ? undefined : await listWebhooks(upstream, { accountToken: token, accountId: input.accountId, sourceSystem: profile.slug });
+        if (listed) {
+          const upstreamIds = new Set(listed.map((w) => w.id));
+          const gone = existing.filter((r) => !r.upstreamId || !upstreamIds.has(r.upstreamId));
+          for (const r of gone) await deleteWebhookRegistration(deps.prisma, r.id);
+          missing = gone.length;
+          if (missing > 0) deps.logger.warn({ accountId: input.accountId, missing }, 'upstream webhooks missing: registering them again');
+          existing = existing.filter((r) => !gone.includes(r));
+        }
         const have = new Set(existing.map((r) => `${r.event}:${r.type}:${r.projectId ?? ''}`));
         let registered = 0;
         const projectIds: (string | undefined)[] = [];
@@ -77,7 +98,7 @@ export function createEventActivities(deps: EventDeps) {
             }
           }
         }
-        return { registered };
+        return { registered, missing };
       });
     },
 

@@ -119,8 +119,14 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
       for (const a of linked)
         await sync.ensureSchedules(a.accountId, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
 
-    // Full sync of every account, with progress.
-    const handles = await Promise.all(linked.map((a) => sync.start({ accountId: a.accountId, mode: 'full', concurrency: config.SYNC_STREAM_CONCURRENCY })));
+    // Full sync of every account, with progress. A demo that keeps running registers each account's
+    // upstream webhooks after its pass (as linking does), and checks those of an earlier run: the
+    // sandbox is new at every run and holds none of them.
+    const handles = await Promise.all(
+      linked.map((a) =>
+        sync.start({ accountId: a.accountId, mode: 'full', concurrency: config.SYNC_STREAM_CONCURRENCY, ...(options.once ? {} : { registerWebhooks: true }) }),
+      ),
+    );
     const ticker = setInterval(
       () => {
         void Promise.all(handles.map((h) => sync.progress(h))).then((ps) => {

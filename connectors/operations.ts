@@ -10,6 +10,7 @@ import {
   linkTokenSchema,
   linkedAccountSchema,
   listResponseSchema,
+  pageMetaSchema,
   unifiedObjectSchema,
   type LinkedAccountObject,
   type ListResponse,
@@ -234,6 +235,39 @@ export async function createWebhook(client: UpstreamClient, ctx: AccountContext,
     webhookSchema,
   );
   return res.body;
+}
+
+const webhookPageSchema = z.union([
+  z.looseObject({ data: z.array(webhookSchema), meta: pageMetaSchema.optional() }),
+  z.array(webhookSchema).transform((data) => ({ data, meta: undefined })),
+]);
+
+/** Pages of the upstream's webhook list read at most (far above any account's registrations at 1000 a page). */
+const maxWebhookPages = 100;
+
+/**
+ * The webhooks the upstream holds for the account (every page, until it says no more results or a
+ * page comes back empty), or undefined where the upstream does not list them (a 404: a source system
+ * without webhooks, or no list endpoint), so the caller cannot check them.
+ */
+export async function listWebhooks(client: UpstreamClient, ctx: AccountContext): Promise<z.infer<typeof webhookSchema>[] | undefined> {
+  const out: z.infer<typeof webhookSchema>[] = [];
+  for (let page = 1; page <= maxWebhookPages; page++) {
+    let res: UpstreamResponse<z.infer<typeof webhookPageSchema>>;
+    try {
+      res = await client.request(
+        { method: 'GET', path: `/webhooks?page=${page}&per_page=1000`, accountToken: ctx.accountToken, budget: budget(ctx), what: `webhooks page ${page}` },
+        webhookPageSchema,
+      );
+    } catch (error) {
+      if (error instanceof UpstreamNotFoundError) return undefined;
+      throw error;
+    }
+    out.push(...res.body.data);
+    if (res.body.data.length === 0 || res.body.meta?.has_more_results === false || res.body.meta === undefined) return out;
+  }
+  // More pages than read: the list is not known whole, so nothing may be taken as missing from it.
+  return undefined;
 }
 
 export async function deleteWebhook(client: UpstreamClient, ctx: AccountContext, id: string): Promise<void> {

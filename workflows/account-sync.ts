@@ -38,7 +38,7 @@ export interface AccountSyncInput {
   /** Restrict the pass to one resource (and optionally one scope): a targeted resync. */
   resource?: string;
   scope?: string;
-  /** After the pass, register upstream webhooks for the account (the first pass after linking). */
+  /** After the pass, register upstream webhooks for the account (the first pass after linking; every full pass of the whole account checks them). */
   registerWebhooks?: boolean;
   /** Set by a resumed run; new runs draw a fresh key. */
   passKey?: string;
@@ -162,7 +162,7 @@ async function childrenPhase(run: PassRun, p: PassPlan, projectIds: string[], sw
   await runBounded(jobs, run.concurrency, (job) => ('batch' in job ? run.sweep(job.batch) : run.children(job.group)));
 }
 
-/** 4. Retiring the projects a full pass no longer found, and registering webhooks when asked. */
+/** 4. Retiring the projects a full pass no longer found, and registering webhooks (when asked; checked at every full pass). */
 async function closingPhase(run: PassRun, p: PassPlan): Promise<void> {
   const { input, result } = run;
   const failedResources = result.failed.map((f) => f.resource);
@@ -173,10 +173,15 @@ async function closingPhase(run: PassRun, p: PassPlan): Promise<void> {
       result.failed.push({ resource: 'projects', scope: '', records: 0, error: rootMessage(error) });
     }
   }
-  if (input.registerWebhooks && result.halted === undefined) {
+  // The first pass after linking registers the account's webhooks. Every full pass of a whole account
+  // with registrations checks that the upstream still has them and registers what is missing (what the
+  // upstream lost, and new projects' own). Passes begun before this replay as they ran.
+  const keepWebhooks =
+    !input.registerWebhooks && run.mode === 'full' && input.resource === undefined && input.scope === undefined && patched('webhooks-every-full-pass');
+  if ((input.registerWebhooks || keepWebhooks) && result.halted === undefined) {
     run.progress.phase = 'webhooks';
     try {
-      await registerWebhooks({ accountId: input.accountId });
+      await registerWebhooks(input.registerWebhooks ? { accountId: input.accountId } : { accountId: input.accountId, onlyIfRegistered: true });
     } catch (error) {
       // Periodic passes still keep the mirror fresh; the failure is visible in the Temporal UI.
       result.failed.push({ resource: 'webhooks', scope: '', records: 0, error: rootMessage(error) });

@@ -13,7 +13,7 @@ export const webhooksCommand: Command = {
   usage: 'mirror webhooks [list] [--account <id>] [--json]\n       mirror webhooks register --account <id> [--force]',
   help:
     'list: the webhooks the mirror registered upstream (event, type, project, upstream id) with the events each delivered, and the outbound subscriptions your applications made on the mirror.\n' +
-    "register: registers what is missing for the account's source system (what the first sync does). --force first deletes every registration, upstream and here, " +
+    "register: checks that the upstream still has the account's webhooks and registers what is missing (what every full pass does). --force first deletes every registration, upstream and here, " +
     'and registers them all again with fresh secrets: do it after changing PUBLIC_BASE_URL or rotating MIRROR_SIGNING_KEY (deliveries are checked against it).\n' +
     "The upstream calls back at PUBLIC_BASE_URL (else the API's address): it must reach the mirror's API from there.",
   options: { account: { type: 'string' }, force: { type: 'boolean' }, json: { type: 'boolean' } },
@@ -38,10 +38,11 @@ export const webhooksCommand: Command = {
         publicBaseUrl: publicBaseUrl(config),
         hashKey: services.keys.signingKey,
       });
-      const { registered } = await activities.registerWebhooks({ accountId });
+      const { registered, missing } = await activities.registerWebhooks({ accountId });
       const total = (await webhookRegistrations(services.pool, { accountId })).length;
       console.log(
-        `${v.force ? `Removed ${removed} registrations; r` : 'R'}egistered ${registered} webhooks for ${accountId} (now ${total}), calling back at ${publicBaseUrl(config)}/webhooks/inbound/<id>.` +
+        `${v.force ? `Removed ${removed} registrations; r` : 'R'}egistered ${registered} webhooks for ${accountId} (now ${total}` +
+          `${missing > 0 ? `; ${missing} the upstream no longer had` : ''}), calling back at ${publicBaseUrl(config)}/webhooks/inbound/<id>.` +
           (total === 0 ? ' Its source system sends no webhooks: periodic passes keep it fresh.' : ''),
       );
     } finally {
