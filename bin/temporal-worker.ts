@@ -12,6 +12,7 @@ import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
 import { retentionPolicy } from '../mirror/ops/retention.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
+import { promptTaskQueue } from '../lib/workflow-ids.ts';
 import { accountSyncControl, publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
@@ -23,18 +24,29 @@ export function activitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): 
 }
 
 /**
+ * Activities a worker runs at once on its prompt task queue (lib/workflow-ids.ts `promptTaskQueue`):
+ * the change workflows' event batches, on slots no pass activity takes, so one account's backfill
+ * holding every slot of the main queue does not delay another account's changes. Half the pass slots
+ * (each batch holds at most one connection at a time, and fetches within the account's budget).
+ */
+export function promptActivitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
+  return Math.max(2, config.SYNC_STREAM_CONCURRENCY);
+}
+
+/**
  * Database connections a worker's pool needs. A sync activity's pages wait, connection held, for the
  * page before them to commit (`writeDepth` in flight, all but the first waiting), and a page written
  * a second time (an insert that met a record already there, a kept page that could not be kept) asks
  * for a connection anew while its successors wait on it: were every connection held by waiting
- * pages, none would move. Each activity's waiting pages therefore fit, with four connections over
- * for everything else (the rate governor, events, a page written again).
+ * pages, none would move. Each activity's waiting pages therefore fit, a connection for each prompt
+ * slot (events), and four over for everything else (the rate governor, a page written again).
  */
 export function workerPoolSize(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
-  return activitySlots(config) * (writeDepth - 1) + 4;
+  return activitySlots(config) * (writeDepth - 1) + promptActivitySlots(config) + 4;
 }
 
 export interface WorkerHandle {
+  /** The worker of the main task queue (workflows, and every pass activity). */
   worker: Worker;
   /** Resolves when the worker has stopped. */
   running: Promise<void>;
@@ -65,6 +77,25 @@ export async function startWorker(
     taskQueue,
     config,
   );
+  const activities = createActivities({
+    upstream: services.upstream,
+    pool: services.pool,
+    prisma: services.prisma,
+    accounts: services.accounts,
+    logger: services.logger,
+    publicBaseUrl: options.publicBaseUrl ?? publicBaseUrl(config),
+    hashKey: services.keys.signingKey,
+    asyncRequests: new AsyncRequestStore(services.prisma),
+    encryptionKey: services.keys.encryptionKey,
+    maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
+    // The schedules' periods (api/sync-control.ts), the polling share and the freshness target: the freshness scheduler's settings.
+    polling: pollingPolicy(config),
+    callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
+    credentials: new AccountCredentials({ upstream: services.upstream, accounts: services.accounts, lifecycle }),
+    retention: retentionPolicy(config),
+    idle: { afterMs: config.MIRROR_IDLE_AFTER, slowdown: config.MIRROR_IDLE_SLOWDOWN, schedules: lifecycle },
+    executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
+  });
   const worker = await Worker.create({
     connection,
     // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
@@ -72,37 +103,33 @@ export async function startWorker(
     namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
     taskQueue,
     workflowBundle: { codePath: await workflowBundlePath() },
-    activities: createActivities({
-      upstream: services.upstream,
-      pool: services.pool,
-      prisma: services.prisma,
-      accounts: services.accounts,
-      logger: services.logger,
-      publicBaseUrl: options.publicBaseUrl ?? publicBaseUrl(config),
-      hashKey: services.keys.signingKey,
-      asyncRequests: new AsyncRequestStore(services.prisma),
-      encryptionKey: services.keys.encryptionKey,
-      maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
-      // The schedules' periods (api/sync-control.ts), the polling share and the freshness target: the freshness scheduler's settings.
-      polling: pollingPolicy(config),
-      callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
-      credentials: new AccountCredentials({ upstream: services.upstream, accounts: services.accounts, lifecycle }),
-      retention: retentionPolicy(config),
-      idle: { afterMs: config.MIRROR_IDLE_AFTER, slowdown: config.MIRROR_IDLE_SLOWDOWN, schedules: lifecycle },
-      executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
-    }),
+    activities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
   });
+  // The same activities on the prompt task queue, activity tasks only, on slots of their own.
+  const prompt = await Worker.create({
+    connection,
+    identity: workerIdentity(),
+    namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
+    taskQueue: promptTaskQueue(taskQueue),
+    activities,
+    maxConcurrentActivityTaskExecutions: promptActivitySlots(config),
+  });
   if (options.maintenanceSchedule) await lifecycle.ensureMaintenanceSchedule();
-  const running = worker.run().finally(async () => {
+  // Either worker stopping (a shutdown, a fatal error) stops the other; the connections close once both have.
+  const stop = () => {
+    for (const w of [worker, prompt]) if (w.getState() === 'RUNNING') w.shutdown();
+  };
+  const running = Promise.allSettled([worker, prompt].map((w) => w.run().finally(stop))).then(async (outcomes) => {
     await connection.close();
     await clientConnection.close();
+    for (const o of outcomes) if (o.status === 'rejected') throw o.reason;
   });
   return {
     worker,
     running,
     async shutdown() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      stop();
       await running;
     },
   };

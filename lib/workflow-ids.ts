@@ -65,3 +65,13 @@ export function scheduledRunWorkflowId(scheduleId: string): string {
 
 /** The account a pass's workflow (its own, targeted or scheduled) belongs to, if it is one. */
 export const passWorkflowAccount = /^(?:account-sync|account-full|account-incremental):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/i;
+
+/**
+ * The task queue of prompt work beside a worker's task queue: the change workflow's event activities
+ * run there, on activity slots of their own, so pass activities holding every slot of the main queue
+ * (a backfill's long slices) do not hold an account's changes back. Every worker process polls both
+ * (bin/temporal-worker.ts); workflows name it from their own task queue.
+ */
+export function promptTaskQueue(taskQueue: string): string {
+  return `${taskQueue}-prompt`;
+}

@@ -4,17 +4,19 @@
 import { ParentClosePolicy, condition, continueAsNew, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
+import { promptTaskQueue } from '../lib/workflow-ids.ts';
 import { accountSyncWorkflowId, eventsSignal } from './shared.ts';
 import { accountSyncWorkflow } from './account-sync.ts';
 import { activityProfiles } from './activity-profiles.ts';
-
-const { applyInbox } = proxyActivities<EventActivities>(activityProfiles.inbox);
 
 interface AccountChangesInput {
   accountId: string;
 }
 
 export async function accountChangesWorkflow(input: AccountChangesInput): Promise<void> {
+  // Events are applied on the worker's prompt slots (their own task queue), never behind a backfill's
+  // slices. The task queue is an activity option: histories that scheduled them on the main queue replay.
+  const { applyInbox } = proxyActivities<EventActivities>({ ...activityProfiles.inbox, taskQueue: promptTaskQueue(workflowInfo().taskQueue) });
   // Events may have landed before this run started: look once at start.
   let pending = true;
   setHandler(eventsSignal, () => {

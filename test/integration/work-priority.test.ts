@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
-import { changesWorkflowId } from '../../lib/workflow-ids.ts';
+import { changesWorkflowId, promptTaskQueue } from '../../lib/workflow-ids.ts';
 import { priorityKeys } from '../../lib/work-priority.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { eventually, sandboxAdmin, startHarness, upstreamAll, type Harness } from '../helpers/harness.ts';
 
 let h: Harness;
 
@@ -83,6 +83,25 @@ describe('work priority and fairness keys', () => {
     assert.deepEqual(await executionPriority(h.temporal, onDemand), { priorityKey: priorityKeys['on-demand'], fairnessKey: accountId });
     await h.sync.signalEvents(accountId);
     assert.deepEqual(await executionPriority(h.temporal, changesWorkflowId(accountId)), { priorityKey: priorityKeys.event, fairnessKey: accountId });
+    await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).terminate('test over');
+  });
+
+  it("the change workflow applies events on the worker's prompt task queue, where no pass activity takes its slots", async () => {
+    const { accountId, accountToken } = await h.link('crmcloud', 'priority-3');
+    await (await h.sync.start({ accountId, mode: 'full', resource: 'leads', registerWebhooks: true })).result();
+    const [lead] = await upstreamAll(h, '/leads', { 'account-token': accountToken });
+    await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: accountToken, resource: 'leads', id: lead!.id, patch: { customer: 'prompt' } });
+    await eventually('the change to be applied', async () => {
+      const read = await h.app.inject({ method: 'GET', url: `/leads/${String(lead!.id)}`, headers: { ...h.clientHeaders, 'account-token': accountToken } });
+      return read.json<{ customer?: string }>().customer === 'prompt' ? true : undefined;
+    });
+    const history = await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).fetchHistory();
+    const queues = (history.events ?? [])
+      .map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a?.activityType?.name === 'applyInbox')
+      .map((a) => a!.taskQueue?.name);
+    assert.ok(queues.length > 0, 'the change workflow applied its inbox');
+    assert.deepEqual(new Set(queues), new Set([promptTaskQueue(h.taskQueue)]));
     await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).terminate('test over');
   });
 });

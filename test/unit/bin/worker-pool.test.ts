@@ -10,6 +10,6 @@ describe('workerPoolSize', () => {
       const waiting = activitySlots(config) * (writeDepth - 1);
       assert.ok(workerPoolSize(config) >= waiting + 4, `${workerPoolSize(config)} connections for ${waiting} waiting pages`);
     }
-    assert.equal(workerPoolSize({ SYNC_STREAM_CONCURRENCY: 4 }), 20);
+    assert.equal(workerPoolSize({ SYNC_STREAM_CONCURRENCY: 4 }), 24);
   });
 });
