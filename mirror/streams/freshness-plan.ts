@@ -4,7 +4,8 @@
 // rates (the schedule with the lowest mean staleness under a fixed visit budget), with a floor: every
 // list at least once per twice the cycle the budget allows (lists / visits a minute), so a list that
 // never changes is never starved. Lists an event named come first, then lists that would pass the floor
-// before the next pass, then the most overdue by their own interval.
+// before the next pass, then the most overdue by their own interval; budget left over goes to lists
+// still learning their rate.
 
 /** How long the changes the mirror saw keep their weight: a change a day old counts e^-1 as much. */
 export const rateMemoryMs = 24 * 3_600_000;
@@ -46,6 +47,8 @@ export interface PlanList {
   rate: number;
   /** An event named the list since its last visit. */
   event?: boolean;
+  /** Time the list's history covers ({@link ChangeHistory} `observedMs`); unset: taken as learned. */
+  observedMs?: number;
 }
 
 interface PlanInput {
@@ -59,8 +62,11 @@ interface PlanInput {
 interface PlannedList {
   key: string;
   visit: boolean;
-  /** Why: `event`, `floor` (would pass the floor before the next pass), `due` (by its interval), `deferred`. */
-  why: 'event' | 'floor' | 'due' | 'deferred';
+  /**
+   * Why: `event`, `floor` (would pass the floor before the next pass), `due` (by its interval), `learning`
+   * (budget left over, its rate still mostly the prior's), `deferred`.
+   */
+  why: 'event' | 'floor' | 'due' | 'learning' | 'deferred';
   /** The interval between visits the schedule aims at for this list. */
   intervalMs: number;
 }
@@ -100,6 +106,13 @@ export function sqrtRates(rates: readonly number[], total: number, floor: number
 }
 
 /**
+ * A list observed for less than this is still learning its rate: budget its interval leaves unspent
+ * visits it (after a full pass every list is, so the first hours are spent finding out which lists
+ * change instead of waiting a whole cycle for the first intervals to come round).
+ */
+export const learningMs = rateMemoryMs / 3;
+
+/**
  * Which lists this pass visits. The budget is the visits a minute times the pass period (at least one);
  * lists an event named and lists that would otherwise pass the floor by the next pass are visited even
  * past it (the floor is the promise; it takes at most half the budget when the lists are spread out).
@@ -125,10 +138,14 @@ export function planVisits(input: PlanInput): FreshnessPlan {
   let spent = 0;
   for (const s of order) {
     const must = s.rank < 2;
-    // By the budget, only a list its interval brings round by the middle of the next period: a list verified moments ago is not asked again.
-    const visit = must || (spent < budget && s.l.stalenessMs + input.passMs / 2 >= s.intervalMs);
+    // By the budget, only a list its interval brings round by the middle of the next period, or one still
+    // learning its rate and not verified within the period: a list verified moments ago is not asked again.
+    const due = s.l.stalenessMs + input.passMs / 2 >= s.intervalMs;
+    const learning = s.l.observedMs !== undefined && s.l.observedMs < learningMs && s.l.stalenessMs >= input.passMs;
+    const visit = must || (spent < budget && (due || learning));
     if (visit) spent++;
-    out.set(s.l.key, { key: s.l.key, visit, why: !visit ? 'deferred' : s.rank === 0 ? 'event' : s.rank === 1 ? 'floor' : 'due', intervalMs: s.intervalMs });
+    const why = !visit ? 'deferred' : s.rank === 0 ? 'event' : s.rank === 1 ? 'floor' : due ? 'due' : 'learning';
+    out.set(s.l.key, { key: s.l.key, visit, why, intervalMs: s.intervalMs });
   }
   return { lists: input.lists.map((l) => out.get(l.key)!), budget, cycleMs, floorMs };
 }

@@ -367,6 +367,7 @@ export async function planAccountVisits(
       key: keyOf(r.resource, r.scope),
       stalenessMs: Math.max(0, r.now.getTime() - r.last_pass_started_at.getTime()),
       rate: changeRate({ changes: r.seen_changes, observedMs: r.observed_ms }),
+      observedMs: r.observed_ms,
       event: eventNamed(r) && !q.coverage.covers(r.resource, r.scope),
     })),
     visitsPerMinute,
