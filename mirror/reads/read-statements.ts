@@ -32,8 +32,8 @@ function objectText(includeSourceData: boolean, alias = ''): string {
     : `${a}data::text`;
 }
 
-/** A short tag of a table for statement names (Postgres keeps 63 bytes of a name). */
-const tableTag = (table: string): string => createHash('sha256').update(table).digest('hex').slice(0, 10);
+/** A short tag of a table for statement names (Postgres keeps 63 bytes of a name): its name's hash. */
+const tagOf = (table: string): string => createHash('sha256').update(table).digest('hex').slice(0, 10);
 
 const sourceTag = (includeSourceData: boolean) => (includeSourceData ? 's' : 'd');
 
@@ -51,6 +51,14 @@ const maxListStatements = 64;
 export class ReadStatements {
   readonly #named = new Map<string, NamedStatement>();
   readonly #listNames = new Map<string, string>();
+  /** Tables' tags (`tagOf`), each hashed once. */
+  readonly #tags = new Map<string, string>();
+
+  #tag(table: string): string {
+    let tag = this.#tags.get(table);
+    if (tag === undefined) this.#tags.set(table, (tag = tagOf(table)));
+    return tag;
+  }
 
   /** The statement of `name`, its text built the first time it is asked for. */
   named(name: string, build: () => string): NamedStatement {
@@ -75,7 +83,7 @@ export class ReadStatements {
    */
   firstPage(includeSourceData: boolean, table: string): NamedStatement {
     return this.named(
-      `mirror.list-first.${sourceTag(includeSourceData)}.${tableTag(table)}`,
+      `mirror.list-first.${sourceTag(includeSourceData)}.${this.#tag(table)}`,
       () => `SELECT ${objectSql(includeSourceData)} FROM ${table}
                    WHERE account_id = $1 AND resource = $2 AND scope = $3 AND deleted_at IS NULL
                    ORDER BY ordinal, id LIMIT $4`,
@@ -99,7 +107,7 @@ export class ReadStatements {
    * statement's time); the caller checks them against the ids, in order.
    */
   positioned(includeSourceData: boolean, table: string, span: 'two' | 'many'): NamedStatement {
-    return this.named(`mirror.list-positioned.${sourceTag(includeSourceData)}.${span}.${tableTag(table)}`, () =>
+    return this.named(`mirror.list-positioned.${sourceTag(includeSourceData)}.${span}.${this.#tag(table)}`, () =>
       positionedText(includeSourceData, table, span),
     );
   }
@@ -114,7 +122,7 @@ export class ReadStatements {
    */
   cachedPage(includeSourceData: boolean, table: string): NamedStatement {
     return this.named(
-      `mirror.list-cached.${sourceTag(includeSourceData)}.${tableTag(table)}`,
+      `mirror.list-cached.${sourceTag(includeSourceData)}.${this.#tag(table)}`,
       () => `SELECT ${objectText(includeSourceData, 'r')} || chr(1) || r.id AS j
                     FROM ${table} r
                    WHERE r.account_id = $1 AND r.resource = $2 AND r.scope = $3 AND r.deleted_at IS NULL
@@ -136,7 +144,7 @@ export class ReadStatements {
    * object and scope (null where the record is not there: the positions do not hold). Named.
    */
   acrossPage(includeSourceData: boolean, table: string): NamedStatement {
-    return this.named(`mirror.list-across.${sourceTag(includeSourceData)}.${tableTag(table)}`, () => acrossText(includeSourceData, table));
+    return this.named(`mirror.list-across.${sourceTag(includeSourceData)}.${this.#tag(table)}`, () => acrossText(includeSourceData, table));
   }
 
   /**
