@@ -28,71 +28,89 @@ export async function finishPass(
   return deleted;
 }
 
-function finishPassInTransaction(pool: Pool, key: StreamKey, pass: { streamId: number; generation: number }, checkpoint: Checkpoint): Promise<number> {
+function finishPassInTransaction(pool: Pool, key: StreamKey, pass: PassRef, checkpoint: Checkpoint): Promise<number> {
   return inTransaction(pool, async (client) => {
-    let deleted = 0;
-    if (checkpoint.mode === 'full' && !checkpoint.startedEmpty) {
-      // A hash anti-join, whatever the statistics say: right after a first load (before autovacuum
-      // has analyzed either table) the planner takes both sides for tiny and picks a nested loop
-      // that is quadratic in the stream's size (minutes at 50k records).
-      await client.query('SET LOCAL enable_nestloop = off');
-      // Records written since the pass began (by events) are the upstream's too, seen or not.
-      // A list across projects saw its records by project and id (`crossProjectKey`).
-      const seenKey = key.scope === allProjectsScope ? `r.scope || '|' || r.id` : 'r.id';
-      const res = await client.query<{ scope: string; n: number }>(
-        `WITH seen AS MATERIALIZED (
-           SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
-         ), marked AS (
-         UPDATE records r SET deleted_at = now(), mirrored_at = now()
-          WHERE r.account_id = $1 AND r.resource = $2 AND ${recordScopeSql(key.scope, 'r.scope', '$3')} AND r.deleted_at IS NULL
-            AND r.mirrored_at < (SELECT pass_started_at FROM streams WHERE id = $4)
-            AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = ${seenKey})
-         RETURNING r.scope
-         )
-         SELECT scope, count(*)::int AS n FROM marked GROUP BY scope`,
-        [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
-      );
-      deleted = res.rows.reduce((sum, r) => sum + r.n, 0);
-      // The scopes it marked records of have positions no more (this stream's own are computed below).
-      await invalidatePositions(
-        client,
-        key.accountId,
-        res.rows.map((r) => ({ resource: key.resource, scope: r.scope })),
-      );
-    }
-    // The stream's dense positions, for pages at any offset (record-positions.ts): computed here, where
-    // its records are as complete as a pass leaves them, before the stream's row is locked (below) so
-    // the computation (~1 s at 200k records on a loaded machine) does not hold it. A list across
-    // projects' own projects' positions are computed by their own passes. Its positions across projects
-    // (the upstream's order of `Project-Id: *` reads) only after a full pass that no write outside it
-    // overlapped: a record an event inserted meanwhile has a place in that order the mirror does not know.
-    if (key.scope !== allProjectsScope) await computePositions(client, key);
-    else if (checkpoint.mode === 'full' && (await untouchedSincePassBegan(client, key, pass.streamId))) await computePositions(client, key);
+    const deleted = checkpoint.mode === 'full' && !checkpoint.startedEmpty ? await markUnseenDeleted(client, key, pass) : 0;
+    await positionsAfterPass(client, key, pass.streamId, checkpoint.mode);
     if (checkpoint.mode === 'full') {
       // This pass's pages are the next pass's reference; older passes' are not needed any more.
       await client.query('DELETE FROM stream_pages WHERE stream_id = $1 AND generation < $2', [pass.streamId, pass.generation]);
     }
-    const c = checkpoint.counts;
-    const done: Checkpoint = { ...checkpoint, done: true, counts: { ...c, deleted } };
-    // An incremental pass's changes and the time since the pass before go into the list's change
-    // history (the freshness scheduler learns its rate from them: mirror/streams/freshness-plan.ts); a
-    // full pass (a first load, a resync) says nothing of how often the list changes.
-    const { rowCount } = await client.query(
-      `UPDATE streams SET state = 'synced', checkpoint = $3, last_fresh_at = now(), last_pass_started_at = pass_started_at,
-              last_error = NULL, updated_at = now(), ${observeChangesSql('$5', '$6')}
-        WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $4`,
-      [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey, checkpoint.mode === 'incremental', c.inserted + c.updated + deleted],
-    );
-    if (rowCount !== 1) throw StalePassError.of(pass.streamId);
-    if (key.scope === allProjectsScope) await coverProjects(client, key, pass.streamId);
-    await client.query(
-      `UPDATE sync_runs SET status = 'succeeded', finished_at = now(), pages = (SELECT pages FROM streams WHERE id = $1),
-              inserted = $3, updated = $4, unchanged = $5, deleted = $6
-        WHERE stream_id = $1 AND generation = $2`,
-      [pass.streamId, pass.generation, c.inserted, c.updated, c.unchanged, deleted],
-    );
+    await recordPassDone(client, key, pass, checkpoint, deleted);
     return deleted;
   });
+}
+
+type PassRef = { streamId: number; generation: number };
+
+/**
+ * A full pass's end: every live record of the stream it did not see is marked deleted, and the
+ * positions of the scopes it marked records of are out of date. Returns how many were marked.
+ */
+async function markUnseenDeleted(client: PoolClient, key: StreamKey, pass: PassRef): Promise<number> {
+  // A hash anti-join, whatever the statistics say: right after a first load (before autovacuum
+  // has analyzed either table) the planner takes both sides for tiny and picks a nested loop
+  // that is quadratic in the stream's size (minutes at 50k records).
+  await client.query('SET LOCAL enable_nestloop = off');
+  // Records written since the pass began (by events) are the upstream's too, seen or not.
+  // A list across projects saw its records by project and id (`crossProjectKey`).
+  const seenKey = key.scope === allProjectsScope ? `r.scope || '|' || r.id` : 'r.id';
+  const res = await client.query<{ scope: string; n: number }>(
+    `WITH seen AS MATERIALIZED (
+       SELECT DISTINCT unnest(ids) AS id FROM stream_pages WHERE stream_id = $4 AND generation = $5
+     ), marked AS (
+     UPDATE records r SET deleted_at = now(), mirrored_at = now()
+      WHERE r.account_id = $1 AND r.resource = $2 AND ${recordScopeSql(key.scope, 'r.scope', '$3')} AND r.deleted_at IS NULL
+        AND r.mirrored_at < (SELECT pass_started_at FROM streams WHERE id = $4)
+        AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = ${seenKey})
+     RETURNING r.scope
+     )
+     SELECT scope, count(*)::int AS n FROM marked GROUP BY scope`,
+    [key.accountId, key.resource, key.scope, pass.streamId, pass.generation],
+  );
+  // The scopes it marked records of have positions no more (this stream's own are computed after).
+  await invalidatePositions(
+    client,
+    key.accountId,
+    res.rows.map((r) => ({ resource: key.resource, scope: r.scope })),
+  );
+  return res.rows.reduce((sum, r) => sum + r.n, 0);
+}
+
+/**
+ * The stream's dense positions, for pages at any offset (record-positions.ts): computed at the pass's
+ * end, where its records are as complete as a pass leaves them, before the stream's row is locked (by
+ * recordPassDone) so the computation (~1 s at 200k records on a loaded machine) does not hold it. A list
+ * across projects' own projects' positions are computed by their own passes. Its positions across
+ * projects (the upstream's order of `Project-Id: *` reads) only after a full pass that no write outside it
+ * overlapped: a record an event inserted meanwhile has a place in that order the mirror does not know.
+ */
+async function positionsAfterPass(client: PoolClient, key: StreamKey, streamId: number, mode: Checkpoint['mode']): Promise<void> {
+  if (key.scope !== allProjectsScope) await computePositions(client, key);
+  else if (mode === 'full' && (await untouchedSincePassBegan(client, key, streamId))) await computePositions(client, key);
+}
+
+/** The stream synced with its pass's counts (or StalePassError where another pass took it over), and its run succeeded. */
+async function recordPassDone(client: PoolClient, key: StreamKey, pass: PassRef, checkpoint: Checkpoint, deleted: number): Promise<void> {
+  const c = checkpoint.counts;
+  const done: Checkpoint = { ...checkpoint, done: true, counts: { ...c, deleted } };
+  // An incremental pass's changes and the time since the pass before go into the list's change
+  // history (the freshness scheduler learns its rate from them: mirror/streams/freshness-plan.ts); a
+  // full pass (a first load, a resync) says nothing of how often the list changes.
+  const { rowCount } = await client.query(
+    `UPDATE streams SET state = 'synced', checkpoint = $3, last_fresh_at = now(), last_pass_started_at = pass_started_at,
+            last_error = NULL, updated_at = now(), ${observeChangesSql('$5', '$6')}
+      WHERE id = $1 AND generation = $2 AND checkpoint->>'passKey' = $4`,
+    [pass.streamId, pass.generation, JSON.stringify(done), checkpoint.passKey, checkpoint.mode === 'incremental', c.inserted + c.updated + deleted],
+  );
+  if (rowCount !== 1) throw StalePassError.of(pass.streamId);
+  if (key.scope === allProjectsScope) await coverProjects(client, key, pass.streamId);
+  await client.query(
+    `UPDATE sync_runs SET status = 'succeeded', finished_at = now(), pages = (SELECT pages FROM streams WHERE id = $1),
+            inserted = $3, updated = $4, unchanged = $5, deleted = $6
+      WHERE stream_id = $1 AND generation = $2`,
+    [pass.streamId, pass.generation, c.inserted, c.updated, c.unchanged, deleted],
+  );
 }
 
 /**
