@@ -11,13 +11,13 @@ import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
 
 /** The Temporal side of idle accounts (api/sync-control.ts): schedules slowed, or back to the usual cadence. */
-export interface IdleSchedules {
+interface IdleSchedules {
   slowSchedules(accountId: string, slowdown: number): Promise<void>;
   woke(accountId: string): Promise<void>;
 }
 
 /** MIRROR_IDLE_AFTER and MIRROR_IDLE_SLOWDOWN, and the schedules they act on. */
-export interface IdlePolicy {
+interface IdlePolicy {
   afterMs: number;
   slowdown: number;
   schedules: IdleSchedules;

@@ -34,7 +34,7 @@ export class Outcomes {
   }
 }
 
-export interface Classified {
+interface Classified {
   objects: InboxObject[];
   /** Events settled without a fetch (not mirrored, not an object id, no project). */
   skipped: number;

@@ -13,7 +13,7 @@ const countKeys = ['pages', 'records', 'inserted', 'updated', 'unchanged', 'dele
 export const emptyCounts = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
 
 /** How a completed pass counts as a poll: the account's webhook coverage, and whether an event made it due. */
-export interface PollNote {
+interface PollNote {
   coverage?: WebhookCoverage;
   event?: boolean;
 }

@@ -6,7 +6,7 @@ import type { Authenticator } from './auth.ts';
 import { clearIdle, recordAccountUse } from '../mirror/control/account-use.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 
-export interface AccountWaker {
+interface AccountWaker {
   woke(accountId: string): Promise<void>;
 }
 

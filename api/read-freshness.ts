@@ -54,7 +54,7 @@ export interface ObjectKey {
 }
 
 /** What the upstream answered for an object, and when (ms since the epoch). */
-export interface ObjectAnswer {
+interface ObjectAnswer {
   found: boolean;
   at: number;
 }

@@ -40,13 +40,13 @@ export interface AccountSyncSummary {
 type AccountSyncWorkflow = (input: Record<string, unknown>) => Promise<AccountSyncSummary>;
 
 /** How accounts are handled over time (MIRROR_CREDENTIALS_PROBE_AFTER, MIRROR_CREDENTIALS_PROBE_MAX, MIRROR_RETENTION_AFTER_UNLINK). */
-export interface AccountPolicy {
+interface AccountPolicy {
   probeFirstMs: number;
   probeMaxMs: number;
   retentionAfterUnlinkMs: number;
 }
 
-export const defaultAccountPolicy: AccountPolicy = { probeFirstMs: 60_000, probeMaxMs: 6 * 3_600_000, retentionAfterUnlinkMs: 30 * 86_400_000 };
+const defaultAccountPolicy: AccountPolicy = { probeFirstMs: 60_000, probeMaxMs: 6 * 3_600_000, retentionAfterUnlinkMs: 30 * 86_400_000 };
 
 export class SyncControl implements AccountLifecycle {
   constructor(

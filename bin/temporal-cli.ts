@@ -76,7 +76,7 @@ export interface DevServer {
  * (lib/work-priority.ts): the matcher that knows them, fairness on, and one partition per task queue
  * (a backlog spread over the default four partitions is ordered within each partition only).
  */
-export const fairnessDynamicConfig: Record<string, boolean | number> = {
+const fairnessDynamicConfig: Record<string, boolean | number> = {
   'matching.useNewMatcher': true,
   'matching.enableFairness': true,
   'matching.numTaskqueueReadPartitions': 1,

@@ -29,7 +29,7 @@ export function activitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): 
  * holding every slot of the main queue does not delay another account's changes. Half the pass slots
  * (each batch holds at most one connection at a time, and fetches within the account's budget).
  */
-export function promptActivitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
+function promptActivitySlots(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
   return Math.max(2, config.SYNC_STREAM_CONCURRENCY);
 }
 

@@ -14,7 +14,7 @@ export interface AccountLifecycle {
   unlinked(accountId: string): Promise<void>;
 }
 
-export type CredentialsVerdict =
+type CredentialsVerdict =
   | { refused: false }
   /** `unlinked`: the upstream says the account itself is gone, not only this token. */
   | { refused: true; unlinked: boolean; reason: string };
@@ -23,7 +23,7 @@ export type CredentialsVerdict =
  * Whether an upstream refusal says the account was unlinked at the source (rather than its token
  * revoked or expired). The contract does not show the upstream's error codes: its words decide.
  */
-export function refusalSaysUnlinked(error: UpstreamAuthError): boolean {
+function refusalSaysUnlinked(error: UpstreamAuthError): boolean {
   return /\bunlinked\b|\bdisconnected\b/i.test(error.message);
 }
 

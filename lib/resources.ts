@@ -228,7 +228,7 @@ export function sqlName(resource: string): string {
  * The canonical scope of a record: the chain of its parents, typed, outermost first.
  * `[]` for top-level records; e.g. `project=<id>/ap-invoices=<id>`.
  */
-export type ScopePart = readonly [kind: string, id: string];
+type ScopePart = readonly [kind: string, id: string];
 
 export function formatScope(parts: readonly ScopePart[]): string {
   return parts.map(([kind, id]) => `${kind}=${id}`).join('/');

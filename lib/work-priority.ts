@@ -22,7 +22,7 @@ export type WorkKind =
 export const priorityKeys: Record<WorkKind, number> = { event: 1, 'on-demand': 2, scheduled: 3, backfill: 4 };
 
 /** What a workflow start carries (the shape of Temporal's `Priority`). */
-export interface WorkPriority {
+interface WorkPriority {
   priorityKey: number;
   fairnessKey: string;
 }
@@ -32,6 +32,6 @@ export function workPriority(accountId: string, kind: WorkKind): WorkPriority {
 }
 
 /** Fairness keys are limited to 64 bytes: an account id (a uuid) is its own key; a longer one is its SHA-256. */
-export function fairnessKeyOf(accountId: string): string {
+function fairnessKeyOf(accountId: string): string {
   return Buffer.byteLength(accountId) <= 64 ? accountId : createHash('sha256').update(accountId).digest('hex');
 }

@@ -8,7 +8,7 @@ import { activityProfiles } from './activity-profiles.ts';
 
 const { probeAccount, purgeUnlinkedAccount } = proxyActivities<AccountActivities>(activityProfiles.lifecycle);
 
-export interface AccountProbeInput {
+interface AccountProbeInput {
   accountId: string;
   /** The first wait (MIRROR_CREDENTIALS_PROBE_AFTER); each refused probe doubles it up to `maxDelayMs`. */
   firstDelayMs: number;
@@ -30,7 +30,7 @@ export async function accountProbeWorkflow(input: AccountProbeInput): Promise<{ 
   }
 }
 
-export interface AccountPurgeInput {
+interface AccountPurgeInput {
   accountId: string;
   /** MIRROR_RETENTION_AFTER_UNLINK, from the unlink. */
   afterMs: number;

@@ -24,13 +24,13 @@ export interface ChildrenGroup {
 }
 
 /** A parent scope whose parents' children a pass lists. */
-export interface ParentScope {
+interface ParentScope {
   scope: string;
   projectId?: string;
 }
 
 /** One parent resource with children the pass wants, and the scopes its parents are in. */
-export interface ParentEntry {
+interface ParentEntry {
   parent: string;
   children: string[];
   parentScopes: ParentScope[];
@@ -44,7 +44,7 @@ export interface PassTarget {
 }
 
 /** Small streams per sweep activity. */
-export const sweepSize = 100;
+const sweepSize = 100;
 /** A parent scope with more parents than this gets a children workflow of its own (which continues as new). */
 export const inlineParentsMax = 1000;
 

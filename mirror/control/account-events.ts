@@ -8,9 +8,8 @@ import type { Pool } from '../db/pool.ts';
 export const accountEventType = 'account';
 
 export const accountEvents = ['account.credentials_refused', 'account.relinked', 'account.unlinked', 'account.stalled'] as const;
-export type AccountEventName = (typeof accountEvents)[number];
 
-export interface AccountEvent {
+interface AccountEvent {
   id: number;
   event: string;
   reason: string | null;
@@ -28,10 +27,4 @@ export async function accountEventsSince(pool: Pool, q: { accountId: string; eve
     [q.accountId, q.event, q.after.at, q.after.key, q.limit],
   );
   return rows.map((r) => ({ id: Number(r.id), event: r.event, reason: r.reason, at: r.at, cursor: { at: r.at, key: r.k } }));
-}
-
-/** Events of every account by name (the counters of /metrics). */
-export async function accountEventCounts(pool: Pool): Promise<Record<string, number>> {
-  const { rows } = await pool.query<{ event: string; n: number }>(`SELECT event, count(*)::int AS n FROM account_events GROUP BY event`);
-  return Object.fromEntries(rows.map((r) => [r.event, r.n]));
 }

@@ -35,7 +35,7 @@ interface LinkedAccountInput {
 export type AccountStatus = 'linked' | 'credentials_refused' | 'unlinked';
 
 /** The events an account's status changes make (delivered to the application's account subscriptions). */
-export const accountEventOf = {
+const accountEventOf = {
   credentials_refused: 'account.credentials_refused',
   linked: 'account.relinked',
   unlinked: 'account.unlinked',

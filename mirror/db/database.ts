@@ -64,8 +64,3 @@ export async function databaseNow(pool: pg.Pool): Promise<Date> {
   const { rows } = await pool.query<{ now: Date }>('SELECT now() AS now');
   return rows[0]!.now;
 }
-
-/** Deletes an account's mirrored records (`mirror unlink --purge`); returns how many. */
-export async function purgeAccountRecords(pool: pg.Pool, accountId: string): Promise<number> {
-  return (await pool.query('DELETE FROM records WHERE account_id = $1', [accountId])).rowCount ?? 0;
-}

@@ -64,7 +64,7 @@ export class AcrossOrderUnknown extends Error {
  * across projects: by its positions or not at all), `offset` (every other list). Plain: no filter,
  * order, deleted records or time bound.
  */
-export type ListStrategy = 'first' | 'positions' | 'across' | 'offset';
+type ListStrategy = 'first' | 'positions' | 'across' | 'offset';
 
 export function listStrategy(q: ListQuery): ListStrategy {
   const plain = !q.includeDeleted && !q.modifiedAfter && !q.filters?.length && !q.orderBy?.length;

@@ -275,7 +275,7 @@ export async function freshnessMetrics(pool: Pool, s: FreshnessSettings): Promis
   ];
 }
 
-export interface ScopesVerification {
+interface ScopesVerification {
   /** The oldest verification among the scopes (as {@link scopeLastVerifiedAt} counts each); null: none verified. */
   at: Date | null;
   /** Whether every scope was verified at least once (a scope never verified is as stale as can be). */
