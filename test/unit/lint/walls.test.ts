@@ -3,9 +3,11 @@
 // Node API on the repository's own config (type-aware rules off: the walls need no types, and the
 // snippets are not files of the TypeScript project). Also: no import circle among the source files.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { ESLint } from 'eslint';
 import tseslint from 'typescript-eslint';
 
@@ -341,5 +343,38 @@ describe('import circles', () => {
   it('the source folders have none (type imports included)', () => {
     const circle = findCircle(importGraph(sourceFolders.flatMap(sourceFiles)));
     assert.equal(circle, undefined, `import circle: ${circle?.join(' -> ')}`);
+  });
+});
+
+// Exports nothing imports: `npm run lint` runs scripts/unused-exports.ts, which exits non-zero and names
+// each one (its own test, unused-exports.test.ts, covers what counts as a use).
+describe('unused exports fail lint', () => {
+  const tree = mkdtempSync(join(tmpdir(), 'walls-unused-'));
+  after(() => rmSync(tree, { recursive: true, force: true }));
+  const check = (files: Record<string, string>) => {
+    rmSync(tree, { recursive: true, force: true });
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(tree, path)), { recursive: true });
+      writeFileSync(join(tree, path), text);
+    }
+    return spawnSync(process.execPath, ['--import', 'tsx', join(root, 'scripts/unused-exports.ts'), tree], { cwd: root, encoding: 'utf8' });
+  };
+
+  it('npm run lint runs the check', () => {
+    const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    assert.match(scripts.lint!, /node --import tsx scripts\/unused-exports\.ts/);
+  });
+
+  it('an export nothing imports fails it; one that something imports does not', () => {
+    const probe = 'export const used = 1;\nexport const forgotten = 2;\n';
+    const failed = check({ 'mirror/reads/probe.ts': probe, 'api/probe.ts': "import { used } from '../mirror/reads/probe.ts';\nvoid used;\n" });
+    assert.equal(failed.status, 1, failed.stderr);
+    assert.match(failed.stderr, /mirror\/reads\/probe\.ts: forgotten/);
+    assert.doesNotMatch(failed.stderr, /: used/);
+    const passed = check({
+      'mirror/reads/probe.ts': probe,
+      'api/probe.ts': "import { used, forgotten } from '../mirror/reads/probe.ts';\nvoid [used, forgotten];\n",
+    });
+    assert.equal(passed.status, 0, passed.stderr);
   });
 });
