@@ -7,7 +7,7 @@ import { linkWithPublicToken } from '../api/link-service.ts';
 import { SyncControl, type AccountSyncSummary } from '../api/sync-control.ts';
 import { createLinkToken } from '../connectors/operations.ts';
 import { knownProfile } from '../connectors/source-systems/index.ts';
-import type { Config } from '../lib/config.ts';
+import { incrementalMinutes, type Config } from '../lib/config.ts';
 import { createLogger } from '../lib/logger.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { startApi } from './api-server.ts';
@@ -65,7 +65,7 @@ export async function runDemo(options: { once: boolean; size?: number }): Promis
     // Periodic passes as Temporal Schedules (visible, and triggerable, in the Temporal UI).
     if (!options.once)
       for (const a of linked)
-        await stack.sync.ensureSchedules(a.accountId, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS });
+        await stack.sync.ensureSchedules(a.accountId, { incrementalMinutes: incrementalMinutes(config), fullHours: config.SYNC_FULL_HOURS });
     // A demo that keeps running registers each account's upstream webhooks after its pass (as linking
     // does), and checks those of an earlier run: the sandbox is new at every run and holds none of them.
     const pass = { concurrency: config.SYNC_STREAM_CONCURRENCY, ...(options.once ? {} : { registerWebhooks: true }) };

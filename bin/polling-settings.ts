@@ -1,7 +1,7 @@
 // The polling policy and the freshness views' settings, from the configuration: the worker's scheduler
 // and the API's status page, `mirror status` and /metrics read the same numbers.
 import { knownProfile } from '../connectors/source-systems/index.ts';
-import type { Config } from '../lib/config.ts';
+import { incrementalMinutes, type Config } from '../lib/config.ts';
 import type { FreshnessSettings } from '../mirror/streams/freshness.ts';
 import type { PollingPolicy } from '../mirror/streams/polling.ts';
 
@@ -12,7 +12,7 @@ type PollingConfig = Pick<
 
 export function pollingPolicy(config: PollingConfig): PollingPolicy {
   return {
-    incrementalMs: config.SYNC_INCREMENTAL_MINUTES * 60_000,
+    incrementalMs: incrementalMinutes(config) * 60_000,
     fullMs: config.SYNC_FULL_HOURS * 3_600_000,
     pollsPerPass: config.SYNC_POLLS_PER_PASS,
     syncShare: config.MIRROR_SYNC_BUDGET_SHARE,

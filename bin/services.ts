@@ -7,7 +7,7 @@ import { PostgresRateGovernor } from '../connectors/governor/index.ts';
 import type { Governor } from '../connectors/governor.ts';
 import { selectResources } from '../connectors/source-systems/index.ts';
 import { UpstreamClient } from '../connectors/upstream-client.ts';
-import type { Config } from '../lib/config.ts';
+import { incrementalMinutes, type Config } from '../lib/config.ts';
 import { decodeKey } from '../lib/crypto.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
 import { AccountStore } from '../mirror/control/accounts.ts';
@@ -111,10 +111,15 @@ export function accountSyncControl(
   taskQueue: string,
   config: Pick<
     Config,
-    'SYNC_INCREMENTAL_MINUTES' | 'SYNC_FULL_HOURS' | 'MIRROR_CREDENTIALS_PROBE_AFTER' | 'MIRROR_CREDENTIALS_PROBE_MAX' | 'MIRROR_RETENTION_AFTER_UNLINK'
+    | 'SYNC_INCREMENTAL_MINUTES'
+    | 'SYNC_FRESHNESS_TARGET'
+    | 'SYNC_FULL_HOURS'
+    | 'MIRROR_CREDENTIALS_PROBE_AFTER'
+    | 'MIRROR_CREDENTIALS_PROBE_MAX'
+    | 'MIRROR_RETENTION_AFTER_UNLINK'
   >,
 ): SyncControl {
-  return new SyncControl(client, taskQueue, { incrementalMinutes: config.SYNC_INCREMENTAL_MINUTES, fullHours: config.SYNC_FULL_HOURS }, undefined, {
+  return new SyncControl(client, taskQueue, { incrementalMinutes: incrementalMinutes(config), fullHours: config.SYNC_FULL_HOURS }, undefined, {
     probeFirstMs: config.MIRROR_CREDENTIALS_PROBE_AFTER,
     probeMaxMs: config.MIRROR_CREDENTIALS_PROBE_MAX,
     retentionAfterUnlinkMs: config.MIRROR_RETENTION_AFTER_UNLINK,

@@ -163,7 +163,8 @@ export const configSchema = z.object({
       }
     }),
   SANDBOX_PORT: port.default(4010),
-  SYNC_INCREMENTAL_MINUTES: z.coerce.number().positive().default(15),
+  /** The incremental passes' period; unset: derived from SYNC_FRESHNESS_TARGET ({@link incrementalMinutes}). */
+  SYNC_INCREMENTAL_MINUTES: z.coerce.number().positive().optional(),
   SYNC_FULL_HOURS: z.coerce.number().positive().default(24),
   /** Project lists an incremental pass may visit where the source system's rate is not known; 0: as many as the source system serves resources. */
   SYNC_POLLS_PER_PASS: z.coerce.number().int().min(0).default(0),
@@ -233,4 +234,14 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       'Set these in the environment or in .env.local (`npx mirror setup` creates one).',
     { details },
   );
+}
+
+/**
+ * The incremental passes' period in minutes: SYNC_INCREMENTAL_MINUTES, else a quarter of the freshness
+ * target, between 1 and 15 minutes. Lists are verified at passes, so a list's longest wait is its
+ * interval rounded up to whole passes: passes a quarter of the target apart leave the scheduler room to
+ * keep lists within it, and the default target (1 h) keeps the 15 minutes of before.
+ */
+export function incrementalMinutes(config: Pick<Config, 'SYNC_INCREMENTAL_MINUTES' | 'SYNC_FRESHNESS_TARGET'>): number {
+  return config.SYNC_INCREMENTAL_MINUTES ?? Math.min(15, Math.max(1, config.SYNC_FRESHNESS_TARGET / 60_000 / 4));
 }

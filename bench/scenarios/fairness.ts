@@ -1,5 +1,6 @@
 // Fair across accounts: a small account's changes while a big account backfills on the same worker.
-// One worker with few activity slots (SYNC_STREAM_CONCURRENCY=2: 4 at once); a BuildPro-like account
+// One worker with few activity slots (SYNC_STREAM_CONCURRENCY=2: 4 at once, and 2 on its prompt task
+// queue, where the change workflow applies events); a BuildPro-like account
 // with many project lists starts its first full pass with more streams at once than the worker has
 // slots, so its tasks queue up; meanwhile a small CRM Cloud account's leads change upstream, each
 // delivered to the mirror as a webhook, and each change is timed from just before it is made until

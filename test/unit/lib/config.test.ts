@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseConfig } from '../../../lib/config.ts';
+import { incrementalMinutes, parseConfig } from '../../../lib/config.ts';
 import { generateKey } from '../../../lib/crypto.ts';
 import { ConfigError } from '../../../lib/errors.ts';
 
@@ -33,5 +33,18 @@ describe('parseConfig', () => {
       assert.equal(error.details.length, 3);
       assert.ok(!error.message.includes('short'), 'the bad secret itself is not echoed');
     }
+  });
+});
+
+describe('incrementalMinutes', () => {
+  it('derives the incremental passes period from the freshness target unless it is set', () => {
+    // The default target (1 h): every 15 minutes, as before.
+    assert.equal(incrementalMinutes(parseConfig(valid)), 15);
+    // A quarter of a shorter target, so lists can be kept within it; never under a minute.
+    assert.equal(incrementalMinutes(parseConfig({ ...valid, SYNC_FRESHNESS_TARGET: '20m' })), 5);
+    assert.equal(incrementalMinutes(parseConfig({ ...valid, SYNC_FRESHNESS_TARGET: '90s' })), 1);
+    // Never over 15 minutes for a longer target; an explicit period stands.
+    assert.equal(incrementalMinutes(parseConfig({ ...valid, SYNC_FRESHNESS_TARGET: '4h' })), 15);
+    assert.equal(incrementalMinutes(parseConfig({ ...valid, SYNC_FRESHNESS_TARGET: '20m', SYNC_INCREMENTAL_MINUTES: '30' })), 30);
   });
 });
