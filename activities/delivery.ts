@@ -146,7 +146,11 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
                 event: e.event,
                 target: sub.accountId,
                 type: accountEventType,
-                source_data: { path: '/link/account', content_type: 'application/json', data: { event: e.event, reason: e.reason, at: e.at.toISOString() } },
+                source_data: {
+                  path: '/link/account',
+                  content_type: 'application/json',
+                  data: { event: e.event, reason: e.reason, at: e.at.toISOString(), ...e.stream },
+                },
               });
               await advanceSubscription(deps.prisma, { id: sub.id, cursor: e.cursor, delivered: true });
             }

@@ -9,6 +9,7 @@ import { CrossProjectScopeError } from '../mirror/records/page-write.ts';
 import { markStreamFailed, markStreamPaused, retireStream, type StreamKey } from '../mirror/streams/streams.ts';
 import { pollingDecision, pollingDecisions, webhookCoverage, type PollDecision, type WebhookCoverage } from '../mirror/streams/polling.ts';
 import { asActivity } from './failures.ts';
+import { StallAttemptError } from './stalls.ts';
 import { emptyCounts, type SyncContext } from './sync-context.ts';
 import { activityContext, type SliceCounts, type SyncSliceInput, type SyncSliceResult } from './sync-slice.ts';
 import type { SweepInput, SweepItem, SweepResult, SyncChildrenInput } from './sync-types.ts';
@@ -26,7 +27,8 @@ export async function syncSlice(ctx: SyncContext, input: SyncSliceInput): Promis
       const decision = pollingDecision(decisions, key.resource, key.scope);
       if (!decision.due) return { ...emptyCounts(), done: true, generation: 0, notDue: decision.reason ?? 'not due' };
     }
-    const result = await ctx.slices.run(input, key);
+    const result = await ctx.stalls.attempt(key, () => ctx.slices.run(input, key));
+    if (result.stalled !== undefined) return result;
     if (result.done && input.scope === allProjectsScope) {
       await rememberCrossProject(pool, (await accounts.get(input.accountId)).sourceSystem, input.resource, true);
     }
@@ -52,7 +54,9 @@ async function sliceFailure(ctx: SyncContext, input: SyncSliceInput, key: Stream
   }
   const refusal = input.scope === allProjectsScope && caught instanceof CrossProjectScopeError ? caught.message : undefined;
   if (refusal === undefined) {
-    await markStreamFailed(pool, key, caught instanceof Error ? caught.message : String(caught)).catch(() => undefined);
+    // An attempt short of a stall (activities/stalls.ts) is counted on the stream, not a failure of it.
+    if (!(caught instanceof StallAttemptError))
+      await markStreamFailed(pool, key, caught instanceof Error ? caught.message : String(caught)).catch(() => undefined);
     return caught instanceof Error ? caught : new Error(String(caught));
   }
   // Remembered: later passes list this resource project by project without asking again.

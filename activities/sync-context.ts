@@ -5,6 +5,7 @@ import { knownProfile, type SourceSystemProfile } from '../connectors/source-sys
 import { CredentialsRefusedError, MirrorError, UpstreamAuthError } from '../lib/errors.ts';
 import { defaultPollingPolicy, recordPoll, type PollingPolicy, type WebhookCoverage } from '../mirror/streams/polling.ts';
 import { markStreamFailed, markStreamPaused, type StreamKey } from '../mirror/streams/streams.ts';
+import { StallAttemptError, StallGuard } from './stalls.ts';
 import { defaultMaxPagesPerPass, SliceRunner, type SliceCounts, type SyncSliceInput } from './sync-slice.ts';
 import type { SyncDeps } from './sync-types.ts';
 
@@ -21,11 +22,14 @@ interface PollNote {
 export class SyncContext {
   readonly slices: SliceRunner;
   readonly polling: PollingPolicy;
+  /** Around each attempt at a stream: stalled streams wait out their backoff, attempts that do not move a checkpoint are counted. */
+  readonly stalls: StallGuard;
 
   constructor(readonly deps: SyncDeps) {
     const { upstream, pool, accounts, logger } = deps;
     this.polling = deps.polling ?? defaultPollingPolicy;
     this.slices = new SliceRunner({ upstream, pool, accounts, logger, pageBound: deps.maxPagesPerPass ?? defaultMaxPagesPerPass });
+    this.stalls = new StallGuard({ pool, logger, ...(deps.stalls ? { policy: deps.stalls } : {}) });
   }
 
   /** An account whose credentials are refused, or which is unlinked, asks the upstream nothing. */
@@ -65,10 +69,10 @@ export class SyncContext {
     try {
       await this.usable(key.accountId);
       for (;;) {
-        const r = await this.slices.run(spec, key);
+        const r = await this.stalls.attempt(key, () => this.slices.run(spec, key));
         for (const k of countKeys) totals[k] += r[k];
         if (r.done) {
-          await this.notePoll(key, poll);
+          if (r.stalled === undefined) await this.notePoll(key, poll);
           return undefined;
         }
       }
@@ -80,7 +84,7 @@ export class SyncContext {
         throw refused;
       }
       const message = error instanceof Error ? error.message : String(error);
-      await markStreamFailed(this.deps.pool, key, message).catch(() => undefined);
+      if (!(error instanceof StallAttemptError)) await markStreamFailed(this.deps.pool, key, message).catch(() => undefined);
       if (error instanceof MirrorError && !error.retryable) return message;
       throw error;
     }

@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 import { knownProfile, perPageFor, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
 import { pageFingerprint, pageVerdict, type PageVerdict } from '../connectors/pagination.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
-import { RepeatedPageError, UpstreamError } from '../lib/errors.ts';
+import { RepeatedPageError, SamePageError, UpstreamError } from '../lib/errors.ts';
 import type { ListPage } from '../lib/list-page.ts';
 import type { Logger } from '../lib/logger.ts';
 import { allProjectsScope } from '../lib/resources.ts';
@@ -346,7 +346,7 @@ class PageJudge {
     const fingerprint = pageFingerprint(ids);
     if (checkpoint.confirming && (fingerprint === null || fingerprint === this.lastFingerprint)) return 'end';
     if (fingerprint !== null && fingerprint === this.lastFingerprint) {
-      throw new RepeatedPageError(
+      throw new SamePageError(
         `Upstream served the same page twice for ${this.input.resource}${this.input.scope ? ` in ${this.input.scope}` : ''} (page ${checkpoint.page}); stopping instead of looping.`,
       );
     }

@@ -9,6 +9,7 @@ import type { Pool } from '../mirror/db/pool.ts';
 import type { PollingPolicy } from '../mirror/streams/polling.ts';
 import type { PassMode } from '../mirror/streams/streams.ts';
 import type { SliceCounts } from './sync-slice.ts';
+import type { StallPolicy } from '../mirror/streams/stalls.ts';
 
 export interface SyncDeps {
   upstream: UpstreamClient;
@@ -21,6 +22,8 @@ export interface SyncDeps {
   polling?: PollingPolicy;
   /** Judges a 401: the account's credentials refused (confirmed by a cheap call), or one list's own refusal. */
   credentials?: AccountCredentials;
+  /** When a stream whose checkpoint does not move is stalled, and its backoff (MIRROR_STALL_*); defaults otherwise. */
+  stalls?: StallPolicy;
 }
 
 export interface PlannedResource {

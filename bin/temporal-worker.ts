@@ -90,6 +90,13 @@ export async function startWorker(
     maxPagesPerPass: config.SYNC_MAX_PAGES_PER_PASS,
     // The schedules' periods (api/sync-control.ts), the polling share and the freshness target: the freshness scheduler's settings.
     polling: pollingPolicy(config),
+    // When a stream whose checkpoint does not move is stalled, and how it backs off.
+    stalls: {
+      attempts: config.MIRROR_STALL_ATTEMPTS,
+      afterMs: config.MIRROR_STALL_AFTER,
+      backoffMs: config.MIRROR_STALL_BACKOFF,
+      backoffMaxMs: config.MIRROR_STALL_BACKOFF_MAX,
+    },
     callbacks: { allow: config.MIRROR_CALLBACK_ALLOW },
     credentials: new AccountCredentials({ upstream: services.upstream, accounts: services.accounts, lifecycle }),
     retention: retentionPolicy(config),

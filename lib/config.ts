@@ -205,6 +205,17 @@ export const configSchema = z.object({
   MIRROR_RUN_RETENTION: duration.default(30 * 86_400_000),
   /** How long applied webhook events (the inbox), the storage proxy's access log and expired async requests are kept. */
   MIRROR_LOG_RETENTION: duration.default(30 * 86_400_000),
+  /**
+   * A stream whose checkpoint does not move (its next page comes back as the page before, or never
+   * answers) is `stalled` after this many attempts in a row: at most 8, below the 10 attempts Temporal
+   * gives a stream's activity...
+   */
+  MIRROR_STALL_ATTEMPTS: z.coerce.number().int().min(1).max(8).default(3),
+  /** ... or once its checkpoint has not moved for this long, whatever the count. */
+  MIRROR_STALL_AFTER: duration.default(15 * 60_000),
+  /** A stalled stream is tried again (one attempt) after this wait, doubled by each try that does not move it, up to MIRROR_STALL_BACKOFF_MAX. */
+  MIRROR_STALL_BACKOFF: duration.default(5 * 60_000),
+  MIRROR_STALL_BACKOFF_MAX: duration.default(6 * 3_600_000),
   /** Opens the status page and /metrics to operators (Bearer, or Basic with user `operator`) besides the mirror's client credentials. */
   OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 24`)').optional(),
   /** Where `mirror worker` serves its own /metrics (upstream requests and 429s it made); off when unset. */

@@ -118,6 +118,18 @@ export class RepeatedPageError extends UpstreamError {
 }
 
 /**
+ * The page after the checkpoint is the page before it again: the upstream's paging does not advance
+ * (a cursor that does not move). Not retried here: the stream is `stalled` after a few such attempts
+ * and tried again with backoff (activities/stalls.ts).
+ */
+export class SamePageError extends UpstreamError {
+  override readonly code = 'upstream_same_page';
+  override get retryable(): boolean {
+    return false;
+  }
+}
+
+/**
  * An upstream async request whose results expired before they were read. Sending it again helps
  * once (a worker was down past the expiry); `final` marks the time it does not.
  */

@@ -40,6 +40,8 @@ export interface StatusOverview {
     streams: number;
     syncing: number;
     failed: number;
+    /** Streams whose pass is stalled (its checkpoint does not move; tried again after a backoff). */
+    stalled: number;
     records: number;
     inboxPending: number;
     deliveryBacklog: number;
@@ -116,6 +118,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
       streams: accounts.reduce((n, a) => n + a.streams, 0),
       syncing: accounts.reduce((n, a) => n + (a.states.syncing ?? 0), 0),
       failed: accounts.reduce((n, a) => n + (a.states.failed ?? 0), 0),
+      stalled: accounts.reduce((n, a) => n + (a.states.stalled ?? 0), 0),
       records: accounts.reduce((n, a) => n + a.liveRecords, 0),
       inboxPending: inbox.reduce((n, i) => n + i.pending, 0),
       deliveryBacklog: deliveries.reduce((n, d) => n + d.backlog, 0),

@@ -48,6 +48,7 @@ function renderTotals(o: StatusOverview): string {
 <div class="tile"><b>${num(t.streams)}</b>streams</div>
 <div class="tile ${t.syncing ? 'busy' : ''}"><b id="total-syncing">${num(t.syncing)}</b>syncing</div>
 <div class="tile ${t.failed ? 'bad' : ''}"><b>${num(t.failed)}</b>failed</div>
+<div class="tile ${t.stalled ? 'bad' : ''}" title="Streams whose checkpoint does not move: tried again after a backoff"><b id="total-stalled">${num(t.stalled)}</b>stalled</div>
 <div class="tile"><b id="total-records">${num(t.records)}</b>records</div>
 <div class="tile ${t.inboxPending ? 'busy' : ''}"><b>${num(t.inboxPending)}</b>inbox backlog</div>
 <div class="tile ${t.deliveriesFailing ? 'bad' : ''}"><b>${num(t.deliveryBacklog)}</b>delivery backlog</div>
@@ -248,7 +249,7 @@ tr.account-group th{background:var(--soft);color:var(--fg);font-size:.8rem;paddi
 .tiles{display:flex;gap:.8rem;flex-wrap:wrap;margin-top:1rem}.tile{border:1px solid var(--line);border-radius:8px;padding:.5rem .9rem;min-width:7rem;color:var(--muted);font-size:.8rem}
 .tile b{display:block;font-size:1.35rem;color:var(--fg)}.tile.busy b{color:var(--busy)}.tile.bad b{color:var(--bad)}
 .chip{display:inline-block;border-radius:10px;padding:0 .5rem;font-size:.78rem;background:var(--soft);border:1px solid var(--line);white-space:nowrap}
-.chip.synced{color:var(--ok)}.chip.syncing{color:var(--busy);border-color:#b6d4fe}.chip.failed{color:var(--bad);border-color:#ffc1c1}
+.chip.synced{color:var(--ok)}.chip.syncing{color:var(--busy);border-color:#b6d4fe}.chip.failed,.chip.stalled{color:var(--bad);border-color:#ffc1c1}
 .bar{height:.55rem;background:#eaeef2;border-radius:4px;overflow:hidden;margin:.2rem 0}.bar span{display:block;height:100%;background:var(--busy);transition:width .4s}
 .bar.indeterminate span{width:35%;animation:slide 1.2s ease-in-out infinite}@keyframes slide{0%{margin-left:-35%}100%{margin-left:100%}}
 a{color:var(--busy)}button{font:inherit;padding:.15rem .6rem}

@@ -12,16 +12,18 @@ export const statusCommand: Command = {
   help:
     'By default one line per account and resource (its streams summed up; lag = the stalest stream), then when incremental passes ' +
     'list its streams next: the streams by reason (e.g. "unchanged 3 polls: every 2 h", "webhook-covered: full pass only") and the next few due. ' +
-    '--streams shows every stream (account, resource, scope, next due and why); --failed only the failed ones. --json prints everything, ' +
-    'streams included. Exits 1 when a stream failed.',
+    '--streams shows every stream (account, resource, scope, next due and why); --failed only the failed and stalled ones. --json prints everything, ' +
+    'streams included. Exits 1 when a stream failed or stalled.',
   options: { account: { type: 'string' }, streams: { type: 'boolean' }, failed: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(v) {
     const services = await cliServices();
     try {
       const accountId = typeof v.account === 'string' ? await resolveAccount(services, v.account) : undefined;
       const overview = await loadOverview(services, accountId);
-      const statuses = v.failed ? overview.all.filter((s) => s.state === 'failed') : overview.all;
-      const anyFailed = overview.all.some((s) => s.state === 'failed');
+      // A stalled stream (its checkpoint does not move) needs the operator as a failed one does.
+      const needsAttention = (s: StreamStatus) => s.state === 'failed' || s.state === 'stalled';
+      const statuses = v.failed ? overview.all.filter(needsAttention) : overview.all;
+      const anyFailed = overview.all.some(needsAttention);
       if (v.json) {
         console.log(JSON.stringify(asJson(overview, statuses), null, 2));
         return anyFailed ? exitCode.failed : exitCode.ok;
@@ -36,7 +38,7 @@ export const statusCommand: Command = {
       else for (const a of overview.accounts) printAccount(a, overview, statuses, due, show);
       if (anyFailed)
         console.log(
-          `\nSome streams failed: \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`,
+          `\nSome streams failed or stalled (a stalled one is tried again after its backoff): \`npx mirror status --failed\` shows them; \`npx mirror resync --account <id> --resource <name>\` runs them again.`,
         );
       return anyFailed ? exitCode.failed : exitCode.ok;
     } finally {

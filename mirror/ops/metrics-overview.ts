@@ -81,7 +81,7 @@ export async function accountsOverview(pool: Pool, filter: { accountId?: string 
       states[s.state] = s.n;
       if (s.oldest && (!oldest || s.oldest < oldest)) oldest = s.oldest;
     }
-    const failed = mine.find((s) => s.state === 'failed' && s.last_error) ?? mine.find((s) => s.last_error);
+    const failed = mine.find((s) => (s.state === 'failed' || s.state === 'stalled') && s.last_error) ?? mine.find((s) => s.last_error);
     return {
       id: a.id,
       referenceId: a.reference_id,

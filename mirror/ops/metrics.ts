@@ -101,6 +101,12 @@ async function streamFamilies(pool: Pool): Promise<Family[]> {
       samples: streams.rows.map((r) => ({ labels: { source_system: r.source_system, state: r.state }, value: r.n })),
     },
     {
+      name: 'mirror_streams_stalled',
+      type: 'gauge',
+      help: 'Streams whose pass is stalled: its checkpoint did not move attempt after attempt (the same page again, or no answer); each is tried again after a backoff.',
+      samples: streams.rows.filter((r) => r.state === 'stalled').map((r) => ({ labels: { source_system: r.source_system }, value: r.n })),
+    },
+    {
       name: 'mirror_stream_lag_seconds',
       type: 'gauge',
       help: "Seconds since the stalest stream of an account's resource was last brought up to date.",
@@ -232,7 +238,7 @@ async function accountFamilies(pool: Pool): Promise<Family[]> {
     {
       name: 'mirror_account_events_total',
       type: 'counter',
-      help: "Changes of accounts' status, by event (account.credentials_refused, account.relinked, account.unlinked).",
+      help: "Changes of accounts' status and of their streams' stalls, by event (account.credentials_refused, account.relinked, account.unlinked, stream.stalled, stream.recovered).",
       samples: events.rows.map((r) => ({ labels: { event: r.event }, value: r.n })),
     },
   ];

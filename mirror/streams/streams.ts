@@ -5,7 +5,7 @@ import { MirrorError } from '../../lib/errors.ts';
 import { allProjectsScope } from '../../lib/resources.ts';
 import { inTransaction, type Pool, type PoolClient, type Transaction } from '../db/pool.ts';
 
-type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused';
+type StreamState = 'never_synced' | 'syncing' | 'synced' | 'failed' | 'paused' | 'stalled';
 export type PassMode = 'full' | 'incremental';
 
 export const checkpointSchema = z.object({
@@ -104,6 +104,13 @@ export async function beginOrResumePass(
     const existing = checkpointSchema.safeParse(row.checkpoint);
     if (existing.success && existing.data.passKey === pass.passKey) {
       return { streamId: row.id, generation: row.generation, checkpoint: existing.data, started: false };
+    }
+    // A stalled pass is taken over by the next pass that tries the stream (after its backoff): it
+    // resumes at the checkpoint that did not move, instead of asking every page before it again.
+    if (existing.success && row.state === 'stalled' && !existing.data.done) {
+      const adopted: Checkpoint = { ...existing.data, passKey: pass.passKey };
+      await client.query(`UPDATE streams SET checkpoint = $2, updated_at = now() WHERE id = $1`, [row.id, JSON.stringify(adopted)]);
+      return { streamId: row.id, generation: row.generation, checkpoint: adopted, started: false };
     }
     const mode: PassMode = pass.mode === 'incremental' && row.last_pass_started_at ? 'incremental' : 'full';
     const since =
