@@ -3,6 +3,7 @@
 import { resources, resourceDef } from '../../lib/resources.ts';
 import type { AccountSyncSummary } from '../../api/sync-control.ts';
 import { databaseNow } from '../../mirror/db/database.ts';
+import { retryStalledNow } from '../../mirror/streams/stalls.ts';
 import { finalTotals, followPass, totalsTable } from './sync-progress.ts';
 import { cliConfig, cliServices, connectTemporal, exitCode, required, resolveAccount, UsageError, type Command, type Values } from './shared.ts';
 
@@ -19,7 +20,7 @@ export const syncCommand: Command = {
   usage: 'mirror sync --account <id> [--mode full|incremental] [--resource <name>] [--scope <scope>] [--no-wait] [--json]',
   help:
     'Starts the pass as a Temporal workflow (or joins the one already running for the same target), shows a live bar per stream, ' +
-    'and ends with records, pages, inserts, updates and deletes per resource. Exits 1 if a stream failed.\n' +
+    'and ends with records, pages, inserts, updates and deletes per resource. Exits 1 if a stream failed. Stalled streams it covers are tried at once, not after their backoff.\n' +
     'A full pass reads everything and marks what the upstream no longer has as deleted; an incremental pass asks only for what changed where the source system can filter.\n' +
     'Example: mirror sync --account 3f2a --resource cost-codes --scope project=1234',
   options: { ...options, mode: { type: 'string' } },
@@ -53,6 +54,9 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
     const accountId = await resolveAccount(services, accountRef);
     const account = await services.accounts.get(accountId);
     if (account.status !== 'linked') throw new UsageError(`account ${accountId} is ${account.status}; link it again before syncing.`);
+    // A pass the operator asks for tries stalled streams now, not after their backoff.
+    const stalled = await retryStalledNow(services.pool, { accountId, resource, scope });
+    if (stalled > 0) console.error(`${stalled} stalled stream${stalled === 1 ? '' : 's'} tried again now (not after the backoff).`);
     const temporal = await connectTemporal(config);
     try {
       const dbNow = await databaseNow(services.pool);

@@ -153,3 +153,16 @@ async function addEvent(client: Pick<PoolClient, 'query'>, key: StreamKey, event
     key.scope,
   ]);
 }
+
+/**
+ * Ends the backoff of an account's stalled streams (of one resource and scope, when named): the next
+ * pass tries them at once. For a pass an operator starts, e.g. once the upstream is fixed. Returns how many.
+ */
+export async function retryStalledNow(pool: Pool, q: { accountId: string; resource?: string | undefined; scope?: string | undefined }): Promise<number> {
+  const { rowCount } = await pool.query(
+    `UPDATE streams SET stall_retry_at = now(), updated_at = now()
+      WHERE account_id = $1 AND state = 'stalled' AND ($2::text IS NULL OR resource = $2) AND ($3::text IS NULL OR scope = $3 OR scope LIKE $3 || '/%')`,
+    [q.accountId, q.resource ?? null, q.scope ?? null],
+  );
+  return rowCount ?? 0;
+}

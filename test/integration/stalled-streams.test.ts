@@ -9,7 +9,7 @@ import { stallKindOf } from '../../activities/stalls.ts';
 import { createSyncActivities, type SyncSliceInput } from '../../activities/sync.ts';
 import { RepeatedPageError, SamePageError, UpstreamError, UpstreamUnavailableError } from '../../lib/errors.ts';
 import { createLogger } from '../../lib/logger.ts';
-import type { StallPolicy } from '../../mirror/streams/stalls.ts';
+import { retryStalledNow, type StallPolicy } from '../../mirror/streams/stalls.ts';
 import { sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 
 describe('stalled streams', { timeout: 240_000 }, () => {
@@ -133,8 +133,9 @@ describe('stalled streams', { timeout: 240_000 }, () => {
     }
   });
 
-  it('stalls once the checkpoint has not moved for MIRROR_STALL_AFTER, whatever the count', async () => {
-    const account = await h.link('crmcloud', `stall-time-${Date.now()}`);
+  it('stalls once the checkpoint has not moved for MIRROR_STALL_AFTER, whatever the count; a pass an operator starts tries it at once', async () => {
+    const referenceId = `stall-time-${Date.now()}`;
+    const account = await h.link('crmcloud', referenceId);
     const fault = await sandboxAdmin<{ id: string }>(h, 'POST', '/_admin/faults/stall', { resource: 'customers', page: 3, mode: 'same-page' });
     const policy = { attempts: 8, afterMs: 1_500, backoffMs: 60_000, backoffMaxMs: 60_000 };
     try {
@@ -144,6 +145,12 @@ describe('stalled streams', { timeout: 240_000 }, () => {
       const stalled = await worker(policy).syncSlice(slice(account.accountId, 'p1'));
       assert.match((stalled as { stalled?: string }).stalled ?? '', /same page returned 2 times: customers page 3/);
       assert.equal((await row(account.accountId)).state, 'stalled');
+      const before = await served(referenceId);
+      await worker(policy).syncSlice(slice(account.accountId, 'p2'));
+      assert.equal(await served(referenceId), before, 'within the backoff (a minute): nothing asked');
+      assert.equal(await retryStalledNow(h.services.pool, { accountId: account.accountId, resource: 'customers' }), 1);
+      await worker(policy).syncSlice(slice(account.accountId, 'p2'));
+      assert.equal((await served(referenceId)) - before, 1, 'tried at once: page 3 asked again');
     } finally {
       await sandboxAdmin(h, 'DELETE', `/_admin/faults/${fault.id}`).catch(() => undefined);
     }
