@@ -14,7 +14,7 @@ import type { StreamKey } from '../mirror/streams/streams.ts';
 import type { SyncSliceResult } from './sync-slice.ts';
 
 /** An attempt's result; `stalled`: the stream is stalled (why), and nothing more is asked of it now. */
-export type GuardedSliceResult = SyncSliceResult & { stalled?: string };
+type GuardedSliceResult = SyncSliceResult & { stalled?: string };
 
 type StallKind = 'same-page' | 'timeout';
 

@@ -20,9 +20,9 @@ export interface StallPolicy {
 export const defaultStallPolicy: Readonly<StallPolicy> = { attempts: 3, afterMs: 15 * 60_000, backoffMs: 5 * 60_000, backoffMaxMs: 6 * 3_600_000 };
 
 /** The events a stream's stall makes (delivered to the application's account subscriptions). */
-export const stallEvents = { stalled: 'stream.stalled', recovered: 'stream.recovered' } as const;
+const stallEvents = { stalled: 'stream.stalled', recovered: 'stream.recovered' } as const;
 
-export interface StallState {
+interface StallState {
   /** The stream is stalled: not tried again before `retryAt`. */
   stalled: boolean;
   /** Attempts in a row that left the checkpoint where it was. */
@@ -42,7 +42,7 @@ export async function stallState(pool: Pool, key: StreamKey): Promise<StallState
   return { stalled: r.state === 'stalled' && r.stalls > 0, attempts: r.stall_attempts, retryAt: r.stall_retry_at, reason: r.stall_reason };
 }
 
-export interface NoProgressVerdict {
+interface NoProgressVerdict {
   /** The stream is stalled now (just stalled, or stalled again after a try). */
   stalled: boolean;
   /** Attempts in a row at this checkpoint, this one included. */
