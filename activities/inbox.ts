@@ -11,6 +11,7 @@ import { markApplied, pendingEvents, type PendingEvent } from '../mirror/streams
 import { markDeleted } from '../mirror/records/deletes.ts';
 import { applyObjects } from '../mirror/records/object-writes.ts';
 import type { Pool } from '../mirror/db/pool.ts';
+import { recordWritePosition } from '../mirror/db/write-positions.ts';
 import type { UpstreamClient } from '../connectors/upstream-client.ts';
 import { Outcomes, classifyEvents, groupByStream, type InboxObject, type StreamChanges } from './inbox-stages.ts';
 import type { SyncDeps } from './sync.ts';
@@ -34,7 +35,10 @@ export interface ApplyResult {
   more: boolean;
 }
 
-type InboxDeps = Pick<SyncDeps, 'pool' | 'accounts' | 'upstream' | 'logger'>;
+type InboxDeps = Pick<SyncDeps, 'pool' | 'accounts' | 'upstream' | 'logger'> & {
+  /** With read replicas: a batch that changed records records its account's position (mirror/db/write-positions.ts). */
+  recordWritePositions?: boolean;
+};
 
 /**
  * Drains the inbox: events that landed while a batch was applied are taken up at once, not after a
@@ -78,6 +82,7 @@ async function applyBatch(deps: InboxDeps, input: ApplyInboxInput, events: Pendi
   const { streams, failure } = groupByStream(classified.objects, fetched);
   const written = await writeStreams(deps.pool, streams, outcomes);
   for (const [outcome, ids] of outcomes.entries()) await markApplied(deps.pool, ids, outcome);
+  if (deps.recordWritePositions && written.applied > 0) await recordWritePosition(deps.pool, input.accountId);
   deps.logger.debug(
     {
       events: events.length,

@@ -14,7 +14,7 @@ import { AccountUse, withAccountUse } from './account-use.ts';
 import { registerErrorHandling } from './errors.ts';
 import { registerAsync } from './async.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
-import { RecordReader } from '../mirror/reads/records-read.ts';
+import { ReadRouter } from '../mirror/reads/read-router.ts';
 import { registerResourceRoutes } from './routes/resources.ts';
 import { registerAggregateRoutes } from './routes/aggregates.ts';
 import { textIndexed, type IndexedField } from '../lib/indexed-fields.ts';
@@ -38,7 +38,10 @@ import { registerStatusRoutes } from './routes/status.ts';
 import type { FreshnessSettings } from '../mirror/streams/freshness.ts';
 
 interface ApiDeps {
+  /** The primary: writes, the control plane, and reads without replicas. */
   pool: Pool;
+  /** Where reads go (replicas with read-your-writes); the app closes it. Without it every read is the primary's. */
+  reads?: ReadRouter;
   prisma: PrismaClient;
   accounts: AccountStore;
   logger: Logger;
@@ -192,9 +195,10 @@ function forwardTargetOf(deps: ApiDeps & { upstream: NonNullable<ApiDeps['upstre
 }
 
 /** The operator's routes: /metrics, /status, /healthz. */
-function registerOperatorRoutes(app: FastifyInstance, deps: ApiDeps, auth: Authenticator): void {
+function registerOperatorRoutes(app: FastifyInstance, deps: ApiDeps, { auth, router }: Pick<Shared, 'auth' | 'router'>): void {
   registerMetricsRoutes(app, {
     pool: deps.pool,
+    router,
     auth,
     upstream: deps.upstream?.client,
     operator: deps.operator,
@@ -202,6 +206,7 @@ function registerOperatorRoutes(app: FastifyInstance, deps: ApiDeps, auth: Authe
   });
   registerStatusRoutes(app, {
     pool: deps.pool,
+    router,
     auth,
     sync: deps.sync,
     operator: deps.operator,
@@ -213,18 +218,21 @@ function registerOperatorRoutes(app: FastifyInstance, deps: ApiDeps, auth: Authe
 
 interface Shared {
   prefix: string;
+  /** Where each read goes: a replica that holds the account's writes, else the primary (one reader per server). */
+  router: ReadRouter;
   auth: Authenticator;
   projects: ProjectIds;
   forwardTarget: UpstreamTarget | undefined;
 }
 
 /** What the mirror serves from its own tables: records, aggregates, async requests, webhooks in, subscriptions. */
-function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, auth, projects, forwardTarget }: Shared): void {
+function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, auth, projects, forwardTarget, router }: Shared): void {
   if (deps.sync) registerAsync(app, { auth, store: new AsyncRequestStore(deps.prisma), sync: deps.sync, headerPrefix: prefix });
   const indexed = textIndexed(deps.indexedFields ?? []);
   registerResourceRoutes(app, {
     pool: deps.pool,
-    reader: new RecordReader(deps.pool),
+    reader: router.primaryReader,
+    router,
     indexed,
     auth,
     headerPrefix: prefix,
@@ -233,7 +241,7 @@ function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, a
     projects,
     ...(deps.upstream && deps.hashKey ? { storageKey: deps.hashKey, linkBase: linkBase(app.server, deps.publicBaseUrl) } : {}),
   });
-  registerAggregateRoutes(app, { pool: deps.pool, auth, headerPrefix: prefix, projects, indexed });
+  registerAggregateRoutes(app, { pool: deps.pool, router, auth, headerPrefix: prefix, projects, indexed });
   if (deps.hashKey) registerInboundWebhookRoutes(app, { pool: deps.pool, prisma: deps.prisma, hashKey: deps.hashKey, sync: deps.sync });
   if (deps.sync && deps.encryptionKey)
     registerSubscriptionRoutes(app, {
@@ -250,7 +258,7 @@ function registerMirroredRoutes(app: FastifyInstance, deps: ApiDeps, { prefix, a
 function registerUpstreamRoutes(
   app: FastifyInstance,
   deps: ApiDeps & { upstream: NonNullable<ApiDeps['upstream']> },
-  { prefix, auth, forwardTarget }: Shared & { forwardTarget: UpstreamTarget },
+  { prefix, auth, forwardTarget, router }: Shared & { forwardTarget: UpstreamTarget },
 ): void {
   registerForwardedRoutes(app, {
     headerPrefix: prefix,
@@ -271,7 +279,15 @@ function registerUpstreamRoutes(
       accounts: deps.accounts,
       storageUrls: deps.storageUrls ?? defaultStorageUrls(deps.upstream.target.baseUrl),
     });
-  registerWriteRoutes(app, { pool: deps.pool, auth, target: forwardTarget, headerPrefix: prefix, upstream: deps.upstream.client, accounts: deps.accounts });
+  registerWriteRoutes(app, {
+    pool: deps.pool,
+    router,
+    auth,
+    target: forwardTarget,
+    headerPrefix: prefix,
+    upstream: deps.upstream.client,
+    accounts: deps.accounts,
+  });
 }
 
 export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
@@ -286,9 +302,12 @@ export async function buildApp(input: ApiDeps): Promise<FastifyInstance> {
     createAuthenticator({ prisma: deps.prisma, accounts: deps.accounts, internalKey: deps.hashKey, upstream: deps.upstream?.client }),
     deps.accountUse ?? new AccountUse({ pool: deps.pool, waker: deps.sync, logger: deps.logger }),
   );
-  registerOperatorRoutes(app, deps, auth);
+  // Without replicas, every read is the primary's (through the router's reader of it).
+  const router = deps.reads ?? new ReadRouter(deps.pool, { replicaUrls: [], maxLagMs: 0 });
+  app.addHook('onClose', () => router.close());
+  registerOperatorRoutes(app, deps, { auth, router });
   const projects = new ProjectIds({ pool: deps.pool, ...(deps.upstream ? { upstream: { client: deps.upstream.client, accounts: deps.accounts } } : {}) });
-  const shared: Shared = { prefix, auth, projects, forwardTarget };
+  const shared: Shared = { prefix, auth, projects, forwardTarget, router };
   registerMirroredRoutes(app, deps, shared);
   if (deps.upstream && forwardTarget) registerUpstreamRoutes(app, { ...deps, upstream: deps.upstream }, { ...shared, forwardTarget });
   await app.ready();

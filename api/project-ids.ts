@@ -54,11 +54,12 @@ export class ProjectIds {
    * has completed, the mirror alone answers (a project created upstream since shows after the next
    * pass or its webhook); before that, the upstream is asked once per value, and its answer (found or
    * not) kept for a short while, so a stream of invented values costs one lookup each and no sync.
+   * `pool` is the server the request reads from (a replica, or the primary by default).
    */
-  async resolve(account: AccountSummary, ref: string): Promise<string> {
+  async resolve(account: AccountSummary, ref: string, pool: Pool = this.deps.pool): Promise<string> {
     const problem = projectRefProblem(ref);
     if (problem) throw new BadRequestError(problem);
-    const standing = await idStanding(this.deps.pool, { accountId: account.id, resource: 'projects', scope: '', ref });
+    const standing = await idStanding(pool, { accountId: account.id, resource: 'projects', scope: '', ref });
     if (standing.id) return standing.id;
     const found = standing.listSynced ? undefined : this.deps.upstream ? await this.lookup(account, ref) : uuid.test(ref) ? ref : undefined;
     if (!found) throw new NotFoundError(`No project ${ref} in this account.`);

@@ -10,6 +10,7 @@ import { formatScope, parseScope, resourceDef, type ResourceDef } from '../lib/r
 import { realServiceCollections } from '../lib/upstream-surface.ts';
 import type { AccountSummary } from '../mirror/control/accounts.ts';
 import type { Pool } from '../mirror/db/pool.ts';
+import type { ReadRouter } from '../mirror/reads/read-router.ts';
 import { changesSince } from '../mirror/reads/changes.ts';
 import { recordsWhere, resolveId, type RecordReader } from '../mirror/reads/records-read.ts';
 import { AcrossOrderUnknown } from '../mirror/reads/list-strategies.ts';
@@ -27,9 +28,12 @@ import { needsReshaping, reshape, sourceDataOptions, type SourceDataOptions } fr
 import { linkExpiry, rewriteStorageUrls } from './storage-proxy.ts';
 
 export interface ResourceRouteDeps {
+  /** The primary: writes (an object the upstream answered for a read). */
   pool: Pool;
-  /** The reads of the pool's records (one reader per pool, made once by buildApp). */
+  /** The reads of the pool's records (one reader per pool, made once by buildApp): every read without a router. */
   reader: RecordReader;
+  /** Picks the server of each request's reads: a replica that holds the account's writes, else the primary. */
+  router?: ReadRouter;
   auth: Authenticator;
   headerPrefix: string;
   /** Where a scope the mirror has never synced is answered from, while its sync starts. */
@@ -111,7 +115,7 @@ async function scopesFor(
     }
     // A malformed value is a 400 and a project the account does not have a 404, before anything is
     // read, forwarded or started for the scope it would name.
-    projectId = await projects.resolve(account, projectHeader);
+    projectId = await projects.resolve(account, projectHeader, pool);
     projectScopes = [formatScope([['project', projectId]])];
   }
   if (def.scope !== 'child') return projectScopes;
@@ -161,6 +165,8 @@ export interface ReadScope {
   request: FastifyRequest;
   account: AccountSummary;
   sd: SourceDataOptions;
+  /** The server every read of this request runs on (its reader; its `pool` for the other reads), chosen at the first. */
+  reader(): Promise<RecordReader>;
 }
 
 /**
@@ -183,7 +189,20 @@ export class ResourceReads {
 
   /** Opens a read: the caller's account (401 otherwise) and its source-data options. */
   async open(request: FastifyRequest): Promise<ReadScope> {
-    return { request, account: await this.deps.auth.account(request), sd: sourceDataOptions(request.headers) };
+    const account = await this.deps.auth.account(request);
+    return { request, account, sd: sourceDataOptions(request.headers), reader: this.readerOf(account) };
+  }
+
+  /**
+   * The server of an account's reads, chosen once per request when it first reads (a read that is
+   * forwarded never asks): one server answers the freshness checks and the records alike, so
+   * `{Prefix}-Data-Retrieved-At` and `Cache-Control: max-age` hold for what that server holds.
+   */
+  readerOf(account: AccountSummary): () => Promise<RecordReader> {
+    const router = this.deps.router;
+    if (!router) return () => Promise.resolve(this.deps.reader);
+    let chosen: Promise<RecordReader> | undefined;
+    return () => (chosen ??= router.readerFor(account.id));
   }
 
   /** The request as the read rule (read-plan.ts) sees it. */
@@ -197,8 +216,8 @@ export class ResourceReads {
     };
   }
 
-  scopes(r: ReadScope, def: ResourceDef, parentRef?: string): Promise<string[] | 'all'> {
-    return scopesFor(this.deps.pool, this.projects, r.account, def, r.request, parentRef);
+  async scopes(r: ReadScope, def: ResourceDef, parentRef?: string): Promise<string[] | 'all'> {
+    return scopesFor((await r.reader()).pool, this.projects, r.account, def, r.request, parentRef);
   }
 
   /**
@@ -214,7 +233,7 @@ export class ResourceReads {
 
   /** Whether the upstream answers this read because the mirror never synced its scope. */
   async notSyncedYet(r: ReadScope, resource: string, scopes: string[] | 'all'): Promise<boolean> {
-    return this.deps.upstream !== undefined && !(await this.deps.reader.scopeSynced(r.account.id, resource, scopes));
+    return this.deps.upstream !== undefined && !(await (await r.reader()).scopeSynced(r.account.id, resource, scopes));
   }
 
   /**
@@ -246,7 +265,7 @@ export class ResourceReads {
     const maxAge = maxAgeOf(r.request.headers);
     if (maxAge === undefined || !this.deps.upstream) return undefined;
     for (const resource of resources) {
-      const v = await scopesLastVerifiedAt(this.deps.pool, { accountId: r.account.id, resource, scopes });
+      const v = await scopesLastVerifiedAt((await r.reader()).pool, { accountId: r.account.id, resource, scopes });
       if (!v.complete || !freshEnough(v.at, maxAge)) {
         const age = v.at ? `${Math.round((Date.now() - v.at.getTime()) / 1000)} s ago` : 'never completely';
         return `the request accepts data at most ${maxAge} s old; the mirror last verified ${resource} for this scope ${age}`;
@@ -341,6 +360,8 @@ export class ResourceReads {
         });
         const at = Math.min(Date.now(), res.retrievedAt.getTime());
         await applyObjects(this.deps.pool, { accountId: r.account.id, resource: def.name, scope }, [res.body]);
+        // The caller reads it right after, wherever its reads go.
+        await this.deps.router?.wrote(r.account.id);
         this.lookups.remember(key, true, at);
         return { found: true, at };
       } catch (error) {
@@ -350,7 +371,8 @@ export class ResourceReads {
       }
     });
     if (!outcome.found) throw new NotFoundError(`No ${what} in this account.`);
-    const found = await this.readObject(r, def, scopes, ref);
+    // Read where it was written: the primary.
+    const found = await this.readObject({ ...r, reader: () => Promise.resolve(this.deps.reader) }, def, scopes, ref);
     // The upstream's object is not where the read looks (its answer named another id): its own answer, as it came.
     if (!found) return this.forwarded(r, reply, `the upstream's ${what} is not kept by the mirror under this reference`);
     const at = new Date(outcome.at);
@@ -395,7 +417,7 @@ export class ResourceReads {
     const value = header(r.request, 'project-id')?.trim();
     if (!value || value === '*') return undefined;
     if (!def.fields.includes('project_id')) return `header Project-Id is not evaluated by the mirror on ${def.name} (its records carry no project_id)`;
-    return { field: 'project_id', operator: '=', value: await this.projects.resolve(r.account, value) };
+    return { field: 'project_id', operator: '=', value: await this.projects.resolve(r.account, value, (await r.reader()).pool) };
   }
 
   /** A record as served: reshaped for the source-data headers, URL fields as the storage proxy's links. */
@@ -415,7 +437,9 @@ export class ResourceReads {
    * the caller forwards it ({@link acrossOrderUnknown}).
    */
   async readPage(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', q: Omit<ListPlan, 'hasFilterForms'>): Promise<Answer | undefined> {
-    const result = await this.deps.reader
+    const result = await (
+      await r.reader()
+    )
       .listRecords({
         accountId: r.account.id,
         resource: def.name,
@@ -447,14 +471,16 @@ export class ResourceReads {
 
   /** One record by id or `source_id:`; undefined when the mirror has none. */
   async readObject(r: ReadScope, def: ResourceDef, scopes: string[] | 'all', ref: string): Promise<(Answer & { scope: string; json: string }) | undefined> {
-    const found = await this.deps.reader.getRecord({ accountId: r.account.id, resource: def.name, scopes, ...objectRef(ref), includeSourceData: r.sd.include });
+    const found = await (
+      await r.reader()
+    ).getRecord({ accountId: r.account.id, resource: def.name, scopes, ...objectRef(ref), includeSourceData: r.sd.include });
     if (!found) return undefined;
     return { body: this.shaper(r, def.name)(found.json, found.scope), retrievedAt: found.retrievedAt, scope: found.scope, json: found.json };
   }
 
   /** A project's root folder (the one without a parent), as stored; undefined when it has none. */
   async readRootFolder(r: ReadScope, scope: string): Promise<string | undefined> {
-    const [root] = await recordsWhere(this.deps.pool, {
+    const [root] = await recordsWhere((await r.reader()).pool, {
       accountId: r.account.id,
       resource: 'folders',
       scope,
@@ -468,9 +494,10 @@ export class ResourceReads {
   /** Folders as the contract serves them: a folder object carries its files and subfolders. */
   async readFolderView(r: ReadScope, scope: string, folderJson: string, retrievedAt: Date | null): Promise<Answer> {
     const folder = JSON.parse(folderJson) as { id: string };
+    const { pool } = await r.reader();
     const [files, folders] = await Promise.all(
       (['files', 'folders'] as const).map((resource) =>
-        recordsWhere(this.deps.pool, {
+        recordsWhere(pool, {
           accountId: r.account.id,
           resource,
           scope,
@@ -493,14 +520,14 @@ export class ResourceReads {
 
   /** The mirror's id of a folder reference; 404 when the project has no such folder. */
   async folderId(r: ReadScope, scope: string, ref: string): Promise<string> {
-    const id = await resolveId(this.deps.pool, r.account.id, 'folders', scope, ref);
+    const id = await resolveId((await r.reader()).pool, r.account.id, 'folders', scope, ref);
     if (!id) throw new NotFoundError(`No folder ${ref} in this account.`);
     return id;
   }
 
   /** A page of the change feed after a position: the changes, and whether more follow. */
-  readChanges(account: AccountSummary, def: ResourceDef, after: { at: Date; key: string }, limit: number) {
-    return changesSince(this.deps.pool, { accountId: account.id, resource: def.name, after, limit });
+  async readChanges(account: AccountSummary, def: ResourceDef, after: { at: Date; key: string }, limit: number) {
+    return changesSince((await this.readerOf(account)()).pool, { accountId: account.id, resource: def.name, after, limit });
   }
 }
 

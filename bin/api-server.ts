@@ -5,6 +5,7 @@ import { buildApp } from '../api/app.ts';
 import { defaultTemporalUiUrl } from '../api/status-page/temporal.ts';
 import { accountSyncControl, upstreamTarget, type Services } from './services.ts';
 import { freshnessSettings } from './polling-settings.ts';
+import { ReadRouter } from '../mirror/reads/read-router.ts';
 
 /**
  * The Temporal client keeps a call's context (deadline, metadata) in an AsyncLocalStorage that its
@@ -31,6 +32,18 @@ export function releaseCallContext(connection: Connection): void {
   };
 }
 
+/** Where the API's reads go: the replicas of DATABASE_REPLICA_URLS with read-your-writes, else the primary. */
+export function readRouter(services: Services): ReadRouter {
+  const { config, logger } = services;
+  return new ReadRouter(services.pool, {
+    replicaUrls: config.DATABASE_REPLICA_URLS,
+    maxLagMs: config.MIRROR_REPLICA_MAX_LAG_MS,
+    // The replica's address only: its URL may hold a password.
+    onReplicaError: (replica, error) =>
+      logger.warn({ replica, err: error.message }, 'a read replica failed: its reads go to the primary until a probe finds it again'),
+  });
+}
+
 export async function startApi(
   services: Services,
   options: { port?: number; host?: string; temporalAddress?: string } = {},
@@ -39,8 +52,11 @@ export async function startApi(
   const connection = await Connection.connect({ address: options.temporalAddress ?? config.TEMPORAL_ADDRESS });
   releaseCallContext(connection);
   const sync = accountSyncControl(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE, config);
+  const reads = readRouter(services);
+  await reads.start();
   const app = await buildApp({
     pool: services.pool,
+    reads,
     prisma: services.prisma,
     accounts: services.accounts,
     logger: services.logger,

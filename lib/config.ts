@@ -44,6 +44,29 @@ const baseUrlList = z
 
 export const configSchema = z.object({
   DATABASE_URL: z.string().url().default('postgresql://postgres@127.0.0.1:5432/mirror'),
+  /**
+   * Streaming replicas of DATABASE_URL (comma-separated postgres URLs): the API reads lists, objects,
+   * aggregates and the change feed from them, each account only once a replica has replayed its own
+   * writes. Empty: every read is the primary's.
+   */
+  DATABASE_REPLICA_URLS: z
+    .string()
+    .default('')
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    )
+    .pipe(
+      z.array(
+        z
+          .string()
+          .refine((u) => URL.canParse(u) && /^postgres(ql)?:$/.test(new URL(u).protocol), 'must be postgres:// or postgresql:// URLs (comma-separated)'),
+      ),
+    ),
+  /** A replica further behind the primary than this (milliseconds) is not read from until it catches up. */
+  MIRROR_REPLICA_MAX_LAG_MS: z.coerce.number().int().min(0).default(5_000),
   TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('mirror'),

@@ -12,6 +12,7 @@ import { formatScope, resourceDef, resources, type ResourceDef } from '../../lib
 import type { AccountSummary } from '../../mirror/control/accounts.ts';
 import { aggregateFunctions, aggregateRecords, type Measure } from '../../mirror/reads/aggregates.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
+import type { ReadRouter } from '../../mirror/reads/read-router.ts';
 import { sourceDataPrefix, timeColumns, type RecordFilter } from '../../mirror/reads/record-filters.ts';
 import { credentialsFirst, header, type Authenticator } from '../auth.ts';
 import { checkFilters, NotEvaluated, quoted, type Sourced } from '../filters.ts';
@@ -21,6 +22,8 @@ import { errorAnswer, headersOf, json, pathParams, projectHeader, typedRoutes } 
 
 interface AggregateRouteDeps {
   pool: Pool;
+  /** Picks the server of each read: a replica that holds the account's writes, else the primary. */
+  router?: ReadRouter;
   auth: Authenticator;
   headerPrefix: string;
   projects?: ProjectIds;
@@ -197,6 +200,7 @@ async function scopesOf(
   account: AccountSummary,
   def: ResourceDef,
   request: FastifyRequest,
+  pool: Pool,
 ): Promise<{ scopes: string[] | 'all'; scopePrefix?: string; narrowing?: RecordFilter }> {
   const value = header(request, 'project-id')?.trim() || undefined;
   const profile = knownProfile(account.sourceSystem);
@@ -204,13 +208,13 @@ async function scopesOf(
     if (value === undefined || value === '*') return undefined;
     if (!def.fields.includes('project_id'))
       throw new BadRequestError(`Project-Id does not narrow ${def.name}: its records carry no project_id (send no Project-Id, or *).`);
-    return { field: 'project_id', operator: '=', value: await projects.resolve(account, value) };
+    return { field: 'project_id', operator: '=', value: await projects.resolve(account, value, pool) };
   };
   /** One project's scope, or undefined for `*` (every project). */
   const oneProject = async (what: string): Promise<string | undefined> => {
     if (value === undefined) throw new BadRequestError(`${what}: send a Project-Id header (a project id, source_id:<id>, or * for every project).`);
     if (value === '*') return undefined;
-    return formatScope([['project', await projects.resolve(account, value)]]);
+    return formatScope([['project', await projects.resolve(account, value, pool)]]);
   };
   if (def.scope === 'child') {
     // Every parent's children at once (the parent in each record's scope): of one project when the
@@ -296,8 +300,9 @@ export function registerAggregateRoutes(fastify: FastifyInstance, deps: Aggregat
           );
         throw error;
       }
-      const where = await scopesOf(projects, account, def, request);
-      const result = await aggregateRecords(pool, {
+      const db = deps.router ? (await deps.router.readerFor(account.id)).pool : pool;
+      const where = await scopesOf(projects, account, def, request, db);
+      const result = await aggregateRecords(db, {
         accountId: account.id,
         resource: def.name,
         scopes: where.scopes,

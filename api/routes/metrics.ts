@@ -6,7 +6,8 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { answer } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import { registerUpstreamClassMetrics } from '../../connectors/upstream-metrics.ts';
-import { databaseMetrics, renderFamilies } from '../../mirror/ops/metrics.ts';
+import { databaseMetrics, renderFamilies, type Family } from '../../mirror/ops/metrics.ts';
+import type { ReadRouter, ReadRouting } from '../../mirror/reads/read-router.ts';
 import { freshnessMetrics, type FreshnessSettings } from '../../mirror/streams/freshness.ts';
 import { createProcessMetrics, type ProcessMetrics } from '../../lib/process-metrics.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
@@ -15,6 +16,8 @@ import { operatorGuard } from '../status-page/auth.ts';
 
 interface MetricsRouteDeps {
   pool: Pool;
+  /** This process's reads by server, replicas' lag and fallbacks to the primary. */
+  router?: ReadRouter;
   auth: Authenticator;
   /** The upstream client of this process, whose requests are counted. */
   upstream?: UpstreamClient;
@@ -65,7 +68,51 @@ export function registerMetricsRoutes(app: FastifyInstance, deps: MetricsRouteDe
   } satisfies FastifySchema;
   app.get('/metrics', { preHandler, schema }, async (_request, reply) => {
     const [own, shared] = await Promise.all([metrics.registry.metrics(), fromDatabase()]);
-    return reply.header('cache-control', 'no-store').type(metrics.registry.contentType).send(`${own}\n${shared}`);
+    const reads = deps.router ? renderFamilies(readRoutingFamilies(deps.router.status())) : '';
+    return reply.header('cache-control', 'no-store').type(metrics.registry.contentType).send(`${own}\n${shared}${reads}`);
   });
   return metrics;
+}
+
+/**
+ * This API process's reads by server (DATABASE_REPLICA_URLS): each replica's lag and state, the reads
+ * each server answered and the reads that went to the primary although replicas are configured.
+ */
+function readRoutingFamilies(routing: ReadRouting): Family[] {
+  const replica = (name: string) => ({ replica: name });
+  return [
+    {
+      name: 'mirror_replica_up',
+      type: 'gauge',
+      help: 'Whether the replica answers and is measured (1), or is skipped until a probe finds it again (0).',
+      samples: routing.replicas.map((r) => ({ labels: replica(r.name), value: r.up ? 1 : 0 })),
+    },
+    {
+      name: 'mirror_replica_lag_seconds',
+      type: 'gauge',
+      help: `How far the replica's replay is behind the primary when last measured; a replica past MIRROR_REPLICA_MAX_LAG_MS (${routing.maxLagMs} ms) is not read from.`,
+      samples: routing.replicas.filter((r) => r.lagMs !== null).map((r) => ({ labels: replica(r.name), value: r.lagMs! / 1000 })),
+    },
+    {
+      name: 'mirror_reads_total',
+      type: 'counter',
+      help: 'Reads of this API process by the server that answered them (primary, or a replica).',
+      samples: [
+        { labels: { server: 'primary' }, value: routing.primaryReads },
+        ...routing.replicas.map((r) => ({ labels: { server: r.name }, value: r.reads })),
+      ],
+    },
+    {
+      name: 'mirror_read_fallbacks_total',
+      type: 'counter',
+      help: "Reads sent to the primary although replicas are configured: every replica lagging, down, not yet holding the account's last write (not_replayed), or failed mid-read.",
+      samples: routing.replicas.length === 0 ? [] : Object.entries(routing.fallbacks).map(([reason, n]) => ({ labels: { reason }, value: n })),
+    },
+    {
+      name: 'mirror_replica_failed_queries_total',
+      type: 'counter',
+      help: 'Queries of a replica that failed (it was down, restarting or cancelled them) and were answered by the primary instead.',
+      samples: routing.replicas.map((r) => ({ labels: replica(r.name), value: r.failedQueries })),
+    },
+  ];
 }

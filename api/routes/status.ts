@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { answer, errorAnswer, json, typedRoutes } from '../route-schema.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
+import type { ReadRouter } from '../../mirror/reads/read-router.ts';
 import type { Authenticator } from '../auth.ts';
 import type { SyncControl } from '../sync-control.ts';
 import { operatorGuard } from '../status-page/auth.ts';
@@ -15,6 +16,8 @@ import type { FreshnessSettings } from '../../mirror/streams/freshness.ts';
 
 interface StatusRouteDeps {
   pool: Pool;
+  /** This process's reads by server (shown when it has replicas). */
+  router?: ReadRouter;
   auth: Authenticator;
   sync?: SyncControl;
   operator?: { token?: string; temporalUiUrl?: string; refreshMs?: number };
@@ -35,6 +38,7 @@ export function registerStatusRoutes(fastify: FastifyInstance, deps: StatusRoute
       temporalUiUrl: deps.operator?.temporalUiUrl,
       ...(upstreamUsage ? { upstreamUsage } : {}),
       ...(deps.freshness ? { freshness: deps.freshness } : {}),
+      ...(deps.router?.hasReplicas ? { reads: () => deps.router!.status() } : {}),
     });
 
   const statusPage = {

@@ -18,6 +18,7 @@ import { getObject } from '../../connectors/operations.ts';
 import type { UpstreamClient } from '../../connectors/upstream-client.ts';
 import type { AccountStore, AccountSummary } from '../../mirror/control/accounts.ts';
 import type { Pool } from '../../mirror/db/pool.ts';
+import type { ReadRouter } from '../../mirror/reads/read-router.ts';
 import { resolveId } from '../../mirror/reads/records-read.ts';
 import { markDeletedWithChildren } from '../../mirror/records/deletes.ts';
 import { applyObjects } from '../../mirror/records/object-writes.ts';
@@ -39,6 +40,8 @@ import {
 
 interface WriteRouteDeps {
   pool: Pool;
+  /** Told of each write applied, so the account's next reads see it on whichever server answers them. */
+  router?: ReadRouter;
   auth: Authenticator;
   target: UpstreamTarget;
   headerPrefix: string;
@@ -306,6 +309,10 @@ class WriteHandlers {
           if (status < 200 || status >= 300 || !isMirrored(resource.name)) return;
           if (place === undefined) return this.#notApplied(reply, def, resource);
           await apply(account, place, body);
+          // Answered once the account's reads, on any API process, are sure to see the write.
+          await this.#deps.router
+            ?.wrote(account.id)
+            .catch((error: unknown) => request.log.warn({ err: error }, 'could not record the write position of the account'));
         },
       },
     });

@@ -1,5 +1,6 @@
 // Everything the status page shows, gathered in one call: Postgres for accounts, streams, budgets,
 // errors, inbox and deliveries; Temporal for the passes running now. Also served as /status.json.
+import type { ReadRouting } from '../../mirror/reads/read-router.ts';
 import {
   accountsOverview,
   deliveriesOverview,
@@ -69,6 +70,8 @@ export interface StatusOverview {
   freshness: { resources: ResourceFreshness[]; accounts: AccountFreshness[] } | null;
   inbox: InboxOverview[];
   deliveries: DeliveryOverview[];
+  /** This process's reads by server: each replica's lag and state, reads per server, fallbacks to the primary. Null without replicas. */
+  reads: ReadRouting | null;
 }
 
 interface OverviewDeps {
@@ -78,6 +81,8 @@ interface OverviewDeps {
   /** This process's upstream requests by class (the upstream client's `usage`). */
   upstreamUsage?: () => Record<Priority, ClassUsage> | undefined;
   freshness?: FreshnessSettings;
+  /** Where this process's reads go (replicas): shown when it has replicas. */
+  reads?: () => ReadRouting;
 }
 
 export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview> {
@@ -145,6 +150,7 @@ export async function buildOverview(deps: OverviewDeps): Promise<StatusOverview>
     freshness,
     inbox,
     deliveries,
+    reads: deps.reads ? deps.reads() : null,
   };
 }
 

@@ -190,6 +190,23 @@ ${budgetRows.length ? `<table><thead><tr><th>budget</th><th>kind</th><th>use</th
 ${upstreamClassesTable(o)}</section>`;
 }
 
+/** This process's reads by server: each replica's state and lag, reads per server, fallbacks to the primary. */
+function renderReads(r: NonNullable<StatusOverview['reads']>): string {
+  const total = r.primaryReads + r.replicas.reduce((n, x) => n + x.reads, 0);
+  const share = (n: number) => (total ? `${Math.round((n / total) * 1000) / 10} %` : '–');
+  const rows = r.replicas.map(
+    (x) =>
+      `<tr><td><code>${escapeHtml(x.name)}</code></td><td class="${x.up ? '' : 'bad'}">${x.up ? 'up' : `skipped${x.retryInMs ? `, retried in ${age(x.retryInMs / 1000)}` : ''}`}</td><td class="num ${x.lagMs !== null && x.lagMs > r.maxLagMs ? 'bad' : ''}">${x.lagMs === null ? '–' : `${num(x.lagMs)} ms`}</td><td class="num">${num(x.reads)} (${share(x.reads)})</td><td class="num ${x.failedQueries ? 'bad' : ''}">${num(x.failedQueries)}</td><td class="err">${escapeHtml(x.lastError ?? '')}</td></tr>`,
+  );
+  const fallbacks = Object.entries(r.fallbacks)
+    .map(([reason, n]) => `${escapeHtml(reason.replace('_', ' '))} ${num(n)}`)
+    .join(' · ');
+  return `<section id="reads"><h2>Reads by server (this API process)</h2>
+<table><thead><tr><th>replica</th><th>state</th><th class="num">lag (max ${num(r.maxLagMs)} ms)</th><th class="num">reads</th><th class="num">failed queries</th><th>last error</th></tr></thead><tbody>${rows.join('\n')}
+<tr><td>primary</td><td></td><td></td><td class="num">${num(r.primaryReads)} (${share(r.primaryReads)})</td><td></td><td></td></tr></tbody></table>
+<p class="small">Fallbacks to the primary: ${fallbacks}.</p></section>`;
+}
+
 /** Inbox and outbound deliveries, side by side. */
 function renderInboxAndDeliveries(o: StatusOverview): string {
   const inboxRows = o.inbox.map(
@@ -227,7 +244,9 @@ export function renderMain(o: StatusOverview): string {
   if (!o.temporal.reachable) parts.push(`<p class="warn">Temporal: ${escapeHtml(o.temporal.error)}. Progress of running passes is not shown.</p>`);
   parts.push(renderAccounts(o), renderPolling(o, now));
   if (o.freshness) parts.push(renderFreshness(o.freshness));
-  parts.push(renderActiveStreams(o, now), renderBudgets(o), renderInboxAndDeliveries(o), renderErrors(o, now), renderFooter(o));
+  parts.push(renderActiveStreams(o, now), renderBudgets(o));
+  if (o.reads) parts.push(renderReads(o.reads));
+  parts.push(renderInboxAndDeliveries(o), renderErrors(o, now), renderFooter(o));
   return parts.join('\n');
 }
 

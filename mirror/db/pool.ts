@@ -90,7 +90,7 @@ export async function inTransaction<T>(
 }
 
 /** A failure of the connection itself (not of a statement): the client must not be reused. */
-function isConnectionError(error: Error): boolean {
+export function isConnectionError(error: Error): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^(08|57P0)/.test(code)) return true; // connection exception, admin shutdown
   return /Connection terminated|ECONNRESET|ECONNREFUSED|EPIPE|not queryable|Client has encountered a connection error/i.test(error.message);

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
 import { upsertApiClient } from '../../api/auth.ts';
 import { SyncControl } from '../../api/sync-control.ts';
-import { releaseCallContext } from '../../bin/api-server.ts';
+import { readRouter, releaseCallContext } from '../../bin/api-server.ts';
 import { createServices, upstreamTarget, type Services } from '../../bin/services.ts';
 import { startWorker, workerPoolSize, type WorkerHandle } from '../../bin/temporal-worker.ts';
 import { createLinkToken } from '../../connectors/operations.ts';
@@ -16,6 +16,7 @@ import { createLogger } from '../../lib/logger.ts';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/server.ts';
 import { linkWithPublicToken } from '../../api/link-service.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import type { ReadRouter } from '../../mirror/reads/read-router.ts';
 import { temporalForTests } from './temporal.ts';
 
 export interface Harness {
@@ -25,6 +26,8 @@ export interface Harness {
   worker: WorkerHandle;
   temporal: Client;
   sync: SyncControl;
+  /** Where the API's reads go (DATABASE_REPLICA_URLS in `config`); the primary alone by default. */
+  reads: ReadRouter;
   app: FastifyInstance;
   /** The API's base URL (it listens on a free port, so the upstream can deliver webhooks to it). */
   apiUrl: string;
@@ -39,10 +42,12 @@ export interface Harness {
 export async function startHarness(
   options: {
     sandbox?: Partial<SandboxOptions>;
+    /** The database to use (e.g. the primary of test/helpers/replica-cluster.ts); a fresh one on the test server by default. It is dropped by close(). */
+    db?: TestDatabase;
     /** Settings beside the harness's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */ config?: Record<string, string>;
   } = {},
 ): Promise<Harness> {
-  const db = await createTestDatabase();
+  const db = options.db ?? (await createTestDatabase());
   const upstreamId = randomUUID();
   const upstreamSecret = randomSecret(40);
   const sandbox = await startSandbox({
@@ -84,8 +89,11 @@ export async function startHarness(
   releaseCallContext(connection);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const sync = new SyncControl(temporal, config.TEMPORAL_TASK_QUEUE);
+  const reads = readRouter(services);
+  await reads.start();
   const app = await buildApp({
     pool: services.pool,
+    reads,
     prisma: services.prisma,
     accounts: services.accounts,
     logger,
@@ -106,6 +114,7 @@ export async function startHarness(
     worker,
     temporal,
     sync,
+    reads,
     app,
     apiUrl,
     taskQueue: config.TEMPORAL_TASK_QUEUE,

@@ -34,6 +34,26 @@ describe('parseConfig', () => {
       assert.ok(!error.message.includes('short'), 'the bad secret itself is not echoed');
     }
   });
+  it('reads replicas as a comma-separated list of postgres URLs, refusing others without echoing them', () => {
+    const none = parseConfig(valid);
+    assert.deepEqual(none.DATABASE_REPLICA_URLS, []);
+    assert.equal(none.MIRROR_REPLICA_MAX_LAG_MS, 5000);
+    const two = parseConfig({
+      ...valid,
+      DATABASE_REPLICA_URLS: ' postgresql://reader:pw@10.0.0.2:5432/mirror, postgres://10.0.0.3/mirror ,',
+      MIRROR_REPLICA_MAX_LAG_MS: '250',
+    });
+    assert.deepEqual(two.DATABASE_REPLICA_URLS, ['postgresql://reader:pw@10.0.0.2:5432/mirror', 'postgres://10.0.0.3/mirror']);
+    assert.equal(two.MIRROR_REPLICA_MAX_LAG_MS, 250);
+    assert.throws(
+      () => parseConfig({ ...valid, DATABASE_REPLICA_URLS: 'http://reader:hunter2@replica/mirror', MIRROR_REPLICA_MAX_LAG_MS: '-1' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /DATABASE_REPLICA_URLS.*postgres/.test(error.message) &&
+        /MIRROR_REPLICA_MAX_LAG_MS/.test(error.message) &&
+        !error.message.includes('hunter2'),
+    );
+  });
 });
 
 describe('incrementalMinutes', () => {
