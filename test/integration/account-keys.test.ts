@@ -32,6 +32,7 @@ const coordinator = new Map<string, string>([
   ['subscriptions', "the application's webhook subscriptions"],
   ['webhook_registrations', "the mirror's registrations at the upstream"],
   ['storage_accesses', 'signed storage links'],
+  ['account_write_positions', "each account's last write position; the read router reads them across accounts"],
 ]);
 
 interface KeyShape {
