@@ -40,6 +40,8 @@ export interface MirrorEnvOptions {
   api?: boolean;
   /** Settings of every mirror process of this setup beside the bench's own (e.g. MIRROR_SYNC_BUDGET_SHARE). */
   env?: Record<string, string>;
+  /** A database the scenario made (a test cluster's primary): migrated here, left in place at the end. */
+  databaseUrl?: string;
 }
 
 export interface Linked {
@@ -77,7 +79,7 @@ export class MirrorEnv {
     readonly options: MirrorEnvOptions,
   ) {
     const tag = `${options.name.replace(/\W/g, '_')}_${process.pid}_${randomBytes(3).toString('hex')}`;
-    this.databaseUrl = withDatabase(serverUrl, `mirror_bench_${tag}`);
+    this.databaseUrl = options.databaseUrl ?? withDatabase(serverUrl, `mirror_bench_${tag}`);
     this.taskQueue = `bench-${tag}`;
   }
 
@@ -94,7 +96,7 @@ export class MirrorEnv {
 
   private async init(): Promise<void> {
     await ensureDatabase(this.databaseUrl);
-    this.dbCreated = true;
+    this.dbCreated = this.options.databaseUrl === undefined;
     await migrate(this.databaseUrl);
     this.sandbox = await startSandbox({
       port: 0,
@@ -192,9 +194,24 @@ export class MirrorEnv {
   }
 
   private async startApi(): Promise<void> {
+    this.api = await this.startApiProcess('api', this.apiPort);
+  }
+
+  /**
+   * Starts an API process on `port` with `env` beside this setup's settings (e.g. DATABASE_REPLICA_URLS)
+   * and waits until it answers; the caller stops it.
+   */
+  async startApiProcess(name: string, port: number, env: Record<string, string> = {}): Promise<{ url: string; child: Child }> {
     // Its task queue is where webhook wake-ups (signals to the change workflow) go.
-    const child = this.spawnMirror('api', ['api', '--port', String(this.apiPort)], this.taskQueue);
-    const url = `http://127.0.0.1:${this.apiPort}`;
+    const nodeArgs = benchNodeArgs();
+    const settings = apiProcessSettings();
+    const child = spawnNode(
+      name,
+      [...nodeArgs, ...settings.nodeArgs, 'bin/mirror.js', 'api', '--port', String(port)],
+      { ...process.env, ...settings.env, ...this.childEnv(this.taskQueue), API_PORT: String(port), ...env },
+      join(this.shared.logDir, `${this.options.name}-${name}.log`),
+    );
+    const url = `http://127.0.0.1:${port}`;
     const deadline = Date.now() + 60_000;
     for (;;) {
       if (child.process.exitCode !== null) throw new Error(`the API exited at start:\n${logTail(child.logFile)}`);
@@ -203,10 +220,13 @@ export class MirrorEnv {
         () => false,
       );
       if (ok) break;
-      if (Date.now() > deadline) throw new Error(`the API did not answer within 60 s:\n${logTail(child.logFile)}`);
+      if (Date.now() > deadline) {
+        await child.stop().catch(() => undefined);
+        throw new Error(`the API did not answer within 60 s:\n${logTail(child.logFile)}`);
+      }
       await sleep(200);
     }
-    this.api = { url, child };
+    return { url, child };
   }
 
   /** Links an account on the sandbox through the mirror, as an application would (no sync started). */
