@@ -10,6 +10,7 @@ import { manyProjectsScenario } from './many-projects.ts';
 import { rateLimitedScenario } from './rate-limited.ts';
 import { readApiBlocks } from './read-api-blocks.ts';
 import { readApiScenario } from './read-api.ts';
+import { readReplicasScenario } from './read-replicas.ts';
 import { sandboxPageServing } from './sandbox-pages.ts';
 import { scaleCurve } from './scale-curve.ts';
 import type { Scenario } from './scenario.ts';
@@ -32,4 +33,5 @@ export const scenarios: readonly Scenario[] = [
   dayOfChangesScenario,
   scaleCurve,
   fairnessScenario,
+  readReplicasScenario,
 ];

@@ -34,7 +34,7 @@ export interface RawRanges {
   first: LoadResult;
 }
 
-async function load(
+export async function load(
   url: string,
   headers: Record<string, string>,
   nextPath: () => string,
