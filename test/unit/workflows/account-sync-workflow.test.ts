@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Worker } from '@temporalio/worker';
+import type { Activities } from '../../../activities/index.ts';
 import type {
   AccountPlan,
   ChildrenPlan,
@@ -47,7 +48,13 @@ interface Calls {
 
 const zero = { pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 };
 
-function fakeActivities(f: Fakes, calls: Calls) {
+/** The pass's activities, typed against the real ones: a changed signature breaks the fakes at compile time. */
+type PassActivities = Pick<
+  Activities,
+  'planAccount' | 'listParentIds' | 'planChildren' | 'retireRemovedProjects' | 'syncSlice' | 'sweepScopes' | 'syncChildren' | 'registerWebhooks'
+>;
+
+function fakeActivities(f: Fakes, calls: Calls): PassActivities {
   return {
     async planAccount(): Promise<AccountPlan> {
       calls.log.push('planAccount');
@@ -85,9 +92,10 @@ function fakeActivities(f: Fakes, calls: Calls) {
     async syncChildren(): Promise<never> {
       throw new Error('not expected: no big parent scopes in these tests');
     },
-    async registerWebhooks(): Promise<void> {
+    async registerWebhooks() {
       calls.log.push('registerWebhooks');
       calls.registered++;
+      return { registered: 1, missing: 0 };
     },
   };
 }

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/common';
+import type { Activities } from '../../../activities/index.ts';
 import type { SyncChildrenInput } from '../../../activities/sync.ts';
 import type { ChildStreamsInput, ChildStreamsResult } from '../../../workflows/child-streams.ts';
 import { startWorkflowTestEnv, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
@@ -30,7 +31,7 @@ describe('the children workflow of a big parent scope, with its activities faked
     let inFlight = 0;
     let most = 0;
     let ended = 0;
-    const activities = {
+    const activities: Pick<Activities, 'listParentIds' | 'syncChildren'> = {
       async listParentIds(): Promise<string[]> {
         return parents;
       },
