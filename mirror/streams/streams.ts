@@ -244,13 +244,17 @@ export async function retireStream(pool: Pool, key: StreamKey): Promise<void> {
 /**
  * A stream whose pass stopped because the account's credentials were refused: `paused`, not failed
  * (nothing is wrong with the stream itself); its pass resumes from its checkpoint once the account is
- * linked again. Its run stays open for that pass.
+ * linked again. Its run stays open for that pass. Only a stream in a pass (`syncing`) or before its
+ * first is paused: a stalled one stays stalled (its backoff and its checkpoint are what its next
+ * pass takes over), and a synced or failed one keeps what its last pass said.
  */
 export async function markStreamPaused(pool: Pool, key: StreamKey): Promise<void> {
+  // Typed as the states the code writes, so that a state no code writes cannot be named here.
+  const pausable: readonly StreamState[] = ['syncing', 'never_synced'];
   await pool.query(
     `UPDATE streams SET state = 'paused', updated_at = now()
-      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND state IN ('running', 'never_synced')`,
-    [key.accountId, key.resource, key.scope],
+      WHERE account_id = $1 AND resource = $2 AND scope = $3 AND state = ANY($4::text[])`,
+    [key.accountId, key.resource, key.scope, pausable],
   );
 }
 
