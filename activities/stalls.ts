@@ -13,9 +13,6 @@ import { clearStall, defaultStallPolicy, noteNoProgress, stallState, type StallP
 import type { StreamKey } from '../mirror/streams/streams.ts';
 import type { SyncSliceResult } from './sync-slice.ts';
 
-/** An attempt's result; `stalled`: the stream is stalled (why), and nothing more is asked of it now. */
-type GuardedSliceResult = SyncSliceResult & { stalled?: string };
-
 type StallKind = 'same-page' | 'timeout';
 
 /** Timeouts of the HTTP client (headers, body) and the upstream's own 504. */
@@ -57,7 +54,7 @@ export class StallGuard {
    * without moving it is counted, and either retried (thrown, retryable) or, once stalled, ends
    * the stream's pass for now (`stalled` in the result, not thrown: not failed).
    */
-  async attempt(key: StreamKey, run: () => Promise<SyncSliceResult>): Promise<GuardedSliceResult> {
+  async attempt(key: StreamKey, run: () => Promise<SyncSliceResult>): Promise<SyncSliceResult> {
     const state = await stallState(this.deps.pool, key);
     if (state?.stalled && state.retryAt && state.retryAt.getTime() > Date.now()) {
       return { ...zero, done: true, generation: 0, stalled: `${state.reason ?? 'stalled'}; tried again after ${state.retryAt.toISOString()}` };

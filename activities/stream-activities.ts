@@ -11,8 +11,8 @@ import { pollingDecision, pollingDecisions, webhookCoverage, type PollDecision, 
 import { asActivity } from './failures.ts';
 import { StallAttemptError } from './stalls.ts';
 import { emptyCounts, type SyncContext } from './sync-context.ts';
-import { activityContext, type SliceCounts, type SyncSliceInput, type SyncSliceResult } from './sync-slice.ts';
-import type { SweepInput, SweepItem, SweepResult, SyncChildrenInput } from './sync-types.ts';
+import { activityContext, type SyncSliceInput, type SyncSliceResult } from './sync-slice.ts';
+import type { SweepInput, SweepItem, SweepResult, SyncChildrenInput, SyncChildrenResult } from './sync-types.ts';
 
 /** Fetches and writes up to `maxPages` pages of a stream's pass; finishes the pass at its end. */
 export async function syncSlice(ctx: SyncContext, input: SyncSliceInput): Promise<SyncSliceResult> {
@@ -77,7 +77,7 @@ async function sliceFailure(ctx: SyncContext, input: SyncSliceInput, key: Stream
  * sweep so that Temporal retries it.
  */
 export async function sweepScopes(ctx: SyncContext, input: SweepInput): Promise<SweepResult> {
-  const totals: SweepResult = { ...emptyCounts(), streams: 0, notDue: 0, failed: [] };
+  const totals: SweepResult = { ...emptyCounts(), streams: 0, notDue: 0, failed: [], stalled: [] };
   const beat = activityContext();
   const limit = pLimit(input.concurrency ?? 4);
   let done = 0;
@@ -92,8 +92,9 @@ export async function sweepScopes(ctx: SyncContext, input: SweepInput): Promise<
       } else {
         const spec: SyncSliceInput = { accountId: input.accountId, ...item, passKey: input.passKey, mode: input.mode };
         const key = { accountId: input.accountId, resource: item.resource, scope: item.scope };
-        const failed = await ctx.streamToEnd(spec, key, totals, { coverage, ...(decision.event ? { event: true } : {}) });
-        if (failed !== undefined) totals.failed.push({ resource: item.resource, scope: item.scope, error: failed });
+        const end = await ctx.streamToEnd(spec, key, totals, { coverage, ...(decision.event ? { event: true } : {}) });
+        if (end.failed !== undefined) totals.failed.push({ resource: item.resource, scope: item.scope, error: end.failed });
+        if (end.stalled !== undefined) totals.stalled!.push({ resource: item.resource, scope: item.scope, reason: end.stalled });
       }
       totals.streams++;
       beat?.heartbeat({ done: ++done });
@@ -134,8 +135,8 @@ async function sweepDecisions(ctx: SyncContext, input: SweepInput, coverage: Web
  * parent, usually a single page each, synced here a batch of parents at a time so that a thousand
  * invoices do not cost a thousand workflows.
  */
-export async function syncChildren(ctx: SyncContext, input: SyncChildrenInput): Promise<SliceCounts & { failed: { scope: string; error: string }[] }> {
-  const totals = { ...emptyCounts(), failed: [] as { scope: string; error: string }[] };
+export async function syncChildren(ctx: SyncContext, input: SyncChildrenInput): Promise<SyncChildrenResult> {
+  const totals: SyncChildrenResult = { ...emptyCounts(), failed: [], stalled: [] };
   const beat = activityContext();
   const limit = pLimit(input.concurrency ?? 4);
   let done = 0;
@@ -152,8 +153,9 @@ export async function syncChildren(ctx: SyncContext, input: SyncChildrenInput): 
     };
     // Transient trouble fails the batch so Temporal retries it (finished parents are skipped then:
     // their pass is done); a permanent one is reported and the others go on.
-    const failed = await ctx.streamToEnd(spec, { accountId: input.accountId, resource: input.resource, scope }, totals);
-    if (failed !== undefined) totals.failed.push({ scope, error: failed });
+    const end = await ctx.streamToEnd(spec, { accountId: input.accountId, resource: input.resource, scope }, totals);
+    if (end.failed !== undefined) totals.failed.push({ scope, error: end.failed });
+    if (end.stalled !== undefined) totals.stalled!.push({ scope, reason: end.stalled });
     beat?.heartbeat({ done: ++done });
   };
   await Promise.all(input.parentIds.map((parentId) => limit(() => syncParent(parentId)))).catch((error: unknown) =>

@@ -13,6 +13,12 @@ const countKeys = ['pages', 'records', 'inserted', 'updated', 'unchanged', 'dele
 
 export const emptyCounts = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
 
+/** How one stream's pass ended in an activity that runs it to its end: failed for good, stalled, or neither (done). */
+interface StreamEnd {
+  failed?: string;
+  stalled?: string;
+}
+
 /** How a completed pass counts as a poll: the account's webhook coverage, and whether an event made it due. */
 interface PollNote {
   coverage?: WebhookCoverage;
@@ -62,18 +68,20 @@ export class SyncContext {
 
   /**
    * Runs one stream's pass to its end, slice after slice, adding its counts to `totals`. A failure is
-   * recorded on the stream; a permanent one is returned (its message), a transient one thrown, so the
-   * activity fails and Temporal retries it.
+   * recorded on the stream; a permanent one is returned (`failed`: its message), a transient one
+   * thrown, so the activity fails and Temporal retries it. A stream that is stalled ends here for
+   * now, and says why (`stalled`).
    */
-  async streamToEnd(spec: SyncSliceInput, key: StreamKey, totals: SliceCounts, poll: PollNote = {}): Promise<string | undefined> {
+  async streamToEnd(spec: SyncSliceInput, key: StreamKey, totals: SliceCounts, poll: PollNote = {}): Promise<StreamEnd> {
     try {
       await this.usable(key.accountId);
       for (;;) {
         const r = await this.stalls.attempt(key, () => this.slices.run(spec, key));
         for (const k of countKeys) totals[k] += r[k];
         if (r.done) {
-          if (r.stalled === undefined) await this.notePoll(key, poll);
-          return undefined;
+          if (r.stalled !== undefined) return { stalled: r.stalled };
+          await this.notePoll(key, poll);
+          return {};
         }
       }
     } catch (error) {
@@ -85,7 +93,7 @@ export class SyncContext {
       }
       const message = error instanceof Error ? error.message : String(error);
       if (!(error instanceof StallAttemptError)) await markStreamFailed(this.deps.pool, key, message).catch(() => undefined);
-      if (error instanceof MirrorError && !error.retryable) return message;
+      if (error instanceof MirrorError && !error.retryable) return { failed: message };
       throw error;
     }
   }

@@ -84,6 +84,8 @@ export interface SyncSliceResult extends SliceCounts {
   waitAsync?: { id: string; expiresAt: number | null };
   /** The stream was not due (an adaptive pass), and why: nothing was asked. */
   notDue?: string;
+  /** The stream is stalled, and why: nothing more is asked of it this pass (activities/stalls.ts). */
+  stalled?: string;
 }
 
 /** Far past any real stream: 100 million records at 1000 a page. */

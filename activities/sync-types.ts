@@ -51,6 +51,13 @@ export interface SyncChildrenInput {
   concurrency?: number;
 }
 
+/** What a batch of parents' children did: counts, the streams that failed for good, and those that are stalled (why). */
+export interface SyncChildrenResult extends SliceCounts {
+  failed: { scope: string; error: string }[];
+  /** Absent from batches recorded before it was reported. */
+  stalled?: { scope: string; reason: string }[];
+}
+
 export interface AccountPlan {
   sourceSystem: string;
   /** Resources this account's source system serves, in dependency order. */
@@ -96,6 +103,8 @@ export interface SweepResult extends SliceCounts {
   notDue: number;
   /** Streams that failed for good (the others went on). */
   failed: { resource: string; scope: string; error: string }[];
+  /** Streams that are stalled, and why (not failed: tried again after their backoff). Absent from sweeps recorded before it was reported. */
+  stalled?: { resource: string; scope: string; reason: string }[];
 }
 
 /** The children streams of a parent resource in some parent scopes, as a pass plans them. */

@@ -28,6 +28,8 @@ export interface AccountSyncSummary {
   accountId: string;
   streams: number;
   failed: { resource: string; scope: string; error?: string }[];
+  /** Streams stalled at the pass's end, and why (absent from passes that ran before it was reported). */
+  stalled?: { resource: string; scope: string; reason: string }[];
   records: number;
   byResource: Record<string, number>;
   /** Streams an incremental pass left alone as not due (adaptive polling). */

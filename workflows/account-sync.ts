@@ -51,10 +51,19 @@ interface StreamOutcome {
   error?: string;
 }
 
+/** A stream the pass left stalled (its checkpoint does not move): not failed, tried again after its backoff. */
+interface StalledStream {
+  resource: string;
+  scope: string;
+  reason: string;
+}
+
 export interface AccountSyncResult {
   accountId: string;
   streams: number;
   failed: StreamOutcome[];
+  /** Streams stalled at the pass's end, and why (docs/operating.md, stalled passes). */
+  stalled: StalledStream[];
   records: number;
   byResource: Record<string, number>;
   /** Records of projects the full pass no longer found, marked deleted. */
@@ -203,7 +212,7 @@ class PassRun {
     this.passKey = input.passKey ?? uuid4();
     this.mode = input.mode ?? 'full';
     this.concurrency = input.concurrency ?? 4;
-    this.result = { accountId: input.accountId, streams: 0, failed: [], records: 0, byResource: {} };
+    this.result = { accountId: input.accountId, streams: 0, failed: [], stalled: [], records: 0, byResource: {} };
   }
 
   /**
@@ -230,6 +239,7 @@ class PassRun {
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
         });
         this.count(spec.resource, totals.records);
+        if (totals.stalled !== undefined) this.result.stalled.push({ resource: spec.resource, scope: spec.scope, reason: totals.stalled });
         this.progress.streamsDone++;
       },
       (error) => this.failed(1, [{ resource: spec.resource, scope: spec.scope }], error),
@@ -256,6 +266,7 @@ class PassRun {
         this.progress.streamsDone += items.length - r.failed.length;
         this.progress.streamsFailed += r.failed.length;
         for (const f of r.failed) this.result.failed.push({ resource: f.resource, scope: f.scope, records: 0, error: f.error });
+        this.result.stalled.push(...(r.stalled ?? []));
       },
       (error) => this.failed(items.length, items, error),
     );
@@ -275,6 +286,7 @@ class PassRun {
         this.result.streams += totals.streams;
         this.count(g.resource, totals.records);
         for (const f of totals.failed) this.result.failed.push({ resource: g.resource, scope: f.scope, records: 0, error: f.error });
+        for (const s of totals.stalled ?? []) this.result.stalled.push({ resource: g.resource, scope: s.scope, reason: s.reason });
         this.progress.streamsDone++;
       },
       (error) => this.failed(1, [{ resource: g.resource, scope: g.parentScope }], error),

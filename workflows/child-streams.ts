@@ -29,6 +29,8 @@ export interface ChildStreamsInput {
 export interface ChildStreamsResult extends SliceCounts {
   streams: number;
   failed: { scope: string; error: string }[];
+  /** Streams that are stalled, and why (absent from runs recorded before it was reported). */
+  stalled?: { scope: string; reason: string }[];
 }
 
 export async function childStreamsWorkflow(input: ChildStreamsInput): Promise<ChildStreamsResult> {
@@ -82,6 +84,7 @@ export async function childStreamsWorkflow(input: ChildStreamsInput): Promise<Ch
       totals.deleted += r.deleted;
       totals.streams += groups[i]!.length;
       totals.failed.push(...r.failed);
+      if (r.stalled?.length) (totals.stalled ??= []).push(...r.stalled);
     }
     if (workflowInfo().continueAsNewSuggested && offset + batch * side < ids.length) {
       await continueAsNew<typeof childStreamsWorkflow>({ ...input, offset: offset + batch * side, carried: totals });

@@ -13,7 +13,8 @@ interface StreamSyncInput extends SyncSliceInput {
   carried?: SliceCounts;
 }
 
-type StreamSyncResult = SliceCounts;
+/** The pass's counts; `stalled`: the stream is stalled (why), so the pass ended without completing it. */
+type StreamSyncResult = SliceCounts & { stalled?: string };
 
 const zero = (): SliceCounts => ({ pages: 0, records: 0, inserted: 0, updated: 0, unchanged: 0, deleted: 0 });
 
@@ -28,7 +29,7 @@ export async function streamSyncWorkflow(input: StreamSyncInput): Promise<Stream
     for (const k of Object.keys(totals) as (keyof SliceCounts)[]) totals[k] += r[k];
     if (r.done) {
       done = true;
-      return totals;
+      return r.stalled === undefined ? totals : { ...totals, stalled: r.stalled };
     }
     // A page produced by an upstream async request: a durable timer, then the slice polls it.
     if (r.waitAsync) await sleep(asyncPollIntervalMs);

@@ -20,7 +20,7 @@ export const syncCommand: Command = {
   usage: 'mirror sync --account <id> [--mode full|incremental] [--resource <name>] [--scope <scope>] [--no-wait] [--json]',
   help:
     'Starts the pass as a Temporal workflow (or joins the one already running for the same target), shows a live bar per stream, ' +
-    'and ends with records, pages, inserts, updates and deletes per resource. Exits 1 if a stream failed. Stalled streams it covers are tried at once, not after their backoff.\n' +
+    'and ends with records, pages, inserts, updates and deletes per resource, then the streams that failed or stalled. Exits 1 if a stream failed or stalled. Stalled streams it covers are tried at once, not after their backoff.\n' +
     'A full pass reads everything and marks what the upstream no longer has as deleted; an incremental pass asks only for what changed where the source system can filter.\n' +
     'Example: mirror sync --account 3f2a --resource cost-codes --scope project=1234',
   options: { ...options, mode: { type: 'string' } },
@@ -82,17 +82,24 @@ async function runPass(v: Values, mode: 'full' | 'incremental'): Promise<number>
         );
       }
       const totals = await finalTotals(services.pool, accountId, since);
+      const stalled = result.stalled ?? [];
       if (v.json) {
         console.log(JSON.stringify({ workflowId: handle.workflowId, joined, result, totals }, null, 2));
       } else {
         console.log(totalsTable(totals));
         for (const f of result.failed) console.log(`FAILED ${f.resource}${f.scope ? ` ${f.scope}` : ''}: ${(f.error ?? '').replace(/\s+/g, ' ')}`);
+        for (const s of stalled) console.log(`STALLED ${s.resource}${s.scope ? ` ${s.scope}` : ''}: ${s.reason.replace(/\s+/g, ' ')}`);
         if (result.failed.length)
           console.error(
             `${result.failed.length} streams failed: \`npx mirror status --account ${accountId} --failed\`, then \`npx mirror resync --account ${accountId} --resource <name>\`.`,
           );
+        if (stalled.length)
+          console.error(
+            `${stalled.length} stream${stalled.length === 1 ? '' : 's'} stalled (tried again after the backoff, or at once by the next \`npx mirror sync\`): \`npx mirror status --account ${accountId} --failed\`.`,
+          );
       }
-      return result.failed.length > 0 ? exitCode.failed : exitCode.ok;
+      // A stalled stream needs the operator as a failed one does (as `mirror status` says).
+      return result.failed.length > 0 || stalled.length > 0 ? exitCode.failed : exitCode.ok;
     } finally {
       await temporal.close();
     }

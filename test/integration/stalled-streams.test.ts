@@ -94,6 +94,19 @@ describe('stalled streams', { timeout: 240_000 }, () => {
       const before = await served(referenceId);
       const skipped = await worker(policy).syncSlice(slice(account.accountId, 'p2'));
       assert.match((skipped as { stalled?: string }).stalled ?? '', /tried again after/);
+      // A sweep that holds it says so too: stalled (which, and why), not failed.
+      const swept = await worker(policy).sweepScopes({
+        accountId: account.accountId,
+        passKey: 'p2',
+        mode: 'full',
+        items: [{ resource: 'customers', scope: '', path: '/customers' }],
+      });
+      assert.deepEqual(swept.failed, []);
+      assert.deepEqual(
+        swept.stalled?.map((s) => [s.resource, s.scope]),
+        [['customers', '']],
+      );
+      assert.match(swept.stalled[0]!.reason, /same page returned 3 times: customers page 2 came back as page 1 again; tried again after/);
       assert.equal(await served(referenceId), before, 'no request within the backoff');
 
       // After it: one attempt, resumed at page 2 (the other pass takes it over), stalled again, the backoff doubled.

@@ -32,6 +32,10 @@ interface Fakes {
   failSlice?: Map<string, () => Error>;
   /** Resources whose sweep reports a failed stream (the first item). */
   failSweepItem?: Set<string>;
+  /** Streams whose slice says they are stalled: `resource|scope` -> why. */
+  stallSlice?: Map<string, string>;
+  /** Resources whose sweep reports a stalled stream (the last item). */
+  stallSweepItem?: Set<string>;
   /** Parents whose children are listed, per parent scope. */
   childParents?: (input: ChildrenPlanInput) => ChildrenPlan;
 }
@@ -79,6 +83,8 @@ function fakeActivities(f: Fakes, calls: Calls): PassActivities {
       calls.slices.push(input);
       const fail = f.failSlice?.get(`${input.resource}|${input.scope}`);
       if (fail) throw fail();
+      const stalled = f.stallSlice?.get(`${input.resource}|${input.scope}`);
+      if (stalled !== undefined) return { ...zero, done: true, generation: 0, stalled };
       return { ...zero, pages: 1, records: 2, inserted: 2, done: true, generation: 1 };
     },
     async sweepScopes(input: SweepInput): Promise<SweepResult> {
@@ -87,7 +93,9 @@ function fakeActivities(f: Fakes, calls: Calls): PassActivities {
       const failed = f.failSweepItem?.has(input.items[0]!.resource)
         ? [{ resource: input.items[0]!.resource, scope: input.items[0]!.scope, error: 'upstream said 500' }]
         : [];
-      return { ...zero, records: input.items.length, streams: input.items.length, notDue: 0, failed };
+      const last = input.items.at(-1)!;
+      const stalled = f.stallSweepItem?.has(last.resource) ? [{ resource: last.resource, scope: last.scope, reason: 'page timed out 3 times' }] : [];
+      return { ...zero, records: input.items.length, streams: input.items.length, notDue: 0, failed, stalled };
     },
     async syncChildren(): Promise<never> {
       throw new Error('not expected: no big parent scopes in these tests');
@@ -243,6 +251,27 @@ describe('the account pass workflow, with its activities faked', { timeout: 180_
     assert.equal(calls.retired, 0, 'no project is retired after a failed projects list');
   });
 
+  it('lists the streams it leaves stalled (resource, scope, why), failing none of them', async () => {
+    const { result } = await pass({
+      plan: construction,
+      projectIds: projects(3),
+      stallSlice: new Map([
+        ['vendors|', 'same page returned 3 times: vendors page 4 came back as page 3 again'],
+        [`cost-codes|${allProjectsScope}`, 'page timed out 3 times: cost-codes page 2 got no answer'],
+      ]),
+      stallSweepItem: new Set(['budget-line-items']),
+    });
+    assert.deepEqual(result.failed, [], 'a stalled stream is not a failed one');
+    assert.deepEqual(
+      [...result.stalled].sort((a, b) => `${a.resource}|${a.scope}`.localeCompare(`${b.resource}|${b.scope}`)),
+      [
+        { resource: 'budget-line-items', scope: 'project=p3', reason: 'page timed out 3 times' },
+        { resource: 'cost-codes', scope: allProjectsScope, reason: 'page timed out 3 times: cost-codes page 2 got no answer' },
+        { resource: 'vendors', scope: '', reason: 'same page returned 3 times: vendors page 4 came back as page 3 again' },
+      ],
+    );
+  });
+
   it('a targeted resync lists what it names (and projects), and registers webhooks when asked', async () => {
     const { calls } = await pass(
       { plan: construction, projectIds: projects(3) },
@@ -310,7 +339,7 @@ describe('the stream and children workflows, with their activities faked', { tim
   it('the children of a parent scope are synced in batches of parents, failures carried to the result', async () => {
     const batches: string[][] = [];
     const parents = Array.from({ length: 60 }, (_, i) => `inv${i + 1}`);
-    const result = await run<{ streams: number; records: number; failed: { scope: string; error: string }[] }>(
+    const result = await run<{ streams: number; records: number; failed: { scope: string; error: string }[]; stalled?: { scope: string; reason: string }[] }>(
       'childStreamsWorkflow',
       [{ accountId: 'a', resource: 'ap-invoice-line-items', parentResource: 'ap-invoices', parentScope: '', passKey: 'k', mode: 'full' }],
       {
@@ -320,7 +349,8 @@ describe('the stream and children workflows, with their activities faked', { tim
         async syncChildren(input: { parentIds: string[] }) {
           batches.push(input.parentIds);
           const failed = input.parentIds.includes('inv30') ? [{ scope: 'ap-invoices=inv30', error: 'upstream said 500' }] : [];
-          return { ...zero, records: input.parentIds.length * 3, failed };
+          const stalled = input.parentIds.includes('inv41') ? [{ scope: 'ap-invoices=inv41', reason: 'page timed out 3 times' }] : [];
+          return { ...zero, records: input.parentIds.length * 3, failed, stalled };
         },
       },
     );
@@ -337,5 +367,19 @@ describe('the stream and children workflows, with their activities faked', { tim
     assert.equal(result.streams, 60);
     assert.equal(result.records, 180);
     assert.deepEqual(result.failed, [{ scope: 'ap-invoices=inv30', error: 'upstream said 500' }]);
+    assert.deepEqual(result.stalled, [{ scope: 'ap-invoices=inv41', reason: 'page timed out 3 times' }]);
+  });
+
+  it('a stream pass that ends stalled says why', async () => {
+    const result = await run<{ pages: number; stalled?: string }>(
+      'streamSyncWorkflow',
+      [{ accountId: 'a', resource: 'customers', scope: '', path: '/customers', passKey: 'k', mode: 'full' }],
+      {
+        async syncSlice(): Promise<SyncSliceResult> {
+          return { ...zero, done: true, generation: 0, stalled: 'page timed out 3 times: customers page 2 got no answer' };
+        },
+      },
+    );
+    assert.equal(result.stalled, 'page timed out 3 times: customers page 2 got no answer');
   });
 });
