@@ -5,7 +5,8 @@
 // list at least once per twice the cycle the budget allows (lists / visits a minute), so a list that
 // never changes is never starved. Lists an event named come first, then lists that would pass the floor
 // before the next pass, then the most overdue by their own interval; budget left over goes to lists
-// still learning their rate.
+// still learning their rate. A list's rate is learned from its polls, shrunk toward its resource's lists
+// and its project's other lists. Lists the upstream's webhooks cover are visited at the floor only.
 
 /** How long the changes the mirror saw keep their weight: a change a day old counts e^-1 as much. */
 export const rateMemoryMs = 24 * 3_600_000;
@@ -39,6 +40,51 @@ export function changeRate(h: ChangeHistory): number {
   return (h.changes + priorChanges) / (h.observedMs + priorMs);
 }
 
+/** A list's history with what it shares with other lists: its resource and its project. */
+interface ListHistory extends ChangeHistory {
+  resource: string;
+  project: string;
+}
+
+/**
+ * How much a list's expected rate weighs against its own polls: as much as this long an observation.
+ * Shorter, one change seen decides more; longer, a list's own polls take longer to tell it apart.
+ */
+const poolWeightMs = 0.05 * 24 * 3_600_000;
+
+/**
+ * Each list's change rate, its own history shrunk toward what lists like it say (an empirical prior,
+ * learned instead of fixed): the pooled rate of the account's lists of the same resource, times how
+ * active the list's project is by its other lists (their changes against what their resources' pooled
+ * rates expect, so lists of active projects come first). Before anything was observed the prior is the
+ * fixed one ({@link changeRate}).
+ */
+export function learnedRates(lists: readonly ListHistory[]): number[] {
+  const byResource = new Map<string, { changes: number; observedMs: number }>();
+  for (const l of lists) {
+    const p = byResource.get(l.resource) ?? { changes: 0, observedMs: 0 };
+    p.changes += l.changes;
+    p.observedMs += l.observedMs;
+    byResource.set(l.resource, p);
+  }
+  const pooled = (resource: string) => changeRate(byResource.get(resource) ?? emptyHistory);
+  // Per project: the changes its lists saw, and those their resources' pooled rates expected.
+  const byProject = new Map<string, { seen: number; expected: number }>();
+  for (const l of lists) {
+    const p = byProject.get(l.project) ?? { seen: 0, expected: 0 };
+    p.seen += l.changes;
+    p.expected += pooled(l.resource) * l.observedMs;
+    byProject.set(l.project, p);
+  }
+  return lists.map((l) => {
+    const p = byProject.get(l.project)!;
+    // The project's other lists, with the weight of one expected change on either side.
+    const activity = (p.seen - l.changes + 1) / (p.expected - pooled(l.resource) * l.observedMs + 1);
+    const prior = pooled(l.resource) * Math.max(0, activity);
+    return (l.changes + prior * poolWeightMs) / (l.observedMs + poolWeightMs);
+  });
+}
+
 export interface PlanList {
   key: string;
   /** Milliseconds since the list was last verified. */
@@ -49,6 +95,11 @@ export interface PlanList {
   event?: boolean;
   /** Time the list's history covers ({@link ChangeHistory} `observedMs`); unset: taken as learned. */
   observedMs?: number;
+  /**
+   * The upstream's webhooks bring the list's changes: it is visited at the floor only (a webhook may be
+   * lost), and the budget its visits leave goes to the lists only polling keeps fresh.
+   */
+  covered?: boolean;
 }
 
 interface PlanInput {
@@ -123,14 +174,17 @@ export function planVisits(input: PlanInput): FreshnessPlan {
   const cycleMs = n / perMs;
   const floorMs = 2 * cycleMs;
   const budget = Math.max(1, Math.round(perMs * input.passMs));
-  const rates = sqrtRates(
-    input.lists.map((l) => l.rate),
-    perMs,
+  // Lists the webhooks cover take the floor's visits; the polled lists share the rest by their rates.
+  const polled = input.lists.filter((l) => !l.covered);
+  const shared = sqrtRates(
+    polled.map((l) => l.rate),
+    perMs - (n - polled.length) / floorMs,
     1 / floorMs,
   );
-  const scored = input.lists.map((l, i) => {
-    const intervalMs = 1 / rates[i]!;
-    const rank = l.event ? 0 : l.stalenessMs + input.passMs >= floorMs ? 1 : 2;
+  const interval = new Map(polled.map((l, i) => [l.key, 1 / shared[i]!]));
+  const scored = input.lists.map((l) => {
+    const intervalMs = interval.get(l.key) ?? floorMs;
+    const rank = l.event && !l.covered ? 0 : l.stalenessMs + input.passMs >= floorMs ? 1 : 2;
     return { l, intervalMs, rank, score: l.stalenessMs / intervalMs };
   });
   const order = [...scored].sort((a, b) => a.rank - b.rank || b.score - a.score || b.l.stalenessMs - a.l.stalenessMs || (a.l.key < b.l.key ? -1 : 1));
@@ -140,8 +194,9 @@ export function planVisits(input: PlanInput): FreshnessPlan {
     const must = s.rank < 2;
     // By the budget, only a list its interval brings round by the middle of the next period, or one still
     // learning its rate and not verified within the period: a list verified moments ago is not asked again.
-    const due = s.l.stalenessMs + input.passMs / 2 >= s.intervalMs;
-    const learning = s.l.observedMs !== undefined && s.l.observedMs < learningMs && s.l.stalenessMs >= input.passMs;
+    // A list the webhooks cover is visited at the floor only.
+    const due = !s.l.covered && s.l.stalenessMs + input.passMs / 2 >= s.intervalMs;
+    const learning = !s.l.covered && s.l.observedMs !== undefined && s.l.observedMs < learningMs && s.l.stalenessMs >= input.passMs;
     const visit = must || (spent < budget && (due || learning));
     if (visit) spent++;
     const why = !visit ? 'deferred' : s.rank === 0 ? 'event' : s.rank === 1 ? 'floor' : due ? 'due' : 'learning';

@@ -9,7 +9,7 @@
 // everything. The decision and its reason are kept with the stream.
 import { allProjectsScope, parseScope, resourceForWebhookType } from '../../lib/resources.ts';
 import { checkpointSchema, type StreamKey } from './streams.ts';
-import { changeRate, planVisits, type FreshnessPlan } from './freshness-plan.ts';
+import { learnedRates, planVisits, type FreshnessPlan } from './freshness-plan.ts';
 import { inTransaction, type Pool } from '../db/pool.ts';
 
 export interface PollingPolicy {
@@ -350,6 +350,8 @@ export async function planAccountVisits(
 ): Promise<{
   plan: FreshnessPlan;
   rows: (DecisionRow & { last_pass_started_at: Date })[];
+  /** Each row's learned change rate (changes a millisecond). */
+  rates: number[];
   visitsPerMinute: number;
   requestsPerMinute: number | null;
   /** Lists every pass lists anyway (a request each). */
@@ -362,18 +364,26 @@ export async function planAccountVisits(
   const known = pollingVisitsPerMinute(q.policy, { requestsPerMinute: rpm, everyPass });
   // The rate not known: as many visits a pass as SYNC_POLLS_PER_PASS (or the resources served) say.
   const visitsPerMinute = known ?? pollsPerPass(q.policy, q.resources ?? 1) / (q.policy.incrementalMs / 60_000);
+  // Each list's rate, shrunk toward its resource's lists and its project's other lists.
+  const rates = learnedRates(
+    lists.map((r) => ({ changes: r.seen_changes, observedMs: r.observed_ms, resource: r.resource, project: parseScope(r.scope)[0]![1] })),
+  );
   const plan = planVisits({
-    lists: lists.map((r) => ({
-      key: keyOf(r.resource, r.scope),
-      stalenessMs: Math.max(0, r.now.getTime() - r.last_pass_started_at.getTime()),
-      rate: changeRate({ changes: r.seen_changes, observedMs: r.observed_ms }),
-      observedMs: r.observed_ms,
-      event: eventNamed(r) && !q.coverage.covers(r.resource, r.scope),
-    })),
+    lists: lists.map((r, i) => {
+      const covered = q.coverage.covers(r.resource, r.scope);
+      return {
+        key: keyOf(r.resource, r.scope),
+        stalenessMs: Math.max(0, r.now.getTime() - r.last_pass_started_at.getTime()),
+        rate: rates[i]!,
+        observedMs: r.observed_ms,
+        event: eventNamed(r) && !covered,
+        covered,
+      };
+    }),
     visitsPerMinute,
     passMs: q.policy.incrementalMs,
   });
-  return { plan, rows: lists, visitsPerMinute, requestsPerMinute: rpm, everyPass };
+  return { plan, rows: lists, rates, visitsPerMinute, requestsPerMinute: rpm, everyPass };
 }
 
 interface Verdict {
@@ -403,12 +413,11 @@ async function passPlan(pool: Pool, q: AccountPlanInput & { passKey: string }): 
         verdicts.set(keyOf(r.resource, r.scope), { visit: r.poll_budget === granted, reason: r.due_reason ?? '', nextDueAt: r.next_due_at });
       return verdicts;
     }
-    const { plan, rows } = await planAccountVisits(client, q);
+    const { plan, rows, rates } = await planAccountVisits(client, q);
     const write = { resource: [] as string[], scope: [] as string[], budget: [] as string[], reason: [] as string[], due: [] as Date[] };
     plan.lists.forEach((p, i) => {
       const r = rows[i]!;
-      const rate = changeRate({ changes: r.seen_changes, observedMs: r.observed_ms });
-      const reason = scheduledWhy(p.visit ? `visited (${p.why})` : 'deferred', p.intervalMs, rate);
+      const reason = scheduledWhy(p.visit ? `visited (${p.why})` : 'deferred', p.intervalMs, rates[i]!);
       const nextDueAt = new Date(r.last_pass_started_at.getTime() + Math.min(p.intervalMs, plan.floorMs));
       verdicts.set(p.key, { visit: p.visit, reason, nextDueAt });
       write.resource.push(r.resource);
