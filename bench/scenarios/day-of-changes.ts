@@ -11,12 +11,14 @@
 // change to its value visible through the read API. Computed from the same run (references, not
 // judged): the round-robin cycle the budget allows, and the mean staleness of the best schedule for the
 // true change rates under the same visits (each list at a rate proportional to the square root of its
-// rate; a change waits half its list's interval on average).
+// rate; a change waits half its list's interval on average), and the same keeping the mirror's floor
+// (every list at least once per twice the cycle), the best a scheduler told the rates could do.
 import { performance } from 'node:perf_hooks';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { knownProfile } from '../../connectors/source-systems/index.ts';
 import { allProjectsScope } from '../../lib/resources.ts';
+import { sqrtRates } from '../../mirror/streams/freshness-plan.ts';
 import { defaultPollingPolicy, pollingVisitsPerMinute } from '../../mirror/streams/polling.ts';
 import type { BenchShared, Linked, WorkerSet } from '../lib/mirror-env.ts';
 import { MirrorEnv } from '../lib/mirror-env.ts';
@@ -55,8 +57,17 @@ export interface DayFigures {
   /** Visits a minute the passes made to the polled lists, and upstream requests a minute in all. */
   visitsPerMinute: number;
   requestsPerMinute: number;
+  /**
+   * Of those, the passes' requests (every list they asked for: the polling cost, judged against the
+   * polling share) and the single-object reads of the changed type (the webhook events' fetches: each
+   * change's cost, not an idle one).
+   */
+  pollingRequestsPerMinute: number;
+  objectFetchesPerMinute: number;
   /** The best schedule's mean staleness for the true rates under the same visits a minute. */
   optimumMean: number;
+  /** The same with the floor the mirror keeps (every list at least once per twice the cycle): the best it could do knowing the rates. */
+  flooredMean: number;
   /** Webhook types: change to visible in real seconds, p50/p99 (null without webhooks). */
   webhookP50Seconds: number | null;
   webhookP99Seconds: number | null;
@@ -133,6 +144,18 @@ export function optimumMeanStaleness(rates: readonly number[], visitsPerMinute: 
   if (total === 0 || visitsPerMinute <= 0) return 0;
   // f_i = V sqrt(r_i) / sum sqrt(r); a change waits 1 / (2 f_i) on average.
   return rates.reduce((a, r, i) => (r === 0 ? a : a + (r * rootSum) / (2 * visitsPerMinute * roots[i]!)), 0) / total;
+}
+
+/**
+ * The mean staleness of the best schedule for the true rates that also visits every list at least once
+ * per twice the cycle (the mirror's floor): never-changing lists take that floor's visits, the others
+ * share the rest by the square roots of their rates.
+ */
+function flooredMeanStaleness(rates: readonly number[], visitsPerMinute: number): number {
+  const total = rates.reduce((a, b) => a + b, 0);
+  if (total === 0 || visitsPerMinute <= 0) return 0;
+  const visits = sqrtRates(rates, visitsPerMinute, visitsPerMinute / (2 * rates.length));
+  return rates.reduce((a, r, i) => a + r / (2 * visits[i]!), 0) / total;
 }
 
 export async function dayOfChanges(shared: BenchShared, o: DayOfChangesOptions, say: (line: string) => void): Promise<DayOfChangesResult> {
@@ -222,8 +245,12 @@ async function runDay(
   const pool = env.services.pool;
   const problems: string[] = [];
   let requests = 0;
+  let objectFetches = 0;
   const listener = (req: IncomingMessage) => {
-    if (req.headers['account-token'] === account.accountToken) requests++;
+    if (req.headers['account-token'] !== account.accountToken) return;
+    requests++;
+    const path = (req.url ?? '').split('?')[0]!.split('/').filter(Boolean);
+    if (req.method === 'GET' && path.length === 2 && path[0] === resource) objectFetches++;
   };
   let visits = 0;
   const visitListener = (req: IncomingMessage) => {
@@ -329,7 +356,10 @@ async function runDay(
     unseen: pending.length,
     visitsPerMinute,
     requestsPerMinute: requests / o.dayMinutes,
+    pollingRequestsPerMinute: (requests - objectFetches) / o.dayMinutes,
+    objectFetchesPerMinute: objectFetches / o.dayMinutes,
     optimumMean: optimumMeanStaleness(rates, visitsPerMinute),
+    flooredMean: flooredMeanStaleness(rates, visitsPerMinute),
     webhookP50Seconds: webhooks ? (percentile(w, 50) ?? null) : null,
     webhookP99Seconds: webhooks ? (percentile(w, 99) ?? null) : null,
     webhookSeen: w.length,
