@@ -21,11 +21,6 @@ export interface EventDeps extends SyncDeps {
   /** Base URL at which the upstream reaches the mirror's webhook receiver. */
   publicBaseUrl: string;
   hashKey: Buffer;
-  /**
-   * Whether applying an account's events records its position (mirror/db/write-positions.ts): with read
-   * replicas, the account's reads then go only to a replica that has replayed what the events changed.
-   */
-  recordWritePositions?: boolean;
 }
 
 export function createEventActivities(deps: EventDeps) {

@@ -11,7 +11,7 @@ import { retireRemovedProjects as retireProjects } from '../mirror/records/finis
 import { parentsToRefresh } from '../mirror/streams/streams.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
-import type { SyncContext } from './sync-context.ts';
+import { emptyCounts, type SyncContext } from './sync-context.ts';
 import type { AccountPlan, ChildrenPlan, ChildrenPlanInput, ParentScopesInput, PlannedResource } from './sync-types.ts';
 
 /** Most parents a children plan names inline (about 40 bytes each in the workflow's history). */
@@ -104,5 +104,11 @@ export async function planChildren(ctx: SyncContext, input: ChildrenPlanInput): 
  * are marked deleted (mirror/records/finish-pass.ts `retireRemovedProjects`). Returns how many.
  */
 export async function retireRemovedProjects(ctx: SyncContext, input: { accountId: string; passKey: string }): Promise<number> {
-  return withHeartbeat(() => asActivity(() => retireProjects(ctx.deps.pool, input.accountId, input.passKey)));
+  return withHeartbeat(() =>
+    asActivity(async () => {
+      const deleted = await retireProjects(ctx.deps.pool, input.accountId, input.passKey);
+      await ctx.wrote(input.accountId, { ...emptyCounts(), deleted });
+      return deleted;
+    }),
+  );
 }

@@ -28,6 +28,7 @@ export async function syncSlice(ctx: SyncContext, input: SyncSliceInput): Promis
       if (!decision.due) return { ...emptyCounts(), done: true, generation: 0, notDue: decision.reason ?? 'not due' };
     }
     const result = await ctx.stalls.attempt(key, () => ctx.slices.run(input, key));
+    await ctx.wrote(input.accountId, result);
     if (result.stalled !== undefined) return result;
     if (result.done && input.scope === allProjectsScope) {
       await rememberCrossProject(pool, (await accounts.get(input.accountId)).sourceSystem, input.resource, true);
@@ -103,6 +104,7 @@ export async function sweepScopes(ctx: SyncContext, input: SweepInput): Promise<
     const settled = await Promise.allSettled(input.items.map((item) => limit(() => sweepOne(item))));
     const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failure) throw failure.reason;
+    await ctx.wrote(input.accountId, totals);
   } catch (error) {
     return asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error))));
   } finally {
@@ -161,5 +163,6 @@ export async function syncChildren(ctx: SyncContext, input: SyncChildrenInput): 
   await Promise.all(input.parentIds.map((parentId) => limit(() => syncParent(parentId)))).catch((error: unknown) =>
     asActivity(() => Promise.reject(error instanceof Error ? error : new Error(String(error)))),
   );
+  await ctx.wrote(input.accountId, totals);
   return totals;
 }

@@ -1,8 +1,10 @@
 // What the sync activities share: their dependencies, the slice runner (which keeps passes' page
 // histories between slices in this process), and the steps every stream's pass takes whichever
 // activity runs it: the account checked first, slices run to the end, a 401 judged, the poll recorded.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { knownProfile, type SourceSystemProfile } from '../connectors/source-systems/index.ts';
 import { CredentialsRefusedError, MirrorError, UpstreamAuthError } from '../lib/errors.ts';
+import { positionsSnapshotMs, recordWritePosition } from '../mirror/db/write-positions.ts';
 import { defaultPollingPolicy, recordPoll, type PollingPolicy, type WebhookCoverage } from '../mirror/streams/polling.ts';
 import { markStreamFailed, markStreamPaused, type StreamKey } from '../mirror/streams/streams.ts';
 import { StallAttemptError, StallGuard } from './stalls.ts';
@@ -96,6 +98,26 @@ export class SyncContext {
       if (error instanceof MirrorError && !error.retryable) return { failed: message };
       throw error;
     }
+  }
+
+  /**
+   * With read replicas, after a slice, a sweep or a batch of children whose writes committed and changed
+   * records: records the account's position (mirror/db/write-positions.ts), so that its reads go only to
+   * a replica that has replayed them. The activity then ends no sooner than the API processes' snapshots
+   * of positions can have missed it (as a write route's answer waits): a client that saw the pass end
+   * and reads finds the position. Once per activity, whatever its pages; nothing when nothing changed.
+   */
+  async wrote(accountId: string, counts: SliceCounts): Promise<void> {
+    if (!this.deps.recordWritePositions || counts.inserted + counts.updated + counts.deleted === 0) return;
+    try {
+      await recordWritePosition(this.deps.pool, accountId);
+    } catch (error) {
+      // The writes stand: only where the account's next reads go is less sure (a replica may answer them).
+      this.deps.logger.warn({ accountId, err: error }, "could not record the account's write position after a pass wrote");
+      return;
+    }
+    // A few milliseconds beyond the snapshots' lifetime: timers fire late, never early.
+    await sleep(positionsSnapshotMs + 5);
   }
 
   /**

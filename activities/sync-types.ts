@@ -24,6 +24,11 @@ export interface SyncDeps {
   credentials?: AccountCredentials;
   /** When a stream whose checkpoint does not move is stalled, and its backoff (MIRROR_STALL_*); defaults otherwise. */
   stalls?: StallPolicy;
+  /**
+   * Whether writes record their account's position (mirror/db/write-positions.ts): with read replicas,
+   * the account's reads then go only to a replica that has replayed what a pass or an event changed.
+   */
+  recordWritePositions?: boolean;
 }
 
 export interface PlannedResource {

@@ -85,7 +85,7 @@ export async function startWorker(
     logger: services.logger,
     publicBaseUrl: options.publicBaseUrl ?? publicBaseUrl(config),
     hashKey: services.keys.signingKey,
-    // With read replicas, an applied webhook event records its account's position (read-your-writes).
+    // With read replicas, an applied webhook event and a pass's writes record their account's position (read-your-writes).
     recordWritePositions: config.DATABASE_REPLICA_URLS.length > 0,
     asyncRequests: new AsyncRequestStore(services.prisma),
     encryptionKey: services.keys.encryptionKey,

@@ -4,6 +4,12 @@
 import type pg from 'pg';
 import type { Pool } from './pool.ts';
 
+/**
+ * How long an API process uses its snapshot of the accounts' positions (read-router.ts): a position is
+ * seen by every read that arrives this long after it was recorded, or later.
+ */
+export const positionsSnapshotMs = 50;
+
 /** A query on one server only (a standby's own figures must never be answered by another server). */
 export type ServerQuery = <R extends pg.QueryResultRow>(text: string) => Promise<pg.QueryResult<R>>;
 

@@ -11,7 +11,15 @@
 // missed it has expired, and a read sent after the write's answer cannot use one.
 import pg from 'pg';
 import { isConnectionError, type Pool } from '../db/pool.ts';
-import { positionsAbove, primaryPosition, recordWritePosition, replayedPosition, replayState, type ServerQuery } from '../db/write-positions.ts';
+import {
+  positionsAbove,
+  positionsSnapshotMs,
+  primaryPosition,
+  recordWritePosition,
+  replayedPosition,
+  replayState,
+  type ServerQuery,
+} from '../db/write-positions.ts';
 import { RecordReader } from './records-read.ts';
 
 interface ReadRouterOptions {
@@ -179,7 +187,7 @@ export class ReadRouter {
     this.maxLagMs = options.maxLagMs;
     this.#probeEveryMs = options.probeEveryMs ?? 1000;
     this.#replayWaitMs = options.replayWaitMs ?? 100;
-    this.#ttlMs = options.positionsTtlMs ?? 50;
+    this.#ttlMs = options.positionsTtlMs ?? positionsSnapshotMs;
     this.#onError = options.onReplicaError;
     this.#replicas = options.replicaUrls.map((url) => new Replica(url, primary, options.poolSize ?? 10, (r, error) => this.#failed(r, error, true)));
   }

@@ -1,10 +1,10 @@
 // Reads from a real streaming replica (test/helpers/replica-cluster.ts), with read-your-writes: an
 // account that wrote through the mirror reads its write whichever server answers, while the other
-// accounts' reads stay on the replica; a replica that stops costs no read, and is used again once it
-// is back.
+// accounts' reads stay on the replica; what a pass wrote is read right after the pass ends; a replica
+// that stops costs no read, and is used again once it is back.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { linkAndSync, startHarness, type Harness } from '../helpers/harness.ts';
+import { linkAndSync, sandboxAdmin, startHarness, type Harness } from '../helpers/harness.ts';
 import { startReplicaCluster, type ReplicaCluster } from '../helpers/replica-cluster.ts';
 
 describe('reads on a streaming replica', { timeout: 300_000 }, () => {
@@ -116,6 +116,41 @@ describe('reads on a streaming replica', { timeout: 300_000 }, () => {
     assert.equal(readerBy.get(replica), readerReads, "every one of the other account's reads was the replica's");
     assert.equal(readerBy.get('primary') ?? 0, 0);
     await cluster.setApplyDelay(0);
+  });
+
+  it('reads what a pass wrote right after the pass ends, with the replica 1 s behind', async () => {
+    await cluster.caughtUp();
+    await h.reads.probe();
+    await cluster.setApplyDelay(1000);
+    try {
+      // Renamed at the source (no webhook: the account registered none), then a pass mirrors it.
+      const id = vendorIds.at(-1)!;
+      const name = `Renamed at the source ${Date.now()}`;
+      await sandboxAdmin(h, 'PATCH', '/_admin/objects', { account_token: writer.accountToken, resource: 'vendors', id, patch: { name } });
+      const pass = await (await h.sync.start({ accountId: writer.accountId, mode: 'full', resource: 'vendors' })).result();
+      assert.deepEqual(pass.failed, []);
+      assert.ok((pass.byResource.vendors ?? 0) > 0, 'the pass listed the vendors');
+      const { result: seen, by } = await counting(async () => {
+        const read = await call(writer, 'GET', `/vendors/${id}`);
+        assert.equal(read.status, 200);
+        const list = await call(writer, 'GET', '/vendors?per_page=100');
+        assert.equal(list.status, 200);
+        return [
+          ((await read.json()) as { name: string }).name,
+          ((await list.json()) as { data: { id: string; name: string }[] }).data.find((v) => v.id === id)?.name,
+        ];
+      });
+      console.log('reads after the pass by server', Object.fromEntries(by.get(writer.accountId) ?? new Map()));
+      assert.deepEqual(seen, [name, name], 'the object and the list read right after the pass show what it wrote');
+      // The replica is used again for the account once it has replayed the pass.
+      await cluster.setApplyDelay(0);
+      await cluster.caughtUp();
+      await h.reads.probe();
+      const { by: later } = await counting(async () => (await call(writer, 'GET', `/vendors/${id}`)).arrayBuffer());
+      assert.equal(later.get(writer.accountId)?.get(replica), 1, 'read from the replica once it replayed the pass');
+    } finally {
+      await cluster.setApplyDelay(0);
+    }
   });
 
   it('loses no read while the replica is stopped, and reads from it again once it is back', async () => {
