@@ -12,12 +12,12 @@ import { createCallbackGuard, type CallbackGuard, type CallbackPolicy } from '..
 import { decryptSecret } from '../lib/crypto.ts';
 import { UpstreamError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
-import { resourceForWebhookType } from '../lib/resources.ts';
+import { resourceForWebhookType, type ResourceDef } from '../lib/resources.ts';
 import { accountEventsSince, accountEventType } from '../mirror/control/account-events.ts';
 import { changesSince, syncedSince } from '../mirror/reads/changes.ts';
 import type { Pool } from '../mirror/db/pool.ts';
 import type { PrismaClient } from '../mirror/db/prisma.ts';
-import { advanceSubscription, findSubscription, recordDeliveryFailure } from '../mirror/control/subscriptions.ts';
+import { advanceSubscription, findSubscription, recordDeliveryFailure, type SubscriptionRow } from '../mirror/control/subscriptions.ts';
 import { asActivity } from './failures.ts';
 import { withHeartbeat } from './heartbeat.ts';
 
@@ -94,6 +94,114 @@ function guardedAgent(guard: CallbackGuard): Agent {
   });
 }
 
+/** Posts one event body to the subscription's callback; a failure is recorded on it and thrown (retryable). */
+type Post = (body: ReturnType<typeof eventBody>) => Promise<void>;
+
+function poster(deps: DeliveryDeps, dispatcher: Agent, sub: SubscriptionRow): Post {
+  const authorization = sub.authorizationCiphertext ? decryptSecret(deps.encryptionKey, sub.authorizationCiphertext) : undefined;
+  return async (body) => {
+    try {
+      const res = await request(sub.callbackUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
+        body: JSON.stringify(body),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        dispatcher,
+      });
+      await res.body.dump();
+      if (res.statusCode >= 300) throw new CallbackStatusError(res.statusCode);
+    } catch (error) {
+      const failure = deliveryFailure(error);
+      deps.logger?.warn(
+        { subscription: sub.id, failure, err: (error as Error).message, code: (error as { code?: unknown }).code },
+        'delivery to a subscriber failed',
+      );
+      await recordDeliveryFailure(deps.prisma, { id: sub.id, error: `${new Date().toISOString()} ${failure}` });
+      // Retryable: Temporal retries the activity with backoff until the subscriber is back.
+      throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
+    }
+  };
+}
+
+/** The contract's event body, as every kind of subscription is sent it. */
+function eventBody(sub: SubscriptionRow, e: { event: string; scope?: string; target: string; type: string; path: string; data: unknown }) {
+  const projectId = e.scope === undefined ? undefined : /^project=([^/]+)/.exec(e.scope)?.[1];
+  return {
+    id: sub.id,
+    source_id: sub.id,
+    callback_url: sub.callbackUrl,
+    event: e.event,
+    ...(projectId ? { project_id: projectId } : {}),
+    target: e.target,
+    type: e.type,
+    source_data: { path: e.path, content_type: 'application/json' as const, data: e.data },
+  };
+}
+
+/** What one round of a subscription delivers from: its cursor on, at most `limit` of them. */
+interface Round {
+  deps: DeliveryDeps;
+  sub: SubscriptionRow;
+  post: Post;
+  limit: number;
+}
+
+/** What a round of a resource's subscription reads: the resource (in its project, if it names one) from its cursor on. */
+function resourceSince(sub: SubscriptionRow, def: ResourceDef, limit: number) {
+  const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;
+  return { accountId: sub.accountId, resource: def.name, scopePrefix, after: { at: sub.cursorAt, key: sub.cursorKey }, limit };
+}
+
+/** The account's own events: its status changes and stalled passes, in order. */
+async function deliverAccountEvents({ deps, sub, post, limit }: Round): Promise<DeliveryResult> {
+  const events = await accountEventsSince(deps.pool, { accountId: sub.accountId, event: sub.event, after: { at: sub.cursorAt, key: sub.cursorKey }, limit });
+  for (const e of events) {
+    const data = { event: e.event, reason: e.reason, at: e.at.toISOString(), ...e.stream };
+    await post(eventBody(sub, { event: e.event, target: sub.accountId, type: accountEventType, path: '/link/account', data }));
+    await advanceSubscription(deps.prisma, { id: sub.id, cursor: e.cursor, delivered: true });
+  }
+  return { delivered: events.length, active: true };
+}
+
+/** Completed passes of the resource (sync_runs): the subscription's cursor follows them instead of records. */
+async function deliverPasses({ deps, sub, post, limit }: Round, def: ResourceDef): Promise<DeliveryResult> {
+  const passes = await syncedSince(deps.pool, resourceSince(sub, def, limit));
+  for (const pass of passes) {
+    const data = {
+      resource: def.name,
+      scope: pass.scope,
+      mode: pass.mode,
+      pages: pass.pages,
+      added: pass.added,
+      updated: pass.updated,
+      unchanged: pass.unchanged,
+      deleted: pass.deleted,
+      finished_at: pass.finishedAt.toISOString(),
+    };
+    await post(eventBody(sub, { event: 'SYNCED', scope: pass.scope, target: `${sub.type}:*`, type: sub.type, path: `/${def.name}`, data }));
+    await advanceSubscription(deps.prisma, { id: sub.id, cursor: pass.cursor, delivered: true });
+  }
+  return { delivered: passes.length, active: true };
+}
+
+/** The resource's changed records; the cursor passes the changes of other events without sending them. */
+async function deliverRecordChanges({ deps, sub, post, limit }: Round, def: ResourceDef): Promise<DeliveryResult> {
+  const changes = await changesSince(deps.pool, resourceSince(sub, def, limit));
+  let delivered = 0;
+  for (const change of changes) {
+    const wanted = sub.event === change.event || sub.event === '*';
+    if (wanted) {
+      await post(
+        eventBody(sub, { event: change.event, scope: change.scope, target: change.id, type: sub.type, path: `/${def.name}/${change.id}`, data: change.data }),
+      );
+      delivered++;
+    }
+    await advanceSubscription(deps.prisma, { id: sub.id, cursor: change.cursor, delivered: wanted });
+  }
+  return { delivered, active: true };
+}
+
 export function createDeliveryActivities(deps: DeliveryDeps) {
   const dispatcher = guardedAgent(createCallbackGuard(deps.callbacks));
   return {
@@ -106,123 +214,9 @@ export function createDeliveryActivities(deps: DeliveryDeps) {
           if (!sub) return { delivered: 0, active: false };
           const def = sub.type === accountEventType ? undefined : resourceForWebhookType(sub.type);
           if (!def && sub.type !== accountEventType) return { delivered: 0, active: true };
-          const authorization = sub.authorizationCiphertext ? decryptSecret(deps.encryptionKey, sub.authorizationCiphertext) : undefined;
-          const post = async (body: unknown) => {
-            try {
-              const res = await request(sub.callbackUrl, {
-                method: 'POST',
-                headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
-                body: JSON.stringify(body),
-                headersTimeout: timeoutMs,
-                bodyTimeout: timeoutMs,
-                dispatcher,
-              });
-              await res.body.dump();
-              if (res.statusCode >= 300) throw new CallbackStatusError(res.statusCode);
-            } catch (error) {
-              const failure = deliveryFailure(error);
-              deps.logger?.warn(
-                { subscription: sub.id, failure, err: (error as Error).message, code: (error as { code?: unknown }).code },
-                'delivery to a subscriber failed',
-              );
-              await recordDeliveryFailure(deps.prisma, { id: sub.id, error: `${new Date().toISOString()} ${failure}` });
-              // Retryable: Temporal retries the activity with backoff until the subscriber is back.
-              throw new UpstreamError(`Delivery to subscription ${sub.id} failed: ${failure}`);
-            }
-          };
-          if (!def) {
-            // The account's own events: its status changes and stalled passes, in order.
-            const events = await accountEventsSince(deps.pool, {
-              accountId: sub.accountId,
-              event: sub.event,
-              after: { at: sub.cursorAt, key: sub.cursorKey },
-              limit: input.limit ?? 50,
-            });
-            for (const e of events) {
-              await post({
-                id: sub.id,
-                source_id: sub.id,
-                callback_url: sub.callbackUrl,
-                event: e.event,
-                target: sub.accountId,
-                type: accountEventType,
-                source_data: {
-                  path: '/link/account',
-                  content_type: 'application/json',
-                  data: { event: e.event, reason: e.reason, at: e.at.toISOString(), ...e.stream },
-                },
-              });
-              await advanceSubscription(deps.prisma, { id: sub.id, cursor: e.cursor, delivered: true });
-            }
-            return { delivered: events.length, active: true };
-          }
-          const scopePrefix = sub.projectId ? `project=${sub.projectId}` : undefined;
-          if (sub.event === 'SYNCED') {
-            // The subscription's cursor follows completed passes (sync_runs) instead of records.
-            const passes = await syncedSince(deps.pool, {
-              accountId: sub.accountId,
-              resource: def.name,
-              scopePrefix,
-              after: { at: sub.cursorAt, key: sub.cursorKey },
-              limit: input.limit ?? 50,
-            });
-            for (const pass of passes) {
-              const projectId = /^project=([^/]+)/.exec(pass.scope)?.[1];
-              await post({
-                id: sub.id,
-                source_id: sub.id,
-                callback_url: sub.callbackUrl,
-                event: 'SYNCED',
-                ...(projectId ? { project_id: projectId } : {}),
-                target: `${sub.type}:*`,
-                type: sub.type,
-                source_data: {
-                  path: `/${def.name}`,
-                  content_type: 'application/json',
-                  data: {
-                    resource: def.name,
-                    scope: pass.scope,
-                    mode: pass.mode,
-                    pages: pass.pages,
-                    added: pass.added,
-                    updated: pass.updated,
-                    unchanged: pass.unchanged,
-                    deleted: pass.deleted,
-                    finished_at: pass.finishedAt.toISOString(),
-                  },
-                },
-              });
-              await advanceSubscription(deps.prisma, { id: sub.id, cursor: pass.cursor, delivered: true });
-            }
-            return { delivered: passes.length, active: true };
-          }
-          const changes = await changesSince(deps.pool, {
-            accountId: sub.accountId,
-            resource: def.name,
-            scopePrefix,
-            after: { at: sub.cursorAt, key: sub.cursorKey },
-            limit: input.limit ?? 50,
-          });
-          let delivered = 0;
-          for (const change of changes) {
-            if (sub.event === change.event || sub.event === '*') {
-              const projectId = /^project=([^/]+)/.exec(change.scope)?.[1];
-              const body = {
-                id: sub.id,
-                source_id: sub.id,
-                callback_url: sub.callbackUrl,
-                event: change.event,
-                ...(projectId ? { project_id: projectId } : {}),
-                target: change.id,
-                type: sub.type,
-                source_data: { path: `/${def.name}/${change.id}`, content_type: 'application/json', data: change.data },
-              };
-              await post(body);
-              delivered++;
-            }
-            await advanceSubscription(deps.prisma, { id: sub.id, cursor: change.cursor, delivered: sub.event === change.event || sub.event === '*' });
-          }
-          return { delivered, active: true };
+          const round: Round = { deps, sub, post: poster(deps, dispatcher, sub), limit: input.limit ?? 50 };
+          if (!def) return deliverAccountEvents(round);
+          return sub.event === 'SYNCED' ? deliverPasses(round, def) : deliverRecordChanges(round, def);
         }),
       );
     },

@@ -20,7 +20,7 @@ import { FirstLoadStatistics } from '../mirror/streams/first-load-statistics.ts'
 import { BufferPool } from '../lib/buffer-pool.ts';
 import { knownPages, stageKeptPage, type KnownPage } from '../mirror/records/kept-pages.ts';
 import { appendedOrdinal } from '../mirror/records/object-writes.ts';
-import { crossProjectKey, stagePage } from '../mirror/records/page-write.ts';
+import { crossProjectKey, stagePage, type StagedPage } from '../mirror/records/page-write.ts';
 import {
   beginOrResumePass,
   committedPageIds,
@@ -135,171 +135,40 @@ export class SliceRunner {
     this.statistics = new FirstLoadStatistics(deps.pool);
   }
 
+  /** One slice of the pass `input` names: begun or resumed at its checkpoint, then its pages in order. */
   async run(input: SyncSliceInput, key: StreamKey): Promise<SyncSliceResult> {
+    const loop = await this.open(input, key);
+    return loop instanceof SliceLoop ? loop.run() : loop;
+  }
+
+  /**
+   * The pass `input` names, begun or resumed at its checkpoint: the loop of its next slice, to be run
+   * (or stepped through page by page), or the result of a pass that was done already.
+   */
+  async open(input: SyncSliceInput, key: StreamKey): Promise<SliceLoop | SyncSliceResult> {
     const { pool, accounts } = this.deps;
     const ctx = activityContext();
     const account = await accounts.get(input.accountId);
     const profile: SourceSystemProfile | undefined = knownProfile(account.sourceSystem);
     const perPage = profile ? perPageFor(profile, input.resource) : 100;
     const pass = await beginOrResumePass(pool, key, { passKey: input.passKey, mode: input.mode, perPage });
-    let checkpoint = pass.checkpoint;
-    const counts: SyncSliceResult = { ...emptyCounts(), done: false, generation: pass.generation };
-    if (checkpoint.done) return { ...counts, done: true };
+    const checkpoint = pass.checkpoint;
+    if (checkpoint.done) return { ...emptyCounts(), done: true, generation: pass.generation };
     const historyKey = `${pass.streamId}:${pass.generation}:${checkpoint.passKey}`;
     const history = await this.historyOf(pass, checkpoint, historyKey);
-    const judge = new PageJudge(input, history, this.deps.pageBound, checkpoint.lastFingerprint);
-
-    const token = await accounts.token(input.accountId);
-    const support = profile?.resources[input.resource];
-    // A full pass digests every page; a page byte for byte as an earlier pass committed it (and whose
-    // records nobody changed since) is kept without parsing or writing it.
-    const fullPass = checkpoint.mode === 'full';
-    const maxPages = input.maxPages ?? defaultSlicePages;
-    // A list across projects: its pages are read in the worker (each record's project is its scope) and
-    // never kept unread (its records' scopes, not the stream's, say whether they changed since).
-    const cross = input.scope === allProjectsScope;
-    const known = fullPass && !cross ? await knownPages(pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
-    const reusable = (page: number): KnownPage | undefined => {
-      const k = known.get(page);
-      return k && k.perPage === checkpoint.perPage ? k : undefined;
-    };
-    // Pages are written a few at a time (Postgres, not the fetch, is the slower side of a big pass),
-    // each committed with its checkpoint after the page before it.
-    const writer = new PageWriter(checkpoint.counts, checkpoint.startedEmpty ?? false, counts, (page) => ctx?.heartbeat({ page: page + 1 }));
-    const preferAsync = Boolean(input.asyncPages && profile?.preferAsync);
-    const fetcher = new PageFetcher({
-      upstream: this.deps.upstream,
-      call: (page) => ({
-        accountToken: token,
-        accountId: input.accountId,
-        sourceSystem: profile?.slug,
-        page,
-        what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${page}`,
-        signal: ctx?.cancellationSignal,
-      }),
-      resource: input.resource,
-      path: input.path,
-      perPage: checkpoint.perPage,
-      projectId: input.projectId,
-      includeSourceData: input.includeSourceData ?? true,
-      filters:
-        checkpoint.mode === 'incremental' && checkpoint.since && support?.updateTimeFilter
-          ? [{ field: 'source_update_time', operator: '>=', value: checkpoint.since }]
-          : undefined,
-      preferAsync,
-      workflowPolls: Boolean(input.asyncPages),
-      digests: fullPass && !cross,
-      known: (page) => reusable(page)?.digest,
-      crossProject: cross,
-      pendingAsync: () => checkpoint.pendingAsync,
-      onExpired: async () => {
-        const expiries = (checkpoint.asyncExpiries ?? 0) + 1;
-        await writer.drained();
-        checkpoint = { ...withoutPending(checkpoint), asyncExpiries: expiries, counts: writer.committed };
-        await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
-        return expiries;
-      },
-      signal: ctx?.cancellationSignal,
+    return SliceLoop.open({
+      deps: this.deps,
+      statistics: this.statistics,
+      bodyBuffers: this.bodyBuffers,
+      ctx,
+      input,
+      key,
+      pass,
+      profile,
+      history,
+      token: await accounts.token(input.accountId),
+      keepHistory: () => this.keepHistory(historyKey, history),
     });
-
-    // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
-    let position = { page: checkpoint.page };
-    const beat = setInterval(() => ctx?.heartbeat(position), 5_000);
-    try {
-      fetcher.prefetch(checkpoint.page);
-      for (let n = 0; n < maxPages && fetcher.has(checkpoint.page); n++) {
-        const answer = await fetcher.take(checkpoint.page);
-        if (answer.pending) {
-          // Remember the request with the stream, so a restarted worker polls it instead of asking again.
-          const { id, expiresAt } = answer.pending;
-          await writer.drained();
-          checkpoint = { ...checkpoint, counts: writer.committed, pendingAsync: { id, page: checkpoint.page, expiresAt } };
-          await saveCheckpoint(pool, pass, checkpoint, { pages: 0, records: 0 });
-          this.keepHistory(historyKey, history);
-          return { ...counts, waitAsync: { id, expiresAt } };
-        }
-        // An unchanged page is judged by the ids and has_more it had when it was committed.
-        const keep = answer.unchanged ? reusable(checkpoint.page) : undefined;
-        const page: ListPage | undefined = answer.page;
-        // Ids repeat across projects: a page across projects is known by its records' project and id.
-        const ids =
-          cross && page && 'items' in page.records ? page.records.items.map((item) => crossProjectKey(item, input.resource)) : page ? page.ids : keep!.ids;
-        const hasMore = page ? page.hasMore : keep!.hasMore;
-        const verdict = judge.verdict(checkpoint, ids, hasMore);
-        if (verdict === 'end') {
-          // The end is confirmed: nothing past the full last page (an upstream that ignores an
-          // out-of-range page number serves the last page again, which ends the pass too).
-          await writer.drained();
-          counts.deleted = await finishPass(pool, key, pass, { ...withoutPending(checkpoint), counts: writer.committed, confirming: false }, this.statistics);
-          return { ...counts, done: true };
-        }
-        if (verdict === 'confirm') {
-          this.deps.logger.warn(
-            { resource: input.resource, scope: input.scope, page: checkpoint.page },
-            'has_more_results is false on a full page; fetching the next page to confirm the end',
-          );
-        }
-        // Fetch the next page while this one is written.
-        if (verdict !== 'stop' && n + 1 < maxPages) {
-          fetcher.prefetch(checkpoint.page + 1);
-          // One page further too where the last pass saw that page (so it is no request past the
-          // end): with unchanged pages kept, fetching is all a pass waits for. Not for async pages,
-          // whose pending requests are remembered one at a time.
-          const further = checkpoint.page + 2;
-          if (n + 2 < maxPages && !preferAsync && reusable(further)) fetcher.prefetch(further);
-        }
-        const fingerprint = pageFingerprint(ids);
-        const nextCheckpoint: Checkpoint = {
-          ...withoutPending(checkpoint),
-          asyncExpiries: undefined,
-          page: checkpoint.page + 1,
-          lastFingerprint: fingerprint ?? checkpoint.lastFingerprint,
-          done: false,
-          confirming: verdict === 'confirm',
-          ...(checkpoint.mode === 'incremental' ? { pageFingerprints: withFingerprint(checkpoint.pageFingerprints, checkpoint.page, fingerprint) } : {}),
-        };
-        const digest = page ? (page.digest ?? null) : answer.unchanged!.digest;
-        const pageNo = checkpoint.page;
-        const seen = fullPass ? { page: pageNo, perPage: checkpoint.perPage, digest, hasMore } : undefined;
-        await writer.add({
-          page: pageNo,
-          ids,
-          checkpoint: nextCheckpoint,
-          stage: async (insertOnly) => {
-            const kept = keep ? await stageKeptPage(pool, { key, pass, known: keep }) : null;
-            if (kept) return kept;
-            // Not kept (its records changed since, or it is new): written. A page that came back
-            // unchanged but cannot be kept is asked for once more, to be read this time.
-            return stagePage(pool, {
-              key,
-              pass,
-              records: (page ?? (await fetcher.again(pageNo, digest!))).records,
-              // A full pass reads the whole list: its pages give each record its place. An incremental
-              // one reads only what changed: those keep their places, and new ones go after the rest.
-              ...(fullPass ? { ordinalBase: (pageNo - 1) * checkpoint.perPage } : { ordinalBase: await appendedOrdinal(pool, key), keepOrdinal: true }),
-              what: `${input.resource}${input.scope ? ` (${input.scope})` : ''} page ${pageNo}`,
-              ...(seen ? { seen } : {}),
-              insertOnly,
-              buffers: this.bodyBuffers,
-            });
-          },
-        });
-        checkpoint = { ...nextCheckpoint, counts: writer.committed };
-        position = { page: checkpoint.page };
-        if (verdict === 'stop') {
-          await writer.drained();
-          counts.deleted = await finishPass(pool, key, pass, { ...checkpoint, counts: writer.committed }, this.statistics);
-          return { ...counts, done: true };
-        }
-      }
-      await writer.drained();
-      this.keepHistory(historyKey, history);
-      return counts;
-    } finally {
-      clearInterval(beat);
-      // Leaving on an error: no write of this slice may still be running when its retry begins.
-      await writer.settled();
-    }
   }
 
   /**
@@ -324,6 +193,273 @@ export class SliceRunner {
   private keepHistory(key: string, history: PageHistory): void {
     this.histories.set(key, history);
     if (this.histories.size > historiesKept) this.histories.delete(this.histories.keys().next().value!);
+  }
+}
+
+/** What a slice's loop works with: the pass begun or resumed, and the runner's shared parts. */
+interface SliceLoopSetup {
+  deps: SliceDeps;
+  statistics: FirstLoadStatistics;
+  bodyBuffers: BufferPool;
+  ctx: Context | undefined;
+  input: SyncSliceInput;
+  key: StreamKey;
+  pass: StreamPass;
+  profile: SourceSystemProfile | undefined;
+  /** The pages the pass committed before its checkpoint's page. */
+  history: PageHistory;
+  token: string;
+  /** Keeps the page history for the pass's next slice in this process. */
+  keepHistory: () => void;
+}
+
+/** What a step does with the page it took: the fetcher's answer, as the writer needs it. */
+interface TakenPage {
+  page: ListPage | undefined;
+  /** A page unchanged since an earlier pass committed it, kept without being read. */
+  keep: KnownPage | undefined;
+  digest: string | null;
+  hasMore: boolean | null;
+}
+
+/**
+ * One slice's loop over its pages, from the pass's checkpoint: each `step` takes the next page from
+ * the fetcher, judges it (PageJudge), asks for the pages after it and hands it to the writer, which
+ * commits it with the checkpoint that follows it; a step that ends the slice (the end of the stream,
+ * a page still produced upstream) gives the slice's result. `run` steps up to the slice's page
+ * limit, beating on a timer, and leaves no write of the slice running behind it.
+ */
+class SliceLoop {
+  private checkpoint: Checkpoint;
+  /** Where the slice is, for the heartbeat on a timer. */
+  private position: { page: number };
+  private readonly counts: SyncSliceResult;
+  private readonly judge: PageJudge;
+  private readonly writer: PageWriter;
+  private readonly fetcher: PageFetcher;
+  private readonly maxPages: number;
+  /** A full pass digests every page; a page byte for byte as an earlier pass committed it (and whose records nobody changed since) is kept without parsing or writing it. */
+  private readonly fullPass: boolean;
+  /**
+   * A list across projects: its pages are read in the worker (each record's project is its scope) and
+   * never kept unread (its records' scopes, not the stream's, say whether they changed since).
+   */
+  private readonly cross: boolean;
+  private readonly preferAsync: boolean;
+
+  /** The loop of a slice of this pass, with the pages an earlier pass committed that it may keep. */
+  static async open(setup: SliceLoopSetup): Promise<SliceLoop> {
+    const { pass, input } = setup;
+    const checkpoint = pass.checkpoint;
+    const maxPages = input.maxPages ?? defaultSlicePages;
+    const keeps = checkpoint.mode === 'full' && input.scope !== allProjectsScope;
+    const known = keeps ? await knownPages(setup.deps.pool, pass, { from: checkpoint.page, to: checkpoint.page + maxPages }) : new Map<number, KnownPage>();
+    return new SliceLoop(setup, known, maxPages);
+  }
+
+  private constructor(
+    private readonly setup: SliceLoopSetup,
+    private readonly known: Map<number, KnownPage>,
+    maxPages: number,
+  ) {
+    const { input, pass, profile, ctx } = setup;
+    this.checkpoint = pass.checkpoint;
+    this.position = { page: this.checkpoint.page };
+    this.counts = { ...emptyCounts(), done: false, generation: pass.generation };
+    this.judge = new PageJudge(input, setup.history, setup.deps.pageBound, this.checkpoint.lastFingerprint);
+    this.maxPages = maxPages;
+    this.fullPass = this.checkpoint.mode === 'full';
+    this.cross = input.scope === allProjectsScope;
+    this.preferAsync = Boolean(input.asyncPages && profile?.preferAsync);
+    // Pages are written a few at a time (Postgres, not the fetch, is the slower side of a big pass),
+    // each committed with its checkpoint after the page before it.
+    this.writer = new PageWriter(this.checkpoint.counts, this.checkpoint.startedEmpty ?? false, this.counts, (page) => ctx?.heartbeat({ page: page + 1 }));
+    this.fetcher = this.fetcherOf();
+  }
+
+  /** The fetcher of the slice's pages, from the checkpoint's page on. */
+  private fetcherOf(): PageFetcher {
+    const { input, profile, ctx, token } = this.setup;
+    const support = profile?.resources[input.resource];
+    const checkpoint = this.checkpoint;
+    return new PageFetcher({
+      upstream: this.setup.deps.upstream,
+      call: (page) => ({
+        accountToken: token,
+        accountId: input.accountId,
+        sourceSystem: profile?.slug,
+        page,
+        what: this.what(page),
+        signal: ctx?.cancellationSignal,
+      }),
+      resource: input.resource,
+      path: input.path,
+      perPage: checkpoint.perPage,
+      projectId: input.projectId,
+      includeSourceData: input.includeSourceData ?? true,
+      filters:
+        checkpoint.mode === 'incremental' && checkpoint.since && support?.updateTimeFilter
+          ? [{ field: 'source_update_time', operator: '>=', value: checkpoint.since }]
+          : undefined,
+      preferAsync: this.preferAsync,
+      workflowPolls: Boolean(input.asyncPages),
+      digests: this.fullPass && !this.cross,
+      known: (page) => this.reusable(page)?.digest,
+      crossProject: this.cross,
+      pendingAsync: () => this.checkpoint.pendingAsync,
+      onExpired: () => this.forgetExpired(),
+      signal: ctx?.cancellationSignal,
+    });
+  }
+
+  /** Steps through the slice's pages up to its limit; the slice's result. */
+  async run(): Promise<SyncSliceResult> {
+    // Heartbeat on a timer too, so a slow upstream page is not taken for a dead worker.
+    const beat = setInterval(() => this.setup.ctx?.heartbeat(this.position), 5_000);
+    try {
+      this.fetcher.prefetch(this.checkpoint.page);
+      for (let n = 0; n < this.maxPages && this.fetcher.has(this.checkpoint.page); n++) {
+        const ended = await this.step(n);
+        if (ended) return ended;
+      }
+      await this.writer.drained();
+      this.setup.keepHistory();
+      return this.counts;
+    } finally {
+      clearInterval(beat);
+      // Leaving on an error: no write of this slice may still be running when its retry begins.
+      await this.writer.settled();
+    }
+  }
+
+  /**
+   * The checkpoint's page, the slice's `n`th: taken, judged, the next ones asked for, handed to the
+   * writer, the checkpoint moved past it. The slice's result when the page ends the slice.
+   */
+  async step(n: number): Promise<SyncSliceResult | undefined> {
+    const answer = await this.fetcher.take(this.checkpoint.page);
+    if (answer.pending) return this.awaitAsync(answer.pending);
+    // An unchanged page is judged by the ids and has_more it had when it was committed.
+    const keep = answer.unchanged ? this.reusable(this.checkpoint.page) : undefined;
+    const page: ListPage | undefined = answer.page;
+    // Ids repeat across projects: a page across projects is known by its records' project and id.
+    const ids =
+      this.cross && page && 'items' in page.records
+        ? page.records.items.map((item) => crossProjectKey(item, this.setup.input.resource))
+        : page
+          ? page.ids
+          : keep!.ids;
+    const hasMore = page ? page.hasMore : keep!.hasMore;
+    const verdict = this.judge.verdict(this.checkpoint, ids, hasMore);
+    if (verdict === 'end') {
+      // The end is confirmed: nothing past the full last page (an upstream that ignores an
+      // out-of-range page number serves the last page again, which ends the pass too).
+      return this.finish({ ...withoutPending(this.checkpoint), confirming: false });
+    }
+    if (verdict === 'confirm') {
+      this.setup.deps.logger.warn(
+        { resource: this.setup.input.resource, scope: this.setup.input.scope, page: this.checkpoint.page },
+        'has_more_results is false on a full page; fetching the next page to confirm the end',
+      );
+    }
+    // Fetch the next page while this one is written.
+    if (verdict !== 'stop' && n + 1 < this.maxPages) this.prefetchAfter(n);
+    const next = this.nextCheckpoint(verdict, pageFingerprint(ids));
+    const digest = page ? (page.digest ?? null) : answer.unchanged!.digest;
+    await this.write(ids, next, { page, keep, digest, hasMore });
+    this.checkpoint = { ...next, counts: this.writer.committed };
+    this.position = { page: this.checkpoint.page };
+    if (verdict === 'stop') return this.finish(this.checkpoint);
+    return undefined;
+  }
+
+  /** The next page is an upstream async request still running: remembered with the stream, so a restarted worker polls it instead of asking again. */
+  private async awaitAsync(pending: { id: string; expiresAt: number | null }): Promise<SyncSliceResult> {
+    const { id, expiresAt } = pending;
+    await this.writer.drained();
+    this.checkpoint = { ...this.checkpoint, counts: this.writer.committed, pendingAsync: { id, page: this.checkpoint.page, expiresAt } };
+    await saveCheckpoint(this.setup.deps.pool, this.setup.pass, this.checkpoint, { pages: 0, records: 0 });
+    this.setup.keepHistory();
+    return { ...this.counts, waitAsync: { id, expiresAt } };
+  }
+
+  /** A remembered async request expired before it was read: forgotten, and how many expired in a row. */
+  private async forgetExpired(): Promise<number> {
+    const expiries = (this.checkpoint.asyncExpiries ?? 0) + 1;
+    await this.writer.drained();
+    this.checkpoint = { ...withoutPending(this.checkpoint), asyncExpiries: expiries, counts: this.writer.committed };
+    await saveCheckpoint(this.setup.deps.pool, this.setup.pass, this.checkpoint, { pages: 0, records: 0 });
+    return expiries;
+  }
+
+  /** The pass ends at `checkpoint` once every page is committed: what it no longer found is marked deleted. */
+  private async finish(checkpoint: Checkpoint): Promise<SyncSliceResult> {
+    await this.writer.drained();
+    const { deps, key, pass, statistics } = this.setup;
+    this.counts.deleted = await finishPass(deps.pool, key, pass, { ...checkpoint, counts: this.writer.committed }, statistics);
+    return { ...this.counts, done: true };
+  }
+
+  /** Asks for the page after the checkpoint's, and the one after that where the last pass saw it. */
+  private prefetchAfter(n: number): void {
+    this.fetcher.prefetch(this.checkpoint.page + 1);
+    // One page further too where the last pass saw that page (so it is no request past the
+    // end): with unchanged pages kept, fetching is all a pass waits for. Not for async pages,
+    // whose pending requests are remembered one at a time.
+    const further = this.checkpoint.page + 2;
+    if (n + 2 < this.maxPages && !this.preferAsync && this.reusable(further)) this.fetcher.prefetch(further);
+  }
+
+  /** The checkpoint that holds once the checkpoint's page is committed (but for its counts). */
+  private nextCheckpoint(verdict: PageVerdict, fingerprint: string | null): Checkpoint {
+    const checkpoint = this.checkpoint;
+    return {
+      ...withoutPending(checkpoint),
+      asyncExpiries: undefined,
+      page: checkpoint.page + 1,
+      lastFingerprint: fingerprint ?? checkpoint.lastFingerprint,
+      done: false,
+      confirming: verdict === 'confirm',
+      ...(checkpoint.mode === 'incremental' ? { pageFingerprints: withFingerprint(checkpoint.pageFingerprints, checkpoint.page, fingerprint) } : {}),
+    };
+  }
+
+  /** Hands the checkpoint's page to the writer, staged when its turn comes and committed with `next`. */
+  private write(ids: readonly string[], next: Checkpoint, taken: TakenPage): Promise<void> {
+    const pageNo = this.checkpoint.page;
+    const seen = this.fullPass ? { page: pageNo, perPage: this.checkpoint.perPage, digest: taken.digest, hasMore: taken.hasMore } : undefined;
+    return this.writer.add({ page: pageNo, ids, checkpoint: next, stage: (insertOnly) => this.stage(pageNo, taken, seen, insertOnly) });
+  }
+
+  /** Stages page `pageNo`: kept as an earlier pass committed it where it can be, else written. */
+  private async stage(pageNo: number, taken: TakenPage, seen: Parameters<typeof stagePage>[1]['seen'], insertOnly: boolean): Promise<StagedPage> {
+    const { deps, key, pass } = this.setup;
+    const kept = taken.keep ? await stageKeptPage(deps.pool, { key, pass, known: taken.keep }) : null;
+    if (kept) return kept;
+    // Not kept (its records changed since, or it is new): written. A page that came back
+    // unchanged but cannot be kept is asked for once more, to be read this time.
+    return stagePage(deps.pool, {
+      key,
+      pass,
+      records: (taken.page ?? (await this.fetcher.again(pageNo, taken.digest!))).records,
+      // A full pass reads the whole list: its pages give each record its place. An incremental
+      // one reads only what changed: those keep their places, and new ones go after the rest.
+      ...(this.fullPass ? { ordinalBase: (pageNo - 1) * this.checkpoint.perPage } : { ordinalBase: await appendedOrdinal(deps.pool, key), keepOrdinal: true }),
+      what: this.what(pageNo),
+      ...(seen ? { seen } : {}),
+      insertOnly,
+      buffers: this.setup.bodyBuffers,
+    });
+  }
+
+  /** The page an earlier pass committed as `page`, if it may be kept (same page size). */
+  private reusable(page: number): KnownPage | undefined {
+    const k = this.known.get(page);
+    return k && k.perPage === this.checkpoint.perPage ? k : undefined;
+  }
+
+  private what(page: number): string {
+    return `${this.setup.input.resource}${this.setup.input.scope ? ` (${this.setup.input.scope})` : ''} page ${page}`;
   }
 }
 
