@@ -215,34 +215,46 @@ const unservedFolders = (reads: ResourceReads, r: ReadScope, sub?: 'files' | 'fo
 
 const allProjects = 'Project-Id: * names no one project, and folders are read one project at a time';
 
-async function rootFolderHandler(reads: ResourceReads, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+/**
+ * What every folder read settles first, in order, each answered by the upstream: a source system that
+ * does not serve folders (or `sub`), a read the mirror does not evaluate, a read of no one project, a
+ * project whose folders (or `sub`) are not synced yet, and a copy older than the read allows. Else the
+ * read's scope, its project and its plan, to be served from the mirror.
+ */
+async function folderRead<T>(
+  reads: ResourceReads,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  o: { sub?: 'files' | 'folders'; plan: (r: Parameters<typeof planGet>[0], debugIdHeader: string) => { serve: T } | { forward: string } },
+): Promise<{ answered: FastifyReply } | { r: ReadScope; scope: string; serve: T }> {
   const r = await reads.open(request);
-  const unserved = unservedFolders(reads, r);
-  if (unserved) return reads.forwarded(r, reply, unserved);
-  const plan = planGet(reads.readRequest(request, foldersDef), reads.debugIdHeader);
+  const unserved = unservedFolders(reads, r, o.sub);
+  if (unserved) return { answered: await reads.forwarded(r, reply, unserved) };
+  const plan = o.plan(reads.readRequest(request, foldersDef), reads.debugIdHeader);
   const scope = await reads.oneProject(r);
-  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-  if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
-  const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
-  if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
-  const root = await reads.readRootFolder(r, scope);
+  if ('forward' in plan) return { answered: await reads.forwarded(r, reply, plan.forward) };
+  if (scope === undefined) return { answered: await reads.forwarded(r, reply, allProjects) };
+  const def = o.sub ? resourceDef(o.sub)! : foldersDef;
+  // Not synced (or not served by the account's source system at all): the upstream answers.
+  if (await reads.notSyncedYet(r, def.name, [scope])) return { answered: await reads.fromUpstream(r, reply, def, [scope]) };
+  // A folder is answered with its files and subfolders: its copy is as old as theirs.
+  const tooOld = await reads.tooOld(r, ['folders', o.sub ?? 'files'], [scope]);
+  if (tooOld) return { answered: await reads.forwardedTooOld(r, reply, def, [scope], tooOld) };
+  return { r, scope, serve: plan.serve };
+}
+
+async function rootFolderHandler(reads: ResourceReads, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const read = await folderRead(reads, request, reply, { plan: planGet });
+  if ('answered' in read) return read.answered;
+  const root = await reads.readRootFolder(read.r, read.scope);
   if (!root) throw new NotFoundError('This project has no root folder in the mirror.');
-  return sendJson(reply, reads.deps.headerPrefix, await reads.readFolderView(r, scope, root, null));
+  return sendJson(reply, reads.deps.headerPrefix, await reads.readFolderView(read.r, read.scope, root, null));
 }
 
 async function folderHandler(reads: ResourceReads, request: FastifyRequest, reply: FastifyReply, id: string) {
-  const r = await reads.open(request);
-  const unserved = unservedFolders(reads, r);
-  if (unserved) return reads.forwarded(r, reply, unserved);
-  const plan = planGet(reads.readRequest(request, foldersDef), reads.debugIdHeader);
-  const scope = await reads.oneProject(r);
-  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-  if (await reads.notSyncedYet(r, 'folders', [scope])) return reads.fromUpstream(r, reply, foldersDef, [scope]);
-  // A folder is answered with its files and subfolders: its copy is as old as theirs.
-  const tooOld = await reads.tooOld(r, ['folders', 'files'], [scope]);
-  if (tooOld) return reads.forwardedTooOld(r, reply, foldersDef, [scope], tooOld);
+  const read = await folderRead(reads, request, reply, { plan: planGet });
+  if ('answered' in read) return read.answered;
+  const { r, scope } = read;
   const found = await reads.readObject(r, foldersDef, [scope], id);
   if (found) return sendJson(reply, reads.deps.headerPrefix, await reads.readFolderView(r, scope, found.json, found.retrievedAt));
   // A folder created upstream since the last pass: the upstream's answer, never a false 404.
@@ -251,20 +263,12 @@ async function folderHandler(reads: ResourceReads, request: FastifyRequest, repl
 }
 
 async function folderContentsHandler(reads: ResourceReads, sub: 'files' | 'folders', request: FastifyRequest, reply: FastifyReply, id: string) {
-  const r = await reads.open(request);
-  const unserved = unservedFolders(reads, r, sub);
-  if (unserved) return reads.forwarded(r, reply, unserved);
-  const plan = planPagesOnly(reads.readRequest(request, foldersDef), reads.debugIdHeader);
-  const scope = await reads.oneProject(r);
-  if ('forward' in plan) return reads.forwarded(r, reply, plan.forward);
-  if (scope === undefined) return reads.forwarded(r, reply, allProjects);
-  // Not synced (or not served by the account's source system at all): the upstream answers.
-  if (await reads.notSyncedYet(r, sub, [scope])) return reads.fromUpstream(r, reply, resourceDef(sub)!, [scope]);
-  const tooOld = await reads.tooOld(r, ['folders', sub], [scope]);
-  if (tooOld) return reads.forwardedTooOld(r, reply, resourceDef(sub)!, [scope], tooOld);
+  const read = await folderRead(reads, request, reply, { sub, plan: planPagesOnly });
+  if ('answered' in read) return read.answered;
+  const { r, scope } = read;
   const folderId = await reads.folderId(r, scope, id);
   const field = sub === 'files' ? 'folder_id' : 'parent_id';
-  const q = { ...plan.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
+  const q = { ...read.serve, includeDeleted: false, modifiedAfter: undefined, filters: [{ field, operator: '=' as const, value: folderId }], orderBy: [] };
   const page = await reads.readPage(r, resourceDef(sub)!, [scope], q);
   return page ? sendJson(reply, reads.deps.headerPrefix, page) : reads.forwarded(r, reply, acrossOrderUnknown(sub));
 }

@@ -219,14 +219,16 @@ async function refusedAnswer(
   target: Target,
   res: UpstreamStream | undefined,
 ): Promise<FastifyReply | undefined> {
-  if (target.kind === 'refused') {
-    request.log.warn(
-      { resource: link.resource, id: link.id, field: link.field, reason: target.reason },
-      'storage proxy: the upstream gave a URL outside its storage; not fetched',
-    );
+  // Refused with a 502: logged with what was refused, the access recorded.
+  const refuse = async (logged: Record<string, unknown>, why: string, code: string, message: string) => {
+    request.log.warn({ resource: link.resource, id: link.id, field: link.field, ...logged }, `storage proxy: ${why}`);
     await files.recordAccess(request, link, 502);
-    return badGateway(
-      reply,
+    return badGateway(reply, code, message);
+  };
+  if (target.kind === 'refused') {
+    return refuse(
+      { reason: target.reason },
+      'the upstream gave a URL outside its storage; not fetched',
       'storage_url_refused',
       `The upstream gave this file a URL outside its storage, so the mirror did not fetch it. The operator can check UPSTREAM_STORAGE_URL against the upstream's storage URL.`,
     );
@@ -235,13 +237,9 @@ async function refusedAnswer(
   if (res.status >= 300 && res.status < 400 && res.status !== 304) {
     // A redirect would send the mirror (or, relayed, the caller) to an address nobody checked.
     await res.discard();
-    request.log.warn(
-      { resource: link.resource, id: link.id, field: link.field, status: res.status },
-      'storage proxy: the upstream storage answered a redirect; not followed',
-    );
-    await files.recordAccess(request, link, 502);
-    return badGateway(
-      reply,
+    return refuse(
+      { status: res.status },
+      'the upstream storage answered a redirect; not followed',
       'storage_redirect_refused',
       `The upstream's storage answered a redirect (${res.status}) for this file; the mirror does not follow redirects and did not fetch it.`,
     );

@@ -2,6 +2,7 @@
 // the SDK's own log lines silenced as LOG_LEVEL says (bin/temporal-worker.ts does the same), the workflow bundle
 // built once, and a worker on a task queue of its own.
 import { randomUUID } from 'node:crypto';
+import { after, before } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
@@ -35,6 +36,18 @@ export async function startWorkflowTestEnv(): Promise<WorkflowTestEnv> {
       await temporal.stop();
     },
   };
+}
+
+/** The environment of a suite's tests, started before them and closed after (call it inside the `describe`). */
+export function suiteWorkflowEnv(): () => WorkflowTestEnv {
+  let t: WorkflowTestEnv | undefined;
+  before(async () => {
+    t = await startWorkflowTestEnv();
+  });
+  after(async () => {
+    await t?.close();
+  });
+  return () => t!;
 }
 
 type History = Awaited<ReturnType<ReturnType<TestWorkflowEnvironment['client']['workflow']['getHandle']>['fetchHistory']>>;

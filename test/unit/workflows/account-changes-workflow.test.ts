@@ -7,25 +7,18 @@
 // retried. The workflow runs for the account's lifetime: each test ends it.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
 import type { ApplyResult } from '../../../activities/inbox.ts';
 import { accountSyncWorkflowId } from '../../../lib/workflow-ids.ts';
-import { activitiesOf, startWorkflowTestEnv, until, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { activitiesOf, suiteWorkflowEnv, until } from '../../helpers/workflow-env.ts';
 
 type Batch = Partial<ApplyResult> | Error;
 
 describe('the account change workflow, with its activities faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   /**
    * Starts the change workflow of a new account on workers of these fakes; `batches` answers each
@@ -54,9 +47,13 @@ describe('the account change workflow, with its activities faked', { timeout: 18
       },
     };
     const taskQueue = `changes-unit-${randomUUID()}`;
-    const worker = await t.worker(taskQueue, passes);
-    const prompt = await t.worker(`${taskQueue}-prompt`, inbox);
-    const handle = await t.env.client.workflow.start('accountChangesWorkflow', { taskQueue, workflowId: `changes-unit-${accountId}`, args: [{ accountId }] });
+    const worker = await env().worker(taskQueue, passes);
+    const prompt = await env().worker(`${taskQueue}-prompt`, inbox);
+    const handle = await env().env.client.workflow.start('accountChangesWorkflow', {
+      taskQueue,
+      workflowId: `changes-unit-${accountId}`,
+      args: [{ accountId }],
+    });
     const running = Promise.all([worker.run(), prompt.run()]);
     const children = async () => {
       const history = await handle.fetchHistory();
@@ -75,8 +72,8 @@ describe('the account change workflow, with its activities faked', { timeout: 18
       await running;
       const { initiated } = await children();
       for (const id of new Set(initiated))
-        await t.env.client.workflow
-          .getHandle(id)
+        await env()
+          .env.client.workflow.getHandle(id)
           .terminate('the test ended')
           .catch(() => undefined);
       await handle.terminate('the test ended');
@@ -114,7 +111,7 @@ describe('the account change workflow, with its activities faked', { timeout: 18
       }
       assert.deepEqual(seen.initiated, [vendors, projects, vendors]);
       assert.deepEqual(seen.refused, [vendors], 'the second start of a pass still running is refused, and not a failure');
-      const child = await t.env.client.workflow.getHandle(vendors).describe();
+      const child = await env().env.client.workflow.getHandle(vendors).describe();
       assert.equal(child.type, 'accountSyncWorkflow');
       // The change workflow goes on: a signal is applied.
       await c.handle.signal('events');

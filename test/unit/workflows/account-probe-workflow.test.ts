@@ -6,11 +6,11 @@
 // unlinked), a wait carried over a continue-as-new taken up where it was, and a probe that failed
 // (a worker or database gone, not the upstream's refusal) retried instead of counted.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
 import type { AccountStatus } from '../../../mirror/control/accounts.ts';
-import { activitiesOf, runToEnd, startWorkflowTestEnv, timersOf, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { activitiesOf, runToEnd, suiteWorkflowEnv, timersOf } from '../../helpers/workflow-env.ts';
 
 type ProbeResult = { status: string; probes: number };
 
@@ -31,18 +31,11 @@ function scripted(answers: (AccountStatus | Error)[]) {
 const refused = 'credentials_refused' as const;
 
 describe('the credentials probe workflow, with its activity faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   it('waits before each probe, doubling the wait up to its most, until the token is taken again', async () => {
     const { activities, asked } = scripted([refused, refused, refused, refused, 'linked']);
-    const r = await runToEnd<ProbeResult>(t, 'accountProbeWorkflow', [{ accountId: 'acct-1', firstDelayMs: 20, maxDelayMs: 70 }], activities);
+    const r = await runToEnd<ProbeResult>(env(), 'accountProbeWorkflow', [{ accountId: 'acct-1', firstDelayMs: 20, maxDelayMs: 70 }], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.deepEqual(r.result, { status: 'linked', probes: 5 });
     assert.deepEqual(asked, Array(5).fill('acct-1'));
@@ -51,21 +44,21 @@ describe('the credentials probe workflow, with its activity faked', { timeout: 1
 
   it('ends when the account was unlinked meanwhile', async () => {
     const { activities } = scripted([refused, 'unlinked', 'linked']);
-    const r = await runToEnd<ProbeResult>(t, 'accountProbeWorkflow', [{ accountId: 'acct-2', firstDelayMs: 10, maxDelayMs: 1000 }], activities);
+    const r = await runToEnd<ProbeResult>(env(), 'accountProbeWorkflow', [{ accountId: 'acct-2', firstDelayMs: 10, maxDelayMs: 1000 }], activities);
     assert.deepEqual(r.result, { status: 'unlinked', probes: 2 });
     assert.deepEqual(timersOf(r.history), [10, 20]);
   });
 
   it('takes up the wait a continued run carried over', async () => {
     const { activities } = scripted([refused, 'linked']);
-    const r = await runToEnd<ProbeResult>(t, 'accountProbeWorkflow', [{ accountId: 'acct-3', firstDelayMs: 10, maxDelayMs: 100, delayMs: 60 }], activities);
+    const r = await runToEnd<ProbeResult>(env(), 'accountProbeWorkflow', [{ accountId: 'acct-3', firstDelayMs: 10, maxDelayMs: 100, delayMs: 60 }], activities);
     assert.deepEqual(r.result, { status: 'linked', probes: 2 });
     assert.deepEqual(timersOf(r.history), [60, 100]);
   });
 
   it('retries a probe that failed instead of counting it', async () => {
     const { activities, asked } = scripted([ApplicationFailure.retryable('the database went away'), 'linked']);
-    const r = await runToEnd<ProbeResult>(t, 'accountProbeWorkflow', [{ accountId: 'acct-4', firstDelayMs: 10, maxDelayMs: 100 }], activities);
+    const r = await runToEnd<ProbeResult>(env(), 'accountProbeWorkflow', [{ accountId: 'acct-4', firstDelayMs: 10, maxDelayMs: 100 }], activities);
     assert.deepEqual(r.result, { status: 'linked', probes: 1 });
     assert.equal(asked.length, 2, 'the probe attempted again');
     assert.deepEqual(activitiesOf(r.history), ['probeAccount']);

@@ -5,12 +5,12 @@
 // purges once, and says whether anything was purged (nothing when the account was linked again
 // meanwhile or purged already); a purge that fails for good fails the workflow.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
 import type { PurgeCounts } from '../../../mirror/ops/retention.ts';
 import { rootMessage } from '../../../workflows/shared.ts';
-import { runToEnd, startWorkflowTestEnv, timersOf, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { runToEnd, suiteWorkflowEnv, timersOf } from '../../helpers/workflow-env.ts';
 
 /** A purgeUnlinkedAccount that answers as given, recording what it was asked and when. */
 function answering(answer: PurgeCounts | null | Error) {
@@ -26,19 +26,12 @@ function answering(answer: PurgeCounts | null | Error) {
 }
 
 describe('the purge workflow of an unlinked account, with its activity faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   it('waits out the retention, then purges the account once', async () => {
     const { activities, asked } = answering({ records: 12, streams: 3 });
     const began = Date.now();
-    const r = await runToEnd<{ purged: boolean }>(t, 'accountPurgeWorkflow', [{ accountId: 'acct-1', afterMs: 300 }], activities);
+    const r = await runToEnd<{ purged: boolean }>(env(), 'accountPurgeWorkflow', [{ accountId: 'acct-1', afterMs: 300 }], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.deepEqual(r.result, { purged: true });
     assert.deepEqual(timersOf(r.history), [300]);
@@ -51,7 +44,7 @@ describe('the purge workflow of an unlinked account, with its activity faked', {
 
   it('purges at once when no retention is left, and says when there was nothing to purge', async () => {
     const { activities, asked } = answering(null);
-    const r = await runToEnd<{ purged: boolean }>(t, 'accountPurgeWorkflow', [{ accountId: 'acct-2', afterMs: 0 }], activities);
+    const r = await runToEnd<{ purged: boolean }>(env(), 'accountPurgeWorkflow', [{ accountId: 'acct-2', afterMs: 0 }], activities);
     assert.deepEqual(r.result, { purged: false });
     assert.deepEqual(timersOf(r.history), []);
     assert.equal(asked.length, 1);
@@ -59,7 +52,7 @@ describe('the purge workflow of an unlinked account, with its activity faked', {
 
   it('fails when the purge fails for good', async () => {
     const { activities } = answering(ApplicationFailure.nonRetryable('the records table is gone'));
-    const r = await runToEnd<{ purged: boolean }>(t, 'accountPurgeWorkflow', [{ accountId: 'acct-3', afterMs: 0 }], activities);
+    const r = await runToEnd<{ purged: boolean }>(env(), 'accountPurgeWorkflow', [{ accountId: 'acct-3', afterMs: 0 }], activities);
     assert.ok(r.error, 'the workflow failed');
     assert.match(rootMessage(r.error), /records table is gone/);
   });

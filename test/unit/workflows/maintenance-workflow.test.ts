@@ -4,13 +4,13 @@
 // once that purge has ended are unused accounts made idle; the run reports both; a purge that fails
 // for good fails the run before any account is touched.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
 import type { ExpiredCounts } from '../../../mirror/ops/retention.ts';
 import { rootMessage } from '../../../workflows/shared.ts';
-import { activitiesOf, runToEnd, startWorkflowTestEnv, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { activitiesOf, runToEnd, suiteWorkflowEnv } from '../../helpers/workflow-env.ts';
 
 const counts: ExpiredCounts = { tombstones: 4, syncRuns: 2, inboxEvents: 9, storageAccesses: 0, asyncRequests: 1, unlinkedAccounts: ['acct-gone'] };
 
@@ -34,18 +34,11 @@ function fakes(o: { purgeFails?: Error } = {}) {
 }
 
 describe('the maintenance workflow, with its activities faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   it('purges history past its retention, then makes unused accounts idle, and reports both', async () => {
     const { activities, log } = fakes();
-    const r = await runToEnd(t, 'maintenanceWorkflow', [], activities);
+    const r = await runToEnd(env(), 'maintenanceWorkflow', [], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.deepEqual(log, ['purge began', 'purge ended', 'idle began']);
     assert.deepEqual(activitiesOf(r.history), ['purgeExpired', 'markIdleAccounts']);
@@ -54,7 +47,7 @@ describe('the maintenance workflow, with its activities faked', { timeout: 180_0
 
   it('fails before making any account idle when the purge fails for good', async () => {
     const { activities, log } = fakes({ purgeFails: ApplicationFailure.nonRetryable('the retention policy is invalid') });
-    const r = await runToEnd(t, 'maintenanceWorkflow', [], activities);
+    const r = await runToEnd(env(), 'maintenanceWorkflow', [], activities);
     assert.ok(r.error, 'the run failed');
     assert.match(rootMessage(r.error), /retention policy is invalid/);
     assert.deepEqual(log, ['purge began', 'purge ended']);

@@ -5,14 +5,14 @@
 // that is an upstream async request still running is polled again after a durable timer of the
 // contract's interval; a failed slice is retried, and one that fails for good fails the pass.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
 import type { SyncSliceInput, SyncSliceResult } from '../../../activities/sync.ts';
 import { asyncPollIntervalMs } from '../../../lib/async-requests.ts';
 import { rootMessage, type StreamProgress } from '../../../workflows/shared.ts';
-import { activitiesOf, runToEnd, startWorkflowTestEnv, timersOf, until, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { activitiesOf, runToEnd, suiteWorkflowEnv, timersOf, until } from '../../helpers/workflow-env.ts';
 
 type Slice = Partial<SyncSliceResult> | Error;
 
@@ -36,14 +36,7 @@ function scripted(slices: Slice[], o: { beforeEach?: () => Promise<void> } = {})
 const stream = { accountId: 'acct-1', resource: 'vendors', scope: '', path: '/vendors', passKey: 'pass-1', mode: 'full' as const, maxPages: 50 };
 
 describe('the stream pass workflow, with its activity faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   it('runs slices of the same stream until one is done, adding up their counts', async () => {
     const { activities, asked } = scripted([
@@ -52,7 +45,7 @@ describe('the stream pass workflow, with its activity faked', { timeout: 180_000
       { pages: 3, records: 250, unchanged: 250, deleted: 7, done: true },
       { pages: 99 },
     ]);
-    const r = await runToEnd<SyncSliceResult>(t, 'streamSyncWorkflow', [stream], activities);
+    const r = await runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.equal(asked.length, 3, 'no slice after the one that finished the stream');
     assert.ok(
@@ -68,7 +61,7 @@ describe('the stream pass workflow, with its activity faked', { timeout: 180_000
       { pages: 2, records: 200, waitAsync: { id: 'async-1', expiresAt: null } },
       { pages: 1, records: 10, done: true },
     ]);
-    const r = await runToEnd<SyncSliceResult>(t, 'streamSyncWorkflow', [stream], activities);
+    const r = await runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.equal(asked.length, 2);
     assert.deepEqual(timersOf(r.history), [asyncPollIntervalMs]);
@@ -77,13 +70,13 @@ describe('the stream pass workflow, with its activity faked', { timeout: 180_000
 
   it('retries a failed slice; a slice that fails for good fails the pass with its reason', async () => {
     const once = scripted([ApplicationFailure.retryable('the upstream answered 503'), { pages: 1, done: true }]);
-    const retried = await runToEnd<SyncSliceResult>(t, 'streamSyncWorkflow', [stream], once.activities);
+    const retried = await runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], once.activities);
     assert.equal(retried.error, undefined, String(retried.error));
     assert.equal(once.asked.length, 2);
     assert.deepEqual(activitiesOf(retried.history), ['syncSlice'], 'the same slice attempted again');
 
     const broken = scripted([{ pages: 1 }, ApplicationFailure.nonRetryable("Upstream's vendors page 2 repeats page 1 of the same pass")]);
-    const failed = await runToEnd<SyncSliceResult>(t, 'streamSyncWorkflow', [stream], broken.activities);
+    const failed = await runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], broken.activities);
     assert.ok(failed.error, 'the pass failed');
     assert.match(rootMessage(failed.error), /repeats page 1/);
     assert.equal(broken.asked.length, 2);
@@ -105,9 +98,9 @@ describe('the stream pass workflow, with its activity faked', { timeout: 180_000
       },
     );
     const workflowId = `stream-unit-${randomUUID()}`;
-    const running = runToEnd<SyncSliceResult>(t, 'streamSyncWorkflow', [stream], activities, { workflowId });
+    const running = runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], activities, { workflowId });
     await until('the second slice', () => calls === 2);
-    const progress = await t.env.client.workflow.getHandle(workflowId).query<StreamProgress>('progress');
+    const progress = await env().env.client.workflow.getHandle(workflowId).query<StreamProgress>('progress');
     release();
     const r = await running;
     assert.deepEqual(progress, { resource: 'vendors', scope: '', pages: 4, records: 400, done: false });

@@ -4,10 +4,10 @@
 // is gone, waits between rounds only when one delivered nothing (500 ms more for each idle round in a
 // row, back to none after a delivery), and a failed round is retried by Temporal, not dropped.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities } from '../../../activities/index.ts';
-import { activitiesOf, runToEnd, startWorkflowTestEnv, timersOf, type WorkflowTestEnv } from '../../helpers/workflow-env.ts';
+import { activitiesOf, runToEnd, suiteWorkflowEnv, timersOf } from '../../helpers/workflow-env.ts';
 
 type Round = { delivered: number } | 'gone' | 'fails';
 
@@ -26,18 +26,11 @@ function scripted(rounds: Round[]) {
 }
 
 describe('the subscription delivery workflow, with its activity faked', { timeout: 180_000 }, () => {
-  let t: WorkflowTestEnv;
-
-  before(async () => {
-    t = await startWorkflowTestEnv();
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const env = suiteWorkflowEnv();
 
   it('delivers until the subscription is gone, waiting only after idle rounds and longer for each in a row', async () => {
     const { activities, asked } = scripted([{ delivered: 3 }, { delivered: 0 }, { delivered: 0 }, { delivered: 2 }, { delivered: 0 }, 'gone']);
-    const r = await runToEnd(t, 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-1' }], activities);
+    const r = await runToEnd(env(), 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-1' }], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.deepEqual(asked, Array(6).fill('sub-1'), 'six rounds for the subscription, the last finding it gone');
     // No wait after a delivery; 500 ms after the first idle round, 1000 after the second; a delivery starts over.
@@ -46,7 +39,7 @@ describe('the subscription delivery workflow, with its activity faked', { timeou
 
   it('ends at once when the subscription is gone', async () => {
     const { activities, asked } = scripted(['gone']);
-    const r = await runToEnd(t, 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-2' }], activities);
+    const r = await runToEnd(env(), 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-2' }], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.equal(asked.length, 1);
     assert.deepEqual(timersOf(r.history), []);
@@ -54,7 +47,7 @@ describe('the subscription delivery workflow, with its activity faked', { timeou
 
   it('retries a failed round with its backoff and delivers on from it', async () => {
     const { activities, asked } = scripted(['fails', { delivered: 1 }, 'gone']);
-    const r = await runToEnd(t, 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-3' }], activities);
+    const r = await runToEnd(env(), 'subscriptionDeliveryWorkflow', [{ subscriptionId: 'sub-3' }], activities);
     assert.equal(r.error, undefined, String(r.error));
     assert.equal(asked.length, 3, 'the failed round was attempted again');
     assert.deepEqual(activitiesOf(r.history), ['deliverChanges', 'deliverChanges'], 'a retry of the same round, not a round of its own');
