@@ -1,9 +1,10 @@
 // One stream's pass, on the workflow alone: the real workflow code runs on Temporal's test environment
 // (the run's dev server) with its slice activity replaced by a fake typed against the real one. What is
-// checked is what the workflow decides: slices run one after another until one says the stream is done,
-// each asked for the same stream with async pages left to the workflow, their counts adding up; a page
-// that is an upstream async request still running is polled again after a durable timer of the
-// contract's interval; a failed slice is retried, and one that fails for good fails the pass.
+// checked is what the workflow decides: slices run one after another until one says the stream is done
+// (or stalled: its reason is the pass's), each asked for the same stream with async pages left to the
+// workflow, their counts adding up; a page that is an upstream async request still running is polled
+// again after a durable timer of the contract's interval; a failed slice is retried, and one that
+// fails for good fails the pass.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { randomUUID } from 'node:crypto';
@@ -54,6 +55,25 @@ describe('the stream pass workflow, with its activity faked', { timeout: 180_000
     );
     assert.deepEqual(r.result, { pages: 103, records: 10250, inserted: 9000, updated: 1000, unchanged: 250, deleted: 7 });
     assert.deepEqual(timersOf(r.history), []);
+  });
+
+  it('ends the pass with the reason when a slice says the stream is stalled', async () => {
+    const { activities, asked } = scripted([
+      { pages: 2, records: 20 },
+      { done: true, stalled: 'same page returned 3 times: vendors page 3 came back as page 2 again' },
+    ]);
+    const r = await runToEnd<SyncSliceResult>(env(), 'streamSyncWorkflow', [stream], activities);
+    assert.equal(r.error, undefined, String(r.error));
+    assert.equal(asked.length, 2);
+    assert.deepEqual(r.result, {
+      pages: 2,
+      records: 20,
+      inserted: 0,
+      updated: 0,
+      unchanged: 0,
+      deleted: 0,
+      stalled: 'same page returned 3 times: vendors page 3 came back as page 2 again',
+    });
   });
 
   it('waits a durable timer of the poll interval for a page still produced upstream, then slices again', async () => {
