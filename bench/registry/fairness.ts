@@ -56,8 +56,12 @@ export const fairnessScenario: Scenario = {
     ] as const) {
       notes.push(
         `[14] ${tag}: each change visible after [${r.latencies.map((l) => (l === null ? 'not within 30 s' : `${fmt(l)} ms`)).join(', ')}]; the backfill had written ${r.backfilled} records by then` +
+          (r.eventLoop
+            ? `; the worker's event-loop delay meanwhile: max ${fmt(r.eventLoop.maxMs)} ms, worst p99 of a second ${fmt(r.eventLoop.p99Ms)} ms`
+            : '') +
           (r.problems.length > 0 ? `; problems: ${r.problems.join('; ')}` : ''),
       );
+      notes.push(`[14] ${tag}, where the time went (since each change was made): ${r.hops}`);
     }
   },
 };
