@@ -8,7 +8,6 @@ import {
   changesWorkflowId,
   maintenanceScheduleId,
   maintenanceWorkflowId,
-  promptTaskQueue,
   scheduledRunWorkflowId,
   scheduleIds,
 } from '../lib/workflow-ids.ts';
@@ -322,13 +321,10 @@ export class SyncControl implements AccountLifecycle {
   }
 
   private async sendEventsSignal(accountId: string): Promise<void> {
-    // The change workflow runs on the prompt task queue: its workflow tasks, like its activities, are
-    // the prompt worker's, which a backfill on the main queue does not hold up. One already running
-    // on the main queue (started by an earlier release) stays there.
     await this.client.workflow.signalWithStart('accountChangesWorkflow', {
-      taskQueue: promptTaskQueue(this.taskQueue),
+      taskQueue: this.taskQueue,
       workflowId: changesWorkflowId(accountId),
-      args: [{ accountId, mainTaskQueue: this.taskQueue }],
+      args: [{ accountId }],
       signal: 'events',
       signalArgs: [],
       priority: workPriority(accountId, 'event'),
