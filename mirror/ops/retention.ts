@@ -6,21 +6,16 @@
 // in short batches, never before the subscriptions that follow it have passed it.
 import { resourceForWebhookType } from '../../lib/resources.ts';
 import { accountEventType } from '../control/account-events.ts';
-import { inTransaction, type Pool, type PoolClient } from '../db/pool.ts';
+import type { Pool } from '../db/pool.ts';
 
-/**
- * The account's tables a purge empties, in order: its streams first (with their pages and runs), so
- * that an account linked again while its purge runs starts every stream over with a full pass (which
- * finds what the purge left, and what it removed); then the caches of its lists' order, its records,
- * and the rest.
- */
+/** The account's tables a purge empties, children first (streams' runs and pages go with their streams). */
 const accountTables = [
+  'records',
+  'record_position_chunks',
+  'record_position_sets',
   'stream_pages',
   'sync_runs',
   'streams',
-  'record_position_chunks',
-  'record_position_sets',
-  'records',
   'inbox_events',
   'webhook_registrations',
   'storage_accesses',
@@ -29,85 +24,42 @@ const accountTables = [
   'account_tokens',
 ] as const;
 
-type AccountTable = (typeof accountTables)[number];
-
-/** Rows one delete statement removes at most: a big purge is many short transactions, never one long lock. */
-const defaultBatch = 5000;
-
-export type PurgeCounts = Partial<Record<AccountTable, number>>;
+export type PurgeCounts = Partial<Record<(typeof accountTables)[number], number>>;
 
 /**
- * Deletes an unlinked account's mirrored data, `batch` rows a transaction (as every purge here: a big
- * account is many short transactions, never one long lock or one huge WAL burst), and notes when it
- * is done. Each batch first checks, under a share lock of the account's row, that the account is still
- * unlinked and not purged: linking it again waits for the batch under way, and stops the purge there.
- * Returns null when the account is not unlinked (linked again, before or during the purge) or was
- * purged already. A purge that stopped (a crash) is finished by the next.
+ * Deletes an unlinked account's mirrored data in one transaction and notes when; does nothing (null)
+ * when the account is not unlinked any more (linked again meanwhile) or was purged already.
  */
-export async function purgeUnlinkedAccount(pool: Pool, accountId: string, options: { batch?: number } = {}): Promise<PurgeCounts | null> {
-  const batch = options.batch ?? defaultBatch;
-  const counts: PurgeCounts = {};
-  for (const table of accountTables) {
-    const deleteBatch = table === 'records' ? recordsBatch(accountId, batch) : tableBatch(table, accountId, batch);
-    for (;;) {
-      const done = await whileUnlinked(pool, accountId, deleteBatch);
-      if (done === null) return null;
-      if (done.deleted > 0) counts[table] = (counts[table] ?? 0) + done.deleted;
-      if (!done.more) break;
-    }
-  }
-  const { rowCount } = await pool.query(`UPDATE linked_accounts SET purged_at = now() WHERE id = $1 AND status = 'unlinked' AND purged_at IS NULL`, [
-    accountId,
-  ]);
-  return rowCount === 1 ? counts : null;
-}
-
-/** One batch: the rows it deleted, and whether there may be more (it found a full batch to delete). */
-type BatchDelete = (client: PoolClient) => Promise<{ deleted: number; more: boolean }>;
-
-/** Runs one batch in a transaction that holds the account unlinked (null, and nothing done, when it is not). */
-async function whileUnlinked(pool: Pool, accountId: string, deleteBatch: BatchDelete): Promise<{ deleted: number; more: boolean } | null> {
-  return inTransaction(pool, async (client) => {
-    const { rows } = await client.query(`SELECT 1 FROM linked_accounts WHERE id = $1 AND status = 'unlinked' AND purged_at IS NULL FOR SHARE`, [accountId]);
-    return rows.length === 0 ? null : deleteBatch(client);
-  });
-}
-
-/**
- * A batch of the account's records, in key order from where the last batch ended (the primary key
- * leads with account_id): no batch walks again over the rows the ones before it deleted.
- */
-function recordsBatch(accountId: string, batch: number): BatchDelete {
-  let after: [string, string, string] | undefined;
-  return async (client) => {
-    const { rows } = await client.query<{ found: number; deleted: number; resource: string; scope: string; id: string }>(
-      `WITH doomed AS MATERIALIZED (
-         SELECT resource, scope, id FROM records
-          WHERE account_id = $1 ${after ? 'AND (resource, scope, id) > ($3, $4, $5)' : ''}
-          ORDER BY resource, scope, id LIMIT $2),
-       gone AS (
-         DELETE FROM records r USING doomed d
-          WHERE r.account_id = $1 AND r.resource = d.resource AND r.scope = d.scope AND r.id = d.id
-         RETURNING 1)
-       SELECT (SELECT count(*)::int FROM doomed) AS found, (SELECT count(*)::int FROM gone) AS deleted, l.resource, l.scope, l.id
-         FROM (SELECT resource, scope, id FROM doomed ORDER BY resource DESC, scope DESC, id DESC LIMIT 1) l`,
-      [accountId, batch, ...(after ?? [])],
+export async function purgeUnlinkedAccount(pool: Pool, accountId: string): Promise<PurgeCounts | null> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query<{ id: string }>(
+      `SELECT id FROM linked_accounts WHERE id = $1 AND status = 'unlinked' AND purged_at IS NULL FOR UPDATE`,
+      [accountId],
     );
-    const r = rows[0];
-    if (!r) return { deleted: 0, more: false };
-    after = [r.resource, r.scope, r.id];
-    return { deleted: r.deleted, more: r.found === batch };
-  };
-}
-
-/** A batch of one of the account's other tables (a stream's pages and runs: through its streams). */
-function tableBatch(table: Exclude<AccountTable, 'records'>, accountId: string, batch: number): BatchDelete {
-  const where = table === 'stream_pages' || table === 'sync_runs' ? 'stream_id IN (SELECT id FROM streams WHERE account_id = $1)' : 'account_id = $1';
-  return async (client) => {
-    const deleted = (await client.query(`DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT $2))`, [accountId, batch]))
-      .rowCount;
-    return { deleted: deleted ?? 0, more: deleted === batch };
-  };
+    if (rows.length === 0) {
+      await client.query('ROLLBACK');
+      return null;
+    }
+    const counts: PurgeCounts = {};
+    for (const table of accountTables) {
+      const sql =
+        table === 'stream_pages' || table === 'sync_runs'
+          ? `DELETE FROM ${table} WHERE stream_id IN (SELECT id FROM streams WHERE account_id = $1)`
+          : `DELETE FROM ${table} WHERE account_id = $1`;
+      const n = (await client.query(sql, [accountId])).rowCount ?? 0;
+      if (n > 0) counts[table] = n;
+    }
+    await client.query(`UPDATE linked_accounts SET purged_at = now() WHERE id = $1`, [accountId]);
+    await client.query('COMMIT');
+    return counts;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 /** How long each kind of history is kept (MIRROR_TOMBSTONE_RETENTION, MIRROR_RUN_RETENTION, MIRROR_LOG_RETENTION, MIRROR_RETENTION_AFTER_UNLINK). */
@@ -142,6 +94,9 @@ export interface ExpiredCounts {
   asyncRequests: number;
   unlinkedAccounts: string[];
 }
+
+/** Rows one delete statement removes at most: a big purge is many short transactions, never one long lock. */
+const defaultBatch = 5000;
 
 /**
  * Removes history past its retention, in batches: tombstones of deleted records, finished passes,
@@ -195,16 +150,6 @@ async function subscriptionCursors(pool: Pool): Promise<{ changes: Map<string, D
   return { changes, synced };
 }
 
-/**
- * The tombstones one batch of their purge takes: an account's and resource's records deleted before $5,
- * mirrored from $3 to before $4, the first $6 of them by mirrored_at. They are read from the index of
- * tombstones only (records_tombstones_idx, partial: `deleted_at IS NOT NULL`), never walking past the
- * live records an index of every record would hold between them.
- */
-export const tombstonesBatch = `SELECT account_id, resource, scope, id, mirrored_at FROM records
-  WHERE account_id = $1 AND resource = $2 AND mirrored_at >= $3 AND mirrored_at < $4 AND deleted_at IS NOT NULL AND deleted_at < $5
-  ORDER BY mirrored_at LIMIT $6`;
-
 async function purgeTombstones(pool: Pool, cutoff: Date, cursors: Map<string, Date>, run: PurgeRun): Promise<number> {
   // Every account and resource that may hold records: those of its streams.
   const { rows: pairs } = await pool.query<{ account_id: string; resource: string }>(`SELECT DISTINCT account_id, resource FROM streams ORDER BY 1, 2`);
@@ -225,7 +170,10 @@ async function purgeTombstones(pool: Pool, cutoff: Date, cursors: Map<string, Da
     let from = new Date(0);
     for (;;) {
       const { rows } = await pool.query<{ n: number; last: Date | null }>(
-        `WITH doomed AS (${tombstonesBatch}),
+        `WITH doomed AS (
+           SELECT account_id, resource, scope, id, mirrored_at FROM records
+            WHERE account_id = $1 AND resource = $2 AND mirrored_at >= $3 AND mirrored_at < $4 AND deleted_at IS NOT NULL AND deleted_at < $5
+            ORDER BY mirrored_at LIMIT $6),
          gone AS (
            DELETE FROM records r USING doomed d
             WHERE r.account_id = d.account_id AND r.resource = d.resource AND r.scope = d.scope AND r.id = d.id AND r.deleted_at IS NOT NULL
@@ -308,6 +256,6 @@ async function purgeUnlinkedPastRetention(pool: Pool, cutoff: Date, run: PurgeRu
   );
   if (run.dryRun) return rows.map((r) => r.id);
   const purged: string[] = [];
-  for (const r of rows) if ((await purgeUnlinkedAccount(pool, r.id, { batch: run.batch })) !== null) purged.push(r.id);
+  for (const r of rows) if ((await purgeUnlinkedAccount(pool, r.id)) !== null) purged.push(r.id);
   return purged;
 }

@@ -1,13 +1,11 @@
 // Retention: history past its setting goes (tombstones, finished passes, applied webhook events, the
 // storage access log), in batches; what a subscription has not passed, live records, each stream's
-// latest pass, pending events and every other account's rows stay exactly as they were. An unlinked
-// account's data goes in batches too, and linking it again stops its purge. The tombstones' purge reads
-// only tombstones (its plan, at 200k records).
+// latest pass, pending events and every other account's rows stay exactly as they were.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createPool, type Pool } from '../../mirror/db/pool.ts';
-import { purgeExpired, purgeUnlinkedAccount, tombstonesBatch, type RetentionPolicy } from '../../mirror/ops/retention.ts';
+import { purgeExpired, type RetentionPolicy } from '../../mirror/ops/retention.ts';
 import { createTestDatabase, insertBareAccount, type TestDatabase } from '../helpers/database.ts';
 
 const day = 86_400_000;
@@ -150,93 +148,4 @@ describe('retention', () => {
     assert.equal((await counts(gone)).live, 0);
     assert.deepEqual([await counts(a), await counts(b), await counts(c), await counts(recent)], [beforeA, beforeB, beforeC, beforeRecent]);
   });
-
-  it("purges an unlinked account's data a batch a transaction, and stops once the account is linked again", async () => {
-    const gone = await insertBareAccount(pool);
-    await pool.query(`UPDATE linked_accounts SET status = 'unlinked', unlinked_at = now() WHERE id = $1`, [gone]);
-    const ids = Array.from({ length: 30 }, (_, i) => `r${String(i).padStart(2, '0')}`);
-    await pool.query(
-      `INSERT INTO records (account_id, resource, scope, id, data, hash, generation, ordinal, first_seen_at, mirrored_at)
-       SELECT $1, 'customers', '', id, '{}'::jsonb, md5(id)::uuid, 1, 0, now(), now() FROM unnest($2::text[]) AS id`,
-      [gone, ids],
-    );
-    const remaining = async () => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM records WHERE account_id = $1`, [gone])).rows[0]!.n;
-    // Another transaction holds r20: the purge (5 a batch, in key order) waits at the batch that holds it.
-    const holder = await pool.connect();
-    const relinker = await pool.connect();
-    try {
-      await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM records WHERE account_id = $1 AND resource = 'customers' AND id = 'r20' FOR UPDATE`, [gone]);
-      const purge = purgeUnlinkedAccount(pool, gone, { batch: 5 });
-      const until = Date.now() + 10_000;
-      while ((await remaining()) > 10 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
-      assert.equal(await remaining(), 10, 'the batches before the held row are committed while it waits');
-      // Linked again meanwhile: the link waits for the batch under way, and the purge stops after it.
-      const relinked = relinker.query(`UPDATE linked_accounts SET status = 'linked', unlinked_at = NULL WHERE id = $1`, [gone]);
-      const queued = Date.now() + 10_000;
-      const waiting = async () =>
-        (
-          await pool.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE linked_accounts SET status = ''linked''%'`,
-          )
-        ).rows[0]!.n;
-      while ((await waiting()) === 0 && Date.now() < queued) await new Promise((resolve) => setTimeout(resolve, 20));
-      await holder.query('ROLLBACK');
-      await relinked;
-      assert.equal(await purge, null, 'the purge stopped: the account is linked');
-      assert.equal(await remaining(), 5, 'the batch under way went; nothing after it');
-      const { rows } = await pool.query<{ status: string; purged_at: Date | null }>('SELECT status, purged_at FROM linked_accounts WHERE id = $1', [gone]);
-      assert.deepEqual(rows[0], { status: 'linked', purged_at: null });
-    } finally {
-      await holder.query('ROLLBACK').catch(() => undefined);
-      holder.release();
-      relinker.release();
-    }
-  });
-
-  it('reads only tombstones to purge them, not the live records between them (200k records)', async () => {
-    const big = await insertBareAccount(pool);
-    // 199,000 live records and 1,000 tombstones, mirrored over the same 100 days, in one resource.
-    await pool.query(
-      `INSERT INTO records (account_id, resource, scope, id, data, hash, generation, ordinal, first_seen_at, mirrored_at, deleted_at)
-       SELECT $1, 'customers', '', 'c' || n, '{}'::jsonb, md5(n::text)::uuid, 1, n, now(), now() - (n % 100) * interval '1 day' - n * interval '1 second',
-              CASE WHEN n % 200 = 0 THEN now() - interval '1 day' END
-         FROM generate_series(1, 200000) AS n`,
-      [big],
-    );
-    await pool.query('ANALYZE records');
-    const { rows } = await pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${tombstonesBatch}`, [
-      big,
-      'customers',
-      new Date(0),
-      new Date(),
-      new Date(),
-      5000,
-    ]);
-    const plan = rows[0]!['QUERY PLAN'][0].Plan;
-    const nodes = flatten(plan);
-    const read = nodes.reduce((n, p) => n + (p['Rows Removed by Filter'] ?? 0) + (p['Rows Removed by Index Recheck'] ?? 0), 0);
-    const scans = nodes.filter((p) => p['Relation Name'] !== undefined).map((p) => `${p['Node Type']} ${p['Index Name'] ?? ''}`.trim());
-    console.log('tombstones purge plan at 200k records:', scans.join(', '), `rows read and dropped: ${read}, rows: ${plan['Actual Rows']}`);
-    assert.equal(plan['Actual Rows'], 1000, 'every tombstone');
-    assert.ok(read <= 100, `the plan reads ${read} rows it does not take (live records): ${scans.join(', ')}`);
-    assert.ok(
-      scans.every((s) => s.includes('tombstones_idx')),
-      `read through the index of tombstones: ${scans.join(', ')}`,
-    );
-  });
 });
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  Plans?: PlanNode[];
-}
-
-function flatten(p: PlanNode): PlanNode[] {
-  return [p, ...(p.Plans ?? []).flatMap(flatten)];
-}
