@@ -66,7 +66,7 @@ export async function runBench(v: Record<string, string | boolean | undefined>):
   try {
     const pgClient = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 5000 });
     await pgClient.connect();
-    postgres = ((await pgClient.query<{ v: string }>('SHOW server_version')).rows[0]?.v ?? '').split(' ')[0];
+    postgres = ((await pgClient.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? '').split(' ')[0];
     autovacuum = (await pgClient.query<{ autovacuum: string }>('SHOW autovacuum')).rows[0]?.autovacuum;
     await pgClient.end();
     const port = await freePort();

@@ -2,7 +2,7 @@
 // Markdown table and written as JSON; a saved default run also writes its table into docs/benchmarks.md.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { projectRoot } from './processes.ts';
 
 export type Verdict = 'pass' | 'FAIL' | 'info' | 'error' | 'skipped';
@@ -106,12 +106,14 @@ export function writeReport(report: Report, options: { save: boolean }): string[
   const written = [join(dir, 'latest.json')];
   writeFileSync(written[0]!, text);
   if (options.save) {
-    const dated = join(dir, `${report.startedAt.slice(0, 10)}${report.mode === 'quick' ? '-quick' : ''}.json`);
+    // A run of some scenarios (`--only`) is saved under a name that says which, beside the whole runs.
+    const only = Array.isArray(report.options.only) ? `-only-${(report.options.only as number[]).join('-')}` : '';
+    const dated = join(dir, `${report.startedAt.slice(0, 10)}${report.mode === 'quick' ? '-quick' : ''}${only}.json`);
     writeFileSync(dated, text);
     written.push(dated);
     if (report.mode === 'default') {
       const doc = join(projectRoot, 'docs', 'benchmarks.md');
-      writeFileSync(doc, withLatestRun(readFileSync(doc, 'utf8'), report, `bench/results/${report.startedAt.slice(0, 10)}.json`));
+      writeFileSync(doc, withLatestRun(readFileSync(doc, 'utf8'), report, `bench/results/${basename(dated)}`));
       written.push(doc);
     }
   }
@@ -120,6 +122,14 @@ export function writeReport(report: Report, options: { save: boolean }): string[
 
 const latestStart = '<!-- latest run: written by `npm run bench -- --save`; edits between these lines are replaced -->';
 const latestEnd = '<!-- latest run: end -->';
+
+/** `, scenarios 1, 2 and 5 (--only)` for a run of some scenarios; nothing for a whole run. */
+function scenariosRun(report: Report): string {
+  const only = report.options.only;
+  if (!Array.isArray(only) || only.length === 0) return '';
+  const n = only as number[];
+  return `, scenarios ${n.length === 1 ? n[0] : `${n.slice(0, -1).join(', ')} and ${n[n.length - 1]}`} (\`--only\`)`;
+}
 
 /** The benchmarks document with its latest-run section (between its two marker lines) replaced by this run's table. */
 export function withLatestRun(doc: string, report: Report, saved: string): string {
@@ -130,7 +140,7 @@ export function withLatestRun(doc: string, report: Report, saved: string): strin
   const section = [
     latestStart,
     '',
-    `The latest saved default run: ${report.startedAt.slice(0, 10)} (\`${saved}\`; ${m.cpus} cores, Node ${m.node.replace(/^v/, '')}, ` +
+    `The latest saved default run: ${report.startedAt.slice(0, 10)}${scenariosRun(report)} (\`${saved}\`; ${m.cpus} cores, Node ${m.node.replace(/^v/, '')}, ` +
       `PostgreSQL ${m.postgres ?? 'unknown'}; ${fmt(report.wallSeconds)} s wall time). Compare the ratios, measured side by side in the ` +
       'same run; the absolute figures and the latency rows judged against fixed limits move between runs.',
     '',

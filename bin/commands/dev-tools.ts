@@ -6,8 +6,10 @@ import type { Command } from './shared.ts';
 export const benchCommand: Command = {
   summary: 'Run the benchmarks: one table of figures against limits, baselines and targets (also bench/results/latest.json)',
   usage:
-    'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save]',
-  help: 'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). See docs/benchmarks.md.',
+    'mirror bench [--quick] [--records 200000] [--scale 50000,200000,1000000] [--only 1,2,3] [--rate-window-ms 2000] [--rate-limit 20] [--projects 500] [--invoices 5000] [--save] | mirror bench --compare <before.json> <after.json>',
+  help:
+    'Starts its own Temporal dev server, Postgres databases, sandbox, workers and API; exits 0 even when a target is missed (it reports, it does not judge). ' +
+    '--compare prints two saved runs (bench/results/*.json) side by side, every figure and how its ratio moved, and runs nothing. See docs/benchmarks.md.',
   options: {
     quick: { type: 'boolean' },
     records: { type: 'string' },
@@ -18,8 +20,9 @@ export const benchCommand: Command = {
     projects: { type: 'string' },
     invoices: { type: 'string' },
     save: { type: 'boolean' },
+    compare: { type: 'boolean' },
   },
-  run: (v) => runDevEntry('bench/main.ts', optionArgs(v)),
+  run: (v, positionals) => runDevEntry('bench/main.ts', [...optionArgs(v), ...positionals]),
 };
 
 export const recordHistoriesCommand: Command = {
