@@ -64,6 +64,7 @@ export interface ReserveHow {
   resetResolutionMs?: number;
   lengthGuessed?: readonly string[];
   interactive?: boolean;
+  fromDue?: readonly string[];
 }
 
 export interface RateBudgetStore {
@@ -78,6 +79,9 @@ export interface RateBudgetStore {
    * (see Schedule.edge): the row's reset bound less `resetResolutionMs` (default 1 s) is the earliest
    * the reset may be; the rows of `lengthGuessed` have no known window length yet. An `interactive`
    * request counts in its window's application use (countAppUse in connectors/governor/reserve.ts).
+   * The schedules of `fromDue` (the budgets whose lanes a background request takes) count their next
+   * slot from when the request's slot was due, not from when it was taken, when that was less than a
+   * spacing late (see Schedule.fromDue there).
    */
   reserve(keys: readonly string[], horizonMs: number, how?: ReserveHow): Promise<ReservedBudget[]>;
   /** Creates the rows that do not exist yet. */

@@ -131,6 +131,14 @@ export function laneOf(spec: BudgetSpec, share: number): BudgetSpec {
   return { key: `${spec.key}|background`, kind: spec.kind, initial: spec.initial, lane: { of: spec.key, share } };
 }
 
+/**
+ * The keys of the budgets whose lanes a request takes: their schedules count a background slot from
+ * when it was due (Schedule.fromDue in pacing.ts).
+ */
+export function lanedKeys(budgets: readonly BudgetSpec[]): string[] {
+  return budgets.flatMap((b) => (b.lane ? [b.lane.of] : []));
+}
+
 /** A schedule's spacing before any answer, from the first guesses. */
 export function initialSpacing(spec: BudgetSpec, pacing: PacingOptions): number {
   return spec.lane ? laneSpacing(spec.initial, 0, spec.lane.share, pacing) : baseSpacing(spec.initial, pacing);

@@ -1,6 +1,6 @@
 // The governor for one process: schedules in memory, same pacing and caps as the Postgres one. For a
 // single worker, the sandbox's own tools and tests.
-import { initialSpacing, type BudgetSpec, type RateGovernorOptions } from './budgets.ts';
+import { initialSpacing, lanedKeys, type BudgetSpec, type RateGovernorOptions } from './budgets.ts';
 import { reserveSlot, resetEdge, type Pace, type Schedule } from './pacing.ts';
 import { countAppUse, windowIndex } from './reserve.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation } from './rate-governor.ts';
@@ -21,7 +21,8 @@ export class MemoryRateGovernor extends RateGovernor {
   protected reserve(budgets: readonly BudgetSpec[], request: ReserveRequest): Promise<Reservation> {
     const { horizonMs } = request;
     const now = this.clock.now();
-    const current = budgets.map((b) => this.withEdge(b, this.scheduleOf(b)));
+    const laned = new Set(lanedKeys(budgets));
+    const current = budgets.map((b) => this.withEdge(b, laned.has(b.key) ? { ...this.scheduleOf(b), fromDue: true } : this.scheduleOf(b)));
     const { at, schedules } = reserveSlot(current, now, request.early);
     const nextInMs = new Map<string, number>();
     if (at - now > horizonMs) {
@@ -29,7 +30,7 @@ export class MemoryRateGovernor extends RateGovernor {
       return Promise.resolve({ waitMs: at - now, nextInMs, reserved: false });
     }
     budgets.forEach((b, i) => {
-      const s = schedules[i]!;
+      const { fromDue: _request, ...s } = schedules[i]!;
       this.schedules.set(b.key, s);
       nextInMs.set(b.key, s.nextAt - now);
       if (request.interactive && !b.lane) {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { MirrorError } from '../../lib/errors.ts';
 import type { RateBudgetStore } from '../../lib/rate-budget-store.ts';
-import { initialSpacing, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
+import { initialSpacing, lanedKeys, type BudgetSpec, type CapSpec, type RateGovernorOptions } from './budgets.ts';
 import { resetResolution, type Pace, type WindowFacts } from './pacing.ts';
 import { appUseSlots } from './reserve.ts';
 import { RateGovernor, type BudgetView, type ReserveRequest, type Reservation, type SharedRelease } from './rate-governor.ts';
@@ -98,7 +98,15 @@ export class PostgresRateGovernor extends RateGovernor {
     const facts = lanes.map((b) => this.view(b).facts);
     const resetResolutionMs = Math.max(1, ...facts.map((f) => (f.resetsAt === undefined ? 1_000 : resetResolution(f.resetsAt))));
     const lengthGuessed = lanes.filter((_, i) => facts[i]!.lengthGuessed === true).map((b) => b.key);
-    const how = { banking: lanes.map((b) => b.key), early: request.early, resetResolutionMs, lengthGuessed, interactive: request.interactive };
+    // The budgets whose lanes a background request takes count its slot from when it was due (Schedule.fromDue).
+    const how = {
+      banking: lanes.map((b) => b.key),
+      early: request.early,
+      resetResolutionMs,
+      lengthGuessed,
+      interactive: request.interactive,
+      fromDue: lanedKeys(budgets),
+    };
     let rows = await this.store.reserve(keys, horizon, how);
     if (rows.length < keys.length) {
       // A row went missing (someone emptied the table): create it again and retry once.

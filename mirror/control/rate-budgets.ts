@@ -17,13 +17,17 @@ import type { Pool } from '../db/pool.ts';
 // window's reset, which lies no earlier than that less $5 ms (the reported reset's resolution); the
 // lane's last slot lies no earlier than a spacing before next_at; the rows of $6 have a length that
 // is still a guess (no credit at an edge).
+// The rows of $8 (the budgets whose lanes a background request takes) count their next slot from when
+// the request's slot was due (the latest of the rows' next slots and blocks), when it was taken less
+// than a spacing after that (Schedule.fromDue in connectors/governor/pacing.ts).
 const reserveSql = `
 WITH cur AS (
   SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at, app_counts, app_windows
     FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
-  SELECT greatest(clock_timestamp(), max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS at,
-         count(*) AS n FROM cur
+  SELECT greatest(clock_timestamp(), due) AS at, due, n FROM (
+    SELECT greatest(max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS due,
+           count(*) AS n FROM cur) d
 ), edge AS (
   SELECT c.key, c.spacing_ms, c.key = ANY($6::text[]) AS guessed, c.window_ms,
          -- the lane's last slot may lie before the reset's latest bound: this slot may begin a window
@@ -43,7 +47,9 @@ WITH cur AS (
     FROM cur c CROSS JOIN slot CROSS JOIN LATERAL (SELECT floor(extract(epoch FROM slot.at) * 1000 / greatest(1, c.window_ms))::bigint AS n) w
 ), upd AS (
   UPDATE rate_budgets b
-     SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - credit.ms * interval '1 millisecond') ELSE greatest(b.next_at, slot.at) END
+     SET next_at = CASE WHEN b.key = ANY($3::text[]) THEN greatest(b.next_at, slot.at - credit.ms * interval '1 millisecond')
+                        WHEN b.key = ANY($8::text[]) AND slot.at - slot.due < b.spacing_ms * interval '1 millisecond' THEN greatest(b.next_at, slot.due)
+                        ELSE greatest(b.next_at, slot.at) END
                    + b.spacing_ms * interval '1 millisecond',
          -- An interactive request ($7) counts in its window (countAppUse in connectors/governor/reserve.ts).
          app_counts[win.i] = CASE WHEN NOT $7::boolean THEN b.app_counts[win.i] WHEN b.app_windows[win.i] = win.n THEN b.app_counts[win.i] + 1 ELSE 1 END,
@@ -157,7 +163,16 @@ export class PostgresRateBudgets implements RateBudgetStore {
       app_counts: (number | null)[] | null;
       app_windows: (string | null)[] | null;
       now_ms: number;
-    }>(reserveSql, [keys, horizonMs, how.banking ?? [], how.early ?? false, how.resetResolutionMs ?? 1_000, how.lengthGuessed ?? [], how.interactive ?? false]);
+    }>(reserveSql, [
+      keys,
+      horizonMs,
+      how.banking ?? [],
+      how.early ?? false,
+      how.resetResolutionMs ?? 1_000,
+      how.lengthGuessed ?? [],
+      how.interactive ?? false,
+      how.fromDue ?? [],
+    ]);
     return rows.map((r) => ({
       key: r.key,
       windowMs: r.window_ms,

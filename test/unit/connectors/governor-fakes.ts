@@ -136,6 +136,15 @@ export function testProfiles(
   return (slug) => bySlug.get(slug);
 }
 
+/** A Park-Miller generator: the same sequence on every run. */
+export function seeded(seed: number): () => number {
+  let s = seed;
+  return () => {
+    s = (s * 16_807) % 2_147_483_647;
+    return s / 2_147_483_647;
+  };
+}
+
 const classesProfiles = testProfiles({});
 const classesBackground: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'background' };
 const classesInteractive: GovernorKeys = { client: 'client-1', account: 'acct-1', priority: 'interactive' };
@@ -162,11 +171,15 @@ export async function runClasses(o: {
   durationMs?: number;
   total?: number;
   windowMs?: number;
+  /** The governor's timers wake up to this late (ms; a loaded machine), by a seeded random amount. */
+  lateMs?: number;
 }): Promise<ClassesRun> {
   const clock = new ManualClock();
   const total = o.total ?? 20;
   const windowMs = o.windowMs ?? 2_000;
-  const governor = new MemoryRateGovernor({ profiles: classesProfiles, clock, serviceLimit: { total, windowMs }, syncShare: o.share });
+  const late = seeded(1);
+  const governorClock: Clock = o.lateMs ? { now: () => clock.now(), sleep: (ms, signal) => clock.sleep(ms + late() * o.lateMs!, signal) } : clock;
+  const governor = new MemoryRateGovernor({ profiles: classesProfiles, clock: governorClock, serviceLimit: { total, windowMs }, syncShare: o.share });
   const window = new FixedWindow(total, windowMs);
   const end = clock.now() + (o.durationMs ?? 60_000);
   const counts = new Map<number, { sync: number; app: number }>();
