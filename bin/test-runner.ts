@@ -67,17 +67,30 @@ export async function runTests(only: string[]): Promise<number> {
   console.error(`mirror: Temporal dev server at ${temporal.address}; running ${files.length} test files`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '3';
   // Not `node --test`: it sorts the files by name; this helper starts them in the order given.
-  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'test', 'helpers', 'run-in-order.ts'), concurrency, ...files], {
-    cwd: projectRoot,
-    stdio: 'inherit',
-    env: {
-      ...process.env,
-      TEMPORAL_TEST_ADDRESS: temporal.address,
-      TEST_DATABASE_URL: serverUrl,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
-      CHAOS_REPORT_DIR: chaosDir,
+  // Each file's process records its CPU time (test/helpers/file-cpu.js) for the run's summary of times.
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      '--import',
+      join(projectRoot, 'test', 'helpers', 'file-cpu.js'),
+      join(projectRoot, 'test', 'helpers', 'run-in-order.ts'),
+      concurrency,
+      ...files,
+    ],
+    {
+      cwd: projectRoot,
+      stdio: 'inherit',
+      env: {
+        ...process.env,
+        TEMPORAL_TEST_ADDRESS: temporal.address,
+        TEST_DATABASE_URL: serverUrl,
+        LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+        CHAOS_REPORT_DIR: chaosDir,
+      },
     },
-  });
+  );
   const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
   await temporal.stop();
   // The chaos suite's summary: printed by the suite's own entry point (test/chaos/summary.ts).
