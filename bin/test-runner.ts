@@ -10,6 +10,7 @@ import { ensureDatabase } from '../mirror/db/database.ts';
 import { runDevEntry } from './dev-entry.ts';
 import { projectRoot } from './setup-steps.ts';
 import { startDevServer } from './temporal-cli.ts';
+import { workflowBundlePath } from './workflow-bundle.ts';
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -54,6 +55,9 @@ export async function runTests(only: string[]): Promise<number> {
   const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
   await ensureDatabase(serverUrl);
   const port = await freePort();
+  // The workflow bundle is built once here, so the files that start workers (several at once) find
+  // it cached instead of each building it (webpack) for itself.
+  await workflowBundlePath();
   const temporal = await startDevServer({ port, headless: true });
   // A directory given on the command line runs the test files under it (`mirror test test/chaos`).
   const given = (
