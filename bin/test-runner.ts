@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ensureDatabase } from '../mirror/db/database.ts';
+import { migratedTemplate } from '../mirror/db/migrate.ts';
 import { runDevEntry } from './dev-entry.ts';
 import { projectRoot } from './setup-steps.ts';
 import { startDevServer } from './temporal-cli.ts';
@@ -54,6 +55,8 @@ export function freePort(): Promise<number> {
 export async function runTests(only: string[]): Promise<number> {
   const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
   await ensureDatabase(serverUrl);
+  // Every test file's migrated database is a copy of this one (test/helpers/database.ts).
+  const template = await migratedTemplate(serverUrl, 'mirror_test_template');
   const port = await freePort();
   // The workflow bundle is built once here, so the files that start workers (several at once) find
   // it cached instead of each building it (webpack) for itself.
@@ -92,6 +95,7 @@ export async function runTests(only: string[]): Promise<number> {
         TEST_DATABASE_URL: serverUrl,
         LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
         CHAOS_REPORT_DIR: chaosDir,
+        TEST_TEMPLATE_DATABASE: template,
       },
     },
   );

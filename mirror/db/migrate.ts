@@ -5,6 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 import { MirrorError } from '../../lib/errors.ts';
+import { withDatabase } from './database.ts';
 
 /** The advisory lock Prisma takes around a deploy. */
 const PRISMA_MIGRATE_LOCK = 72707369;
@@ -197,5 +198,46 @@ export async function migrate(databaseUrl: string, options: { dir?: string; befo
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [PRISMA_MIGRATE_LOCK]).catch(() => undefined);
     await client.end();
+  }
+}
+
+/**
+ * A migrated database to copy (`CREATE DATABASE ... TEMPLATE`), on the server of `serverUrl`: named
+ * after the migrations it holds (`<prefix>_<hash of their checksums>`), made by whoever asks first
+ * (an advisory lock keeps two from making it at once) and marked a template once migrated, so one
+ * left half-made is made again. Returns its name. The test runner makes one per run: a test file's
+ * database is then a copy, a fifth of a second, instead of every migration run again, seconds.
+ */
+export async function migratedTemplate(serverUrl: string, prefix: string): Promise<string> {
+  const hash = createHash('sha256');
+  for (const m of await readMigrations()) hash.update(m.name).update(m.checksum);
+  const name = `${prefix}_${hash.digest('hex').slice(0, 16)}`;
+  const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query('SELECT pg_advisory_lock(hashtext($1))', [name]);
+    const { rows } = await admin.query<{ datistemplate: boolean }>('SELECT datistemplate FROM pg_database WHERE datname = $1', [name]);
+    if (rows[0]?.datistemplate) return name;
+    if (rows[0]) await admin.query(`DROP DATABASE "${name}" WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE "${name}"`);
+    await migrate(withDatabase(serverUrl, name));
+    await admin.query(`ALTER DATABASE "${name}" IS_TEMPLATE true`);
+    return name;
+  } finally {
+    await admin.query('SELECT pg_advisory_unlock(hashtext($1))', [name]).catch(() => undefined);
+    await admin.end();
+  }
+}
+
+/** Creates the database named in `url` as a copy of the database `template` on its server. */
+export async function createDatabaseFrom(url: string, template: string): Promise<void> {
+  const u = new URL(url);
+  const name = decodeURIComponent(u.pathname.replace(/^\//, ''));
+  const admin = new pg.Client({ connectionString: withDatabase(url, 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE "${name.replace(/"/g, '""')}" TEMPLATE "${template.replace(/"/g, '""')}"`);
+  } finally {
+    await admin.end();
   }
 }
