@@ -83,7 +83,10 @@ const reportedReset = `CASE
          THEN b.resets_at
          ELSE clock_timestamp() + u.resets_in_ms * interval '1 millisecond' END`;
 
+// Its rows are locked in key order first, as the reserve statement's are: two reports of overlapping
+// budgets (or a report and a reservation) then never wait on each other in a circle.
 const reportSql = `
+WITH locked AS (SELECT key FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE)
 UPDATE rate_budgets b
    SET total = coalesce(u.total, b.total),
        -- A window learned shorter by any process is every process's (see learnWindowMs).
@@ -100,6 +103,7 @@ UPDATE rate_budgets b
        updated_at = clock_timestamp()
   FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[])
        AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms, anchor_in_ms, anchor_span_ms)
+  JOIN locked l ON l.key = u.key
  WHERE b.key = u.key`;
 
 const ensureLeasesSql = `

@@ -284,4 +284,42 @@ describe('PostgresRateGovernor shared by two processes', () => {
     ]);
     assert.equal(rows[0]!.n, 0, 'every lease released');
   });
+  it('a report locks its budgets in key order, as a reservation does: two of them never wait on each other in a circle', async () => {
+    const store = new PostgresRateBudgets(pools[0]!);
+    const keys = ['lock-order:a', 'lock-order:b'];
+    // The later key's row first in the table, so a statement that locks rows as it scans them takes it first.
+    for (const key of [keys[1]!, keys[0]!]) await store.ensureBudgets([{ key, total: 20, windowMs: 1_000, spacingMs: 50 }]);
+    const holder = await pools[1]!.connect();
+    const probe = await pools[1]!.connect();
+    try {
+      // Another transaction holds the first budget, as a reservation (which locks in key order) would.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM rate_budgets WHERE key = $1 FOR UPDATE', [keys[0]]);
+      // A report of both, the later key first, waits for the first; meanwhile it must hold neither.
+      const report = store.report(
+        [keys[1]!, keys[0]!].map((key) => ({
+          key,
+          total: 20,
+          remaining: 10,
+          resetsInMs: 500,
+          spacingMs: 50,
+          blockedInMs: null,
+          windowMs: 1_000,
+          anchorInMs: null,
+          anchorSpanMs: null,
+        })),
+      );
+      await sleep(300);
+      await probe.query('BEGIN');
+      const second = await probe.query('SELECT 1 FROM rate_budgets WHERE key = $1 FOR UPDATE SKIP LOCKED', [keys[1]]);
+      await probe.query('ROLLBACK');
+      await holder.query('COMMIT');
+      await report;
+      assert.equal(second.rows.length, 1, 'the second budget is free while the report waits for the first');
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      probe.release();
+    }
+  });
 });
