@@ -8,6 +8,7 @@ import {
   changesWorkflowId,
   maintenanceScheduleId,
   maintenanceWorkflowId,
+  promptTaskQueue,
   scheduledRunWorkflowId,
   scheduleIds,
 } from '../lib/workflow-ids.ts';
@@ -321,10 +322,13 @@ export class SyncControl implements AccountLifecycle {
   }
 
   private async sendEventsSignal(accountId: string): Promise<void> {
+    // The change workflow runs on the prompt task queue: its workflow tasks, like its activities, are
+    // the prompt worker's, which a backfill on the main queue does not hold up. One already running
+    // on the main queue (started by an earlier release) stays there.
     await this.client.workflow.signalWithStart('accountChangesWorkflow', {
-      taskQueue: this.taskQueue,
+      taskQueue: promptTaskQueue(this.taskQueue),
       workflowId: changesWorkflowId(accountId),
-      args: [{ accountId }],
+      args: [{ accountId, mainTaskQueue: this.taskQueue }],
       signal: 'events',
       signalArgs: [],
       priority: workPriority(accountId, 'event'),

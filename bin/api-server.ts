@@ -1,4 +1,5 @@
 // The API process: builds the app from services and listens; closes cleanly on SIGTERM.
+import { warmUp } from '../mirror/db/warm-up.ts';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app.ts';
@@ -85,6 +86,8 @@ export async function startApi(
       keepAliveMs: config.API_KEEPALIVE_TIMEOUT_MS,
     },
   });
+  // The first request (a webhook delivery, a read) must not wait for the connections to open.
+  await warmUp(services.pool, services.prisma, 2);
   const address = await app.listen({ port: options.port ?? config.API_PORT, host: options.host ?? config.API_HOST });
   return {
     app,

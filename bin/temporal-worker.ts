@@ -10,6 +10,7 @@ import { AccountCredentials } from '../connectors/credentials.ts';
 import { internalHeader, internalToken } from '../api/auth.ts';
 import { AsyncRequestStore } from '../mirror/control/async-requests.ts';
 import { retentionPolicy } from '../mirror/ops/retention.ts';
+import { warmUp } from '../mirror/db/warm-up.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
 import { promptTaskQueue } from '../lib/workflow-ids.ts';
@@ -45,8 +46,20 @@ export function workerPoolSize(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>):
   return activitySlots(config) * (writeDepth - 1) + promptActivitySlots(config) + 4;
 }
 
+/** Pool connections of a process that runs the prompt task queue alone (`mirror worker`'s prompt process). */
+export function promptPoolSize(config: Pick<Config, 'SYNC_STREAM_CONCURRENCY'>): number {
+  return promptActivitySlots(config) + 4;
+}
+
+/**
+ * Which task queues a worker polls: both (one process, as in the tests and the demo), or one of them
+ * (`mirror worker` runs the prompt queue in a process of its own, whose event loop a backfill's pages
+ * on the main queue do not hold up).
+ */
+type WorkerQueues = 'both' | 'main' | 'prompt';
+
 export interface WorkerHandle {
-  /** The worker of the main task queue (workflows, and every pass activity). */
+  /** The worker that polls the main task queue (workflows, and every pass activity), or the prompt queue's when it polls that alone. */
   worker: Worker;
   /** Resolves when the worker has stopped. */
   running: Promise<void>;
@@ -63,6 +76,8 @@ export async function startWorker(
     publicBaseUrl?: string;
     /** Make the hourly maintenance schedule (retention purges, idle accounts) if it is missing: `mirror worker` and the demo do. */
     maintenanceSchedule?: boolean;
+    /** The task queues this worker polls (default both). */
+    queues?: WorkerQueues;
   } = {},
 ): Promise<WorkerHandle> {
   const { config } = services;
@@ -105,37 +120,51 @@ export async function startWorker(
     idle: { afterMs: config.MIRROR_IDLE_AFTER, slowdown: config.MIRROR_IDLE_SLOWDOWN, schedules: lifecycle },
     executor: lazyExecutor(services, options.publicBaseUrl ?? publicBaseUrl(config)),
   });
-  const worker = await Worker.create({
-    connection,
-    // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
-    identity: workerIdentity(),
-    namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
-    taskQueue,
-    workflowBundle: { codePath: await workflowBundlePath() },
-    activities,
-    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
-  });
-  // The same activities on the prompt task queue, activity tasks only, on slots of their own.
-  const prompt = await Worker.create({
-    connection,
-    identity: workerIdentity(),
-    namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
-    taskQueue: promptTaskQueue(taskQueue),
-    activities,
-    maxConcurrentActivityTaskExecutions: promptActivitySlots(config),
-  });
+  const queues = options.queues ?? 'both';
+  // The first event a fresh process applies must not wait for its connections to open.
+  await warmUp(services.pool, services.prisma, queues === 'main' ? 2 : promptActivitySlots(config));
+  const workflowBundle = { codePath: await workflowBundlePath() };
+  const workers: Worker[] = [];
+  if (queues !== 'prompt') {
+    workers.push(
+      await Worker.create({
+        connection,
+        // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
+        identity: workerIdentity(),
+        namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
+        taskQueue,
+        workflowBundle,
+        activities,
+        maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
+      }),
+    );
+  }
+  if (queues !== 'main') {
+    // The prompt task queue: the change workflows and their event activities, on slots of their own.
+    workers.push(
+      await Worker.create({
+        connection,
+        identity: workerIdentity(),
+        namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
+        taskQueue: promptTaskQueue(taskQueue),
+        workflowBundle,
+        activities,
+        maxConcurrentActivityTaskExecutions: promptActivitySlots(config),
+      }),
+    );
+  }
   if (options.maintenanceSchedule) await lifecycle.ensureMaintenanceSchedule();
   // Either worker stopping (a shutdown, a fatal error) stops the other; the connections close once both have.
   const stop = () => {
-    for (const w of [worker, prompt]) if (w.getState() === 'RUNNING') w.shutdown();
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
   };
-  const running = Promise.allSettled([worker, prompt].map((w) => w.run().finally(stop))).then(async (outcomes) => {
+  const running = Promise.allSettled(workers.map((w) => w.run().finally(stop))).then(async (outcomes) => {
     await connection.close();
     await clientConnection.close();
     for (const o of outcomes) if (o.status === 'rejected') throw o.reason;
   });
   return {
-    worker,
+    worker: workers[0]!,
     running,
     async shutdown() {
       stop();

@@ -67,10 +67,10 @@ export function scheduledRunWorkflowId(scheduleId: string): string {
 export const passWorkflowAccount = /^(?:account-sync|account-full|account-incremental):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/i;
 
 /**
- * The task queue of prompt work beside a worker's task queue: the change workflow's event activities
- * run there, on activity slots of their own, so pass activities holding every slot of the main queue
- * (a backfill's long slices) do not hold an account's changes back. Every worker process polls both
- * (bin/temporal-worker.ts); workflows name it from their own task queue.
+ * The task queue of prompt work beside a worker's task queue: the change workflow and its event
+ * activities run there, on slots of their own and (under `mirror worker`) in a process of their own, so
+ * pass activities holding every slot and the CPU of the main queue's process (a backfill's long
+ * slices) do not hold an account's changes back. Every worker polls both (bin/temporal-worker.ts).
  */
 export function promptTaskQueue(taskQueue: string): string {
   return `${taskQueue}-prompt`;

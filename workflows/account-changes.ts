@@ -11,12 +11,18 @@ import { activityProfiles } from './activity-profiles.ts';
 
 interface AccountChangesInput {
   accountId: string;
+  /**
+   * The mirror's main task queue, where the passes it starts run. Given when the workflow itself runs on
+   * the prompt task queue (it is started there); absent, the workflow runs on the main queue.
+   */
+  mainTaskQueue?: string;
 }
 
 export async function accountChangesWorkflow(input: AccountChangesInput): Promise<void> {
   // Events are applied on the worker's prompt slots (their own task queue), never behind a backfill's
   // slices. The task queue is an activity option: histories that scheduled them on the main queue replay.
-  const { applyInbox } = proxyActivities<EventActivities>({ ...activityProfiles.inbox, taskQueue: promptTaskQueue(workflowInfo().taskQueue) });
+  const mainQueue = input.mainTaskQueue ?? workflowInfo().taskQueue;
+  const { applyInbox } = proxyActivities<EventActivities>({ ...activityProfiles.inbox, taskQueue: promptTaskQueue(mainQueue) });
   // Events may have landed before this run started: look once at start.
   let pending = true;
   setHandler(eventsSignal, () => {
@@ -32,6 +38,8 @@ export async function accountChangesWorkflow(input: AccountChangesInput): Promis
         try {
           await startChild(accountSyncWorkflow, {
             workflowId: accountSyncWorkflowId(input.accountId, { resource }),
+            // A pass runs on the main task queue, never on the prompt slots, wherever this workflow runs.
+            taskQueue: mainQueue,
             args: [{ accountId: input.accountId, mode: 'full', resource }],
             parentClosePolicy: ParentClosePolicy.ABANDON,
           });

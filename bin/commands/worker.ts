@@ -8,20 +8,25 @@ import { cliConfig, UsageError, type Command } from './shared.ts';
 
 export const workerCommand: Command = {
   summary: 'Run a Temporal worker (sync workflows and activities)',
-  usage: 'mirror worker [--metrics-port <port>] [--metrics-host 127.0.0.1]',
+  usage: 'mirror worker [--metrics-port <port>] [--metrics-host 127.0.0.1] [--queues split|both|main|prompt]',
   help:
     'Run as many as you like against one Temporal server and one Postgres: rate budgets are shared through Postgres.\n' +
     "--metrics-port (or WORKER_METRICS_PORT) serves this worker's Prometheus metrics at /metrics: upstream requests, 429s and latency per source system. " +
     "Cluster-wide figures (records written, pages, lag, budgets) come from the API's /metrics. With OPERATOR_TOKEN set, scrapes must send it as a Bearer token. " +
-    'The same port answers /healthz (no token): 200 while the worker polls its queue.',
-  options: { 'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' } },
+    'The same port answers /healthz (no token): 200 while the worker polls its queue.\n' +
+    '--queues: by default (split) this process polls the main task queue (passes) and starts a second process for the prompt task queue ' +
+    "(webhook events), whose event loop a backfill's pages do not hold up; it stops with this one, and this one stops if it dies. " +
+    '`both` polls both in this process; `main` or `prompt` polls one, for deployments that run them apart.',
+  options: { 'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' }, queues: { type: 'string' } },
   async run(v) {
     const config = cliConfig();
+    const queues = typeof v.queues === 'string' ? v.queues : 'split';
+    if (!['split', 'both', 'main', 'prompt'].includes(queues)) throw new UsageError('--queues is split, both, main or prompt.');
     const port = v['metrics-port'] !== undefined ? Number(v['metrics-port']) : config.WORKER_METRICS_PORT;
     if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536)) throw new UsageError('--metrics-port is a port number.');
     const { createServices } = await import('../services.ts');
-    const { startWorker, workerPoolSize } = await import('../temporal-worker.ts');
-    const services = createServices(config, { name: 'worker', poolSize: workerPoolSize(config) });
+    const { startWorker, workerPoolSize, promptPoolSize } = await import('../temporal-worker.ts');
+    const services = createServices(config, { name: 'worker', poolSize: queues === 'prompt' ? promptPoolSize(config) : workerPoolSize(config) });
     let server: Server | undefined;
     let handle: Awaited<ReturnType<typeof startWorker>> | undefined = undefined;
     if (port !== undefined) {
@@ -53,10 +58,22 @@ export const workerCommand: Command = {
       const address = server.address();
       services.logger.info({ metrics: `http://${host}:${typeof address === 'object' && address ? address.port : port}/metrics` }, 'worker metrics');
     }
-    handle = await startWorker(services, { maintenanceSchedule: true });
-    services.logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, address: config.TEMPORAL_ADDRESS }, 'worker running');
-    await Promise.race([untilSignal(), handle.running]);
-    await handle.shutdown();
+    handle = await startWorker(services, {
+      maintenanceSchedule: queues !== 'prompt',
+      queues: queues === 'split' ? 'main' : (queues as 'both' | 'main' | 'prompt'),
+    });
+    const { startPromptProcess } = await import('../prompt-process.ts');
+    const prompt = queues === 'split' ? startPromptProcess() : undefined;
+    services.logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, address: config.TEMPORAL_ADDRESS, queues }, 'worker running');
+    let stopping = false;
+    const promptDied = prompt?.exited.then((how) => {
+      if (stopping) return;
+      services.logger.error({ exit: how }, 'the prompt task queue process exited: the worker stops');
+      process.exitCode = 1;
+    });
+    await Promise.race([untilSignal(), handle.running, ...(promptDied ? [promptDied] : [])]);
+    stopping = true;
+    await Promise.all([handle.shutdown(), prompt?.stop()]);
     server?.close();
     await services.close();
   },

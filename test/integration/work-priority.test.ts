@@ -86,7 +86,7 @@ describe('work priority and fairness keys', () => {
     await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).terminate('test over');
   });
 
-  it("the change workflow applies events on the worker's prompt task queue, where no pass activity takes its slots", async () => {
+  it("the change workflow runs and applies events on the worker's prompt task queue, where no pass activity takes its slots", async () => {
     const { accountId, accountToken } = await h.link('crmcloud', 'priority-3');
     await (await h.sync.start({ accountId, mode: 'full', resource: 'leads', registerWebhooks: true })).result();
     const [lead] = await upstreamAll(h, '/leads', { 'account-token': accountToken });
@@ -102,6 +102,8 @@ describe('work priority and fairness keys', () => {
       .map((a) => a!.taskQueue?.name);
     assert.ok(queues.length > 0, 'the change workflow applied its inbox');
     assert.deepEqual(new Set(queues), new Set([promptTaskQueue(h.taskQueue)]));
+    // The workflow itself runs there too: its turns are the prompt worker's, not the main queue's.
+    assert.equal((await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).describe()).taskQueue, promptTaskQueue(h.taskQueue));
     await h.temporal.workflow.getHandle(changesWorkflowId(accountId)).terminate('test over');
   });
 });
