@@ -1,4 +1,5 @@
 // The Temporal worker: registers every workflow and activity on the mirror's task queue.
+import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
@@ -13,7 +14,8 @@ import { retentionPolicy } from '../mirror/ops/retention.ts';
 import { warmUp } from '../mirror/db/warm-up.ts';
 import type { Config } from '../lib/config.ts';
 import { workerIdentity } from '../lib/build-info.ts';
-import { promptTaskQueue } from '../lib/workflow-ids.ts';
+import type { Logger } from '../lib/logger.ts';
+import { promptTaskQueue, promptWarmUpWorkflowId } from '../lib/workflow-ids.ts';
 import { accountSyncControl, publicBaseUrl, upstreamTarget, type Services } from './services.ts';
 
 import { workflowBundlePath } from './workflow-bundle.ts';
@@ -87,11 +89,8 @@ export async function startWorker(
   // schedules paused or deleted, and its probe or purge started, from the activity that found it out.
   const clientConnection = await Connection.connect({ address: options.address ?? config.TEMPORAL_ADDRESS });
   const taskQueue = options.taskQueue ?? config.TEMPORAL_TASK_QUEUE;
-  const lifecycle = accountSyncControl(
-    new Client({ connection: clientConnection, namespace: options.namespace ?? config.TEMPORAL_NAMESPACE }),
-    taskQueue,
-    config,
-  );
+  const client = new Client({ connection: clientConnection, namespace: options.namespace ?? config.TEMPORAL_NAMESPACE });
+  const lifecycle = accountSyncControl(client, taskQueue, config);
   const activities = createActivities({
     upstream: services.upstream,
     pool: services.pool,
@@ -163,6 +162,9 @@ export async function startWorker(
     await clientConnection.close();
     for (const o of outcomes) if (o.status === 'rejected') throw o.reason;
   });
+  // A process of the prompt queue alone runs its first workflow task and event activity before it
+  // reports running, so the first webhook change it takes does not pay for code run the first time.
+  if (queues === 'prompt') await warmUpPromptQueue(client, promptTaskQueue(taskQueue), services.logger);
   return {
     worker: workers[0]!,
     running,
@@ -171,6 +173,25 @@ export async function startWorker(
       await running;
     },
   };
+}
+
+/**
+ * Runs the warm-up workflow (workflows/account-changes.ts `promptWarmUpWorkflow`) on the prompt queue
+ * and waits for it, 30 s at most. Best effort: where other processes poll the same queue one of them
+ * may take it, and a warm-up that fails leaves only the first change slower.
+ */
+async function warmUpPromptQueue(client: Client, queue: string, logger: Logger): Promise<void> {
+  const began = performance.now();
+  try {
+    await client.workflow.execute('promptWarmUpWorkflow', {
+      taskQueue: queue,
+      workflowId: promptWarmUpWorkflowId(queue, randomUUID()),
+      workflowExecutionTimeout: '30 seconds',
+    });
+    logger.info({ ms: Math.round(performance.now() - began) }, 'prompt queue warmed up');
+  } catch (error) {
+    logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'prompt queue warm-up failed: its first change runs cold');
+  }
 }
 
 /** Async requests run through the API's own handlers, in process, as their account. */

@@ -23,6 +23,11 @@ export function changesWorkflowId(accountId: string): string {
   return `account-changes:${accountId}`;
 }
 
+/** A prompt process's warm-up run at its start (bin/temporal-worker.ts): one per process start. */
+export function promptWarmUpWorkflowId(taskQueue: string, nonce: string): string {
+  return `prompt-warm-up:${taskQueue}:${nonce}`;
+}
+
 /** The delivery workflow of one of the mirror's own webhook subscriptions. */
 export function subscriptionWorkflowId(subscriptionId: string): string {
   return `subscription:${subscriptionId}`;

@@ -58,3 +58,17 @@ export async function accountChangesWorkflow(input: AccountChangesInput): Promis
     }
   }
 }
+
+/** No account has this id: its inbox is always empty. */
+const noAccount = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * Run once by a fresh prompt process before it reports running: one workflow task and one event
+ * activity (an inbox with nothing in it) through its own worker. The first change a fresh process
+ * handled otherwise paid for every code path run the first time: 1.4 s for its first workflow task and
+ * 0.8 s for its first activity, against 0.1 s and 0.25 s in a process that had run them before.
+ */
+export async function promptWarmUpWorkflow(): Promise<void> {
+  const { applyInbox } = proxyActivities<EventActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 1 } });
+  await applyInbox({ accountId: noAccount });
+}

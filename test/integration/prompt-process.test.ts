@@ -50,6 +50,26 @@ describe('mirror worker: the prompt task queue in a process of its own', { timeo
     // Its workflow tasks too (the change workflow runs there), not only its activities.
     assert.deepEqual(await pollerPids(h, promptTaskQueue(taskQueue), 1), prompt);
 
+    // Before it takes changes, the prompt process runs a workflow task and an event activity of its own,
+    // so the first change it takes does not pay for code run the first time.
+    const warmUp = await waitFor(
+      "the prompt process's warm-up to complete",
+      async () => {
+        for await (const w of h.temporal.workflow.list({ query: `WorkflowType = 'promptWarmUpWorkflow' AND TaskQueue = '${promptTaskQueue(taskQueue)}'` }))
+          if (w.status.name === 'COMPLETED') return w;
+        return undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const history = await h.temporal.workflow.getHandle(warmUp.workflowId, warmUp.runId).fetchHistory();
+    const ranBy = new Set<number>();
+    for (const e of history.events ?? []) {
+      const identity = e.workflowTaskCompletedEventAttributes?.identity ?? e.activityTaskStartedEventAttributes?.identity;
+      const pid = /^(\d+)@/.exec(identity ?? '')?.[1];
+      if (pid) ranBy.add(Number(pid));
+    }
+    assert.deepEqual(ranBy, prompt, 'its workflow task and activity ran in the prompt process');
+
     // Killed with SIGKILL, the worker takes its prompt process with it: nothing polls on without it.
     await worker.kill9();
     const [promptPid] = [...prompt];
