@@ -8,7 +8,6 @@ import {
   changesWorkflowId,
   maintenanceScheduleId,
   maintenanceWorkflowId,
-  promptTaskQueue,
   scheduledRunWorkflowId,
   scheduleIds,
 } from '../lib/workflow-ids.ts';
@@ -322,11 +321,11 @@ export class SyncControl implements AccountLifecycle {
   }
 
   private async sendEventsSignal(accountId: string): Promise<void> {
-    // The change workflow runs on the prompt task queue: its workflow tasks, like its activities, are
-    // the prompt worker's, which a backfill on the main queue does not hold up. One already running
-    // on the main queue (started by an earlier release) stays there.
+    // Started on the main queue, which workers of every release poll; a worker of this release moves
+    // it to the prompt task queue at once (workflows/account-changes.ts), where its workflow tasks, like
+    // its activities, are the prompt worker's, which a backfill on the main queue does not hold up.
     await this.client.workflow.signalWithStart('accountChangesWorkflow', {
-      taskQueue: promptTaskQueue(this.taskQueue),
+      taskQueue: this.taskQueue,
       workflowId: changesWorkflowId(accountId),
       args: [{ accountId, mainTaskQueue: this.taskQueue }],
       signal: 'events',

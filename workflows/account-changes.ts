@@ -1,7 +1,17 @@
 // The account's change workflow: woken by a small signal whenever webhook events land in the inbox,
 // it applies them in coalesced batches. The inbox, not the signal, carries the events, so a lost or
 // duplicated signal costs latency at most. Runs for the account's lifetime, continuing as new.
-import { ParentClosePolicy, condition, continueAsNew, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import {
+  ParentClosePolicy,
+  condition,
+  continueAsNew,
+  makeContinueAsNewFunc,
+  patched,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { EventActivities } from '../activities/events.ts';
 import { promptTaskQueue } from '../lib/workflow-ids.ts';
@@ -22,6 +32,12 @@ export async function accountChangesWorkflow(input: AccountChangesInput): Promis
   // Events are applied on the worker's prompt slots (their own task queue), never behind a backfill's
   // slices. The task queue is an activity option: histories that scheduled them on the main queue replay.
   const mainQueue = input.mainTaskQueue ?? workflowInfo().taskQueue;
+  // Started on the main queue (where a worker of any release polls workflow tasks), it moves itself to
+  // the prompt queue, whose workflow tasks the prompt process takes: the API started before workers
+  // of this release are up still has its events applied. Runs of an earlier release replay unchanged.
+  if (workflowInfo().taskQueue !== promptTaskQueue(mainQueue) && patched('changes-on-prompt-queue')) {
+    await makeContinueAsNewFunc<typeof accountChangesWorkflow>({ taskQueue: promptTaskQueue(mainQueue) })({ ...input, mainTaskQueue: mainQueue });
+  }
   const { applyInbox } = proxyActivities<EventActivities>({ ...activityProfiles.inbox, taskQueue: promptTaskQueue(mainQueue) });
   // Events may have landed before this run started: look once at start.
   let pending = true;
