@@ -9,7 +9,7 @@ export interface ComparedRow {
   figure: string;
   before?: Row;
   after?: Row;
-  /** The after run's ratio over the before run's (or its value's, for a figure without a ratio). */
+  /** The after run's ratio over the before run's (their values', where either has no ratio). */
   change: number | null;
 }
 
@@ -18,9 +18,7 @@ function key(r: Row): string {
   return `${r.scenario}|${r.figure.replace(/[0-9][0-9,.]*/g, '#')}`;
 }
 
-function measure(r: Row | undefined): number | null {
-  if (!r) return null;
-  const x = r.ratio ?? r.value;
+function finite(x: number | null | undefined): number | null {
   return x === null || x === undefined || !Number.isFinite(x) ? null : x;
 }
 
@@ -46,8 +44,10 @@ export function compareRuns(before: Report, after: Report): ComparedRow[] {
     }
   }
   for (const row of out.values()) {
-    const b = measure(row.before);
-    const a = measure(row.after);
+    // Ratios where both runs have one (a ratio missing in one, its baseline did not run: values then).
+    const both = finite(row.before?.ratio) !== null && finite(row.after?.ratio) !== null;
+    const b = finite(both ? row.before?.ratio : row.before?.value);
+    const a = finite(both ? row.after?.ratio : row.after?.value);
     row.change = a !== null && b !== null && b !== 0 ? a / b : null;
   }
   return [...out.values()].sort((x, y) => x.scenario - y.scenario);

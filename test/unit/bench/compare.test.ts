@@ -23,11 +23,13 @@ describe('bench: two runs compared', () => {
     const before = run('2026-11-27T00:00:00Z', [
       { scenario: 2, figure: 'full sync of 200,000 customers', value: 40_000, unit: 'rows/s', ratio: 0.8, verdict: 'pass' },
       { scenario: 5, figure: 'p99', value: 10, unit: 'ms', verdict: 'info' },
+      { scenario: 6, figure: 'rate without its baseline', value: 40, unit: 'req/s', ratio: 0.5, verdict: 'pass' },
       { scenario: 9, figure: 'gone since', value: 1, unit: '', verdict: 'info' },
     ]);
     const after = run('2026-11-29T00:00:00Z', [
       { scenario: 2, figure: 'full sync of 100,000 customers', value: 30_000, unit: 'rows/s', ratio: 0.6, verdict: 'FAIL' },
       { scenario: 5, figure: 'p99', value: 12, unit: 'ms', verdict: 'info' },
+      { scenario: 6, figure: 'rate without its baseline', value: 50, unit: 'req/s', verdict: 'info' },
       { scenario: 13, figure: 'new figure', value: 3, unit: 'min', verdict: 'info' },
     ]);
     const rows = compareRuns(before, after);
@@ -36,6 +38,7 @@ describe('bench: two runs compared', () => {
       [
         [2, 0.75, true, true],
         [5, 1.2, true, true],
+        [6, 1.25, true, true],
         [9, null, true, false],
         [13, null, false, true],
       ],
