@@ -81,7 +81,7 @@ export interface RateBudgetStore {
    * request counts in its window's application use (countAppUse in connectors/governor/reserve.ts).
    * The schedules of `fromDue` (the budgets whose lanes a background request takes) count their next
    * slot from when the request's slot was due, not from when it was taken, when that was less than a
-   * spacing late (see Schedule.fromDue there).
+   * spacing late (see reserveSlot's `fromDue` there).
    */
   reserve(keys: readonly string[], horizonMs: number, how?: ReserveHow): Promise<ReservedBudget[]>;
   /** Creates the rows that do not exist yet. */

@@ -133,7 +133,7 @@ export function laneOf(spec: BudgetSpec, share: number): BudgetSpec {
 
 /**
  * The keys of the budgets whose lanes a request takes: their schedules count a background slot from
- * when it was due (Schedule.fromDue in pacing.ts).
+ * when it was due (reserveSlot's `fromDue` in pacing.ts).
  */
 export function lanedKeys(budgets: readonly BudgetSpec[]): string[] {
   return budgets.flatMap((b) => (b.lane ? [b.lane.of] : []));

@@ -22,15 +22,20 @@ export class MemoryRateGovernor extends RateGovernor {
     const { horizonMs } = request;
     const now = this.clock.now();
     const laned = new Set(lanedKeys(budgets));
-    const current = budgets.map((b) => this.withEdge(b, laned.has(b.key) ? { ...this.scheduleOf(b), fromDue: true } : this.scheduleOf(b)));
-    const { at, schedules } = reserveSlot(current, now, request.early);
+    const current = budgets.map((b) => this.withEdge(b, this.scheduleOf(b)));
+    const { at, schedules } = reserveSlot(
+      current,
+      now,
+      request.early,
+      budgets.map((b) => laned.has(b.key)),
+    );
     const nextInMs = new Map<string, number>();
     if (at - now > horizonMs) {
       for (const [i, b] of budgets.entries()) nextInMs.set(b.key, current[i]!.nextAt - now);
       return Promise.resolve({ waitMs: at - now, nextInMs, reserved: false });
     }
     budgets.forEach((b, i) => {
-      const { fromDue: _request, ...s } = schedules[i]!;
+      const s = schedules[i]!;
       this.schedules.set(b.key, s);
       nextInMs.set(b.key, s.nextAt - now);
       if (request.interactive && !b.lane) {

@@ -265,25 +265,24 @@ export interface Schedule {
    * lane requests in a window of 5 (share 0.5 of 10 per 5 s; governor-window-edge.test.ts).
    */
   edge?: { from: number; to: number; windowMs?: number };
-  /**
-   * The schedule of a budget whose lane the request also takes (a background request): its next slot
-   * counts from when the request's slot was due (the latest of its schedules' next slots and blocks),
-   * not from when it was taken, when that was less than a spacing late. The request takes its slot
-   * only once due, late by a timer's wake-up and a round trip to the store; counted from the slot
-   * taken, that lateness added up in the budget's own schedule, which then held the sync below its
-   * lane: with the application's reserve at its floor (the lane only 1 / 0.95 slower than the budget)
-   * the sync got 0.70-0.77 of each window, no more than with a fixed share of 0.8 (100 per 2 s, ten
-   * sync loops of a worker on the Postgres store, two cores shared by many processes; 0.87-0.94 so).
-   * Unlike a lane it banks no idle time: a slot never comes before the budget's own schedule.
-   */
-  fromDue?: boolean;
 }
 
 /**
  * Reserves one send slot in every schedule at once: the latest of their earliest slots (a request
  * waits for the later window), and each schedule's next slot one of its own spacings after it.
  * An idle budget does not bank unused slots: a slot is never earlier than `now` (a lane's schedule
- * banks one, see {@link Schedule.banks}; its budget's keeps to the due time, see {@link Schedule.fromDue}).
+ * banks one, see {@link Schedule.banks}; its budget's keeps to the due time, see `fromDue`).
+ *
+ * `fromDue[i]`: schedule `i` is that of a budget whose lane the request also takes (a background
+ * request): its next slot counts from when the request's slot was due (the latest of its schedules'
+ * next slots and blocks), not from when it was taken, when that was less than a spacing late. The
+ * request takes its slot only once due, late by a timer's wake-up and a round trip to the store;
+ * counted from the slot taken, that lateness added up in the budget's own schedule, which then held
+ * the sync below its lane: with the application's reserve at its floor (the lane only 1 / 0.95 slower
+ * than the budget) the sync got 0.70-0.77 of each window, no more than with a fixed share of 0.8 (100
+ * per 2 s, ten sync loops of a worker on the Postgres store, two cores shared by many processes;
+ * 0.87-0.94 so). Unlike a lane it banks no idle time: a slot never comes before the budget's own
+ * schedule. It is the request's, not the schedule's: nothing of it is kept.
  *
  * `early` (an interactive request, an application waiting): the slot may come up to one spacing
  * before the schedule's next, right behind the one taken last, and the schedule moves one spacing on
@@ -292,16 +291,21 @@ export interface Schedule {
  * the background ones behind it going a spacing later, and no two slots but these are closer than a
  * spacing.
  */
-export function reserveSlot(schedules: readonly Schedule[], now: number, early = false): { at: number; schedules: Schedule[] } {
+export function reserveSlot(
+  schedules: readonly Schedule[],
+  now: number,
+  early = false,
+  fromDue: readonly boolean[] = [],
+): { at: number; schedules: Schedule[] } {
   let due = Number.NEGATIVE_INFINITY;
   for (const s of schedules) due = Math.max(due, s.nextAt - (early ? s.spacingMs : 0), s.blockedUntil ?? due);
   const at = Math.max(now, due);
-  const from = (s: Schedule) => {
+  const from = (s: Schedule, i: number) => {
     if (s.banks) return Math.max(s.nextAt, at - bankedCredit(s, at));
-    if (s.fromDue && at - due < s.spacingMs) return Math.max(s.nextAt, due);
+    if (fromDue[i] === true && at - due < s.spacingMs) return Math.max(s.nextAt, due);
     return Math.max(s.nextAt, at);
   };
-  return { at, schedules: schedules.map((s) => ({ ...s, nextAt: from(s) + s.spacingMs })) };
+  return { at, schedules: schedules.map((s, i) => ({ ...s, nextAt: from(s, i) + s.spacingMs })) };
 }
 
 /**

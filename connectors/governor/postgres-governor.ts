@@ -98,7 +98,7 @@ export class PostgresRateGovernor extends RateGovernor {
     const facts = lanes.map((b) => this.view(b).facts);
     const resetResolutionMs = Math.max(1, ...facts.map((f) => (f.resetsAt === undefined ? 1_000 : resetResolution(f.resetsAt))));
     const lengthGuessed = lanes.filter((_, i) => facts[i]!.lengthGuessed === true).map((b) => b.key);
-    // The budgets whose lanes a background request takes count its slot from when it was due (Schedule.fromDue).
+    // The budgets whose lanes a background request takes count its slot from when it was due (reserveSlot's `fromDue` in pacing.ts).
     const how = {
       banking: lanes.map((b) => b.key),
       early: request.early,

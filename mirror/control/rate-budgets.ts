@@ -19,7 +19,7 @@ import type { Pool } from '../db/pool.ts';
 // is still a guess (no credit at an edge).
 // The rows of $8 (the budgets whose lanes a background request takes) count their next slot from when
 // the request's slot was due (the latest of the rows' next slots and blocks), when it was taken less
-// than a spacing after that (Schedule.fromDue in connectors/governor/pacing.ts).
+// than a spacing after that (reserveSlot's `fromDue` in connectors/governor/pacing.ts).
 const reserveSql = `
 WITH cur AS (
   SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at, app_counts, app_windows

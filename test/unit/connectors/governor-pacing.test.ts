@@ -204,14 +204,14 @@ describe('reserveSlot', () => {
   });
   it('the budget of a lane counts a background slot from when it was due, never banking idle time', () => {
     const lane = { nextAt: t0 + 107, spacingMs: 107, banks: true };
-    const main = { nextAt: t0 + 102, spacingMs: 102, fromDue: true };
+    const main = { nextAt: t0 + 102, spacingMs: 102 };
     // Due at t0 + 107 (the lane's), taken 40 ms late: the budget's next slot a spacing after the due time.
-    const r = reserveSlot([main, lane], t0 + 147);
+    const r = reserveSlot([main, lane], t0 + 147, false, [true, false]);
     assert.equal(r.at, t0 + 147);
     assert.equal(r.schedules[0]!.nextAt, t0 + 209);
     assert.equal(r.schedules[1]!.nextAt, t0 + 214);
     // Idle for long (late by more than a spacing): from the slot taken, as without.
-    assert.equal(reserveSlot([main, lane], t0 + 60_000).schedules[0]!.nextAt, t0 + 60_102);
+    assert.equal(reserveSlot([main, lane], t0 + 60_000, false, [true, false]).schedules[0]!.nextAt, t0 + 60_102);
   });
   it('an early (interactive) request goes right behind the last slot, and the schedule moves one spacing on', () => {
     const main = { nextAt: t0 + 100, spacingMs: 102 };
