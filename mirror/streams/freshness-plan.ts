@@ -5,8 +5,9 @@
 // list at least once per twice the cycle the budget allows (lists / visits a minute), so a list that
 // never changes is never starved. Lists an event named come first, then lists that would pass the floor
 // before the next pass, then the most overdue by their own interval; budget left over goes to lists
-// still learning their rate. A list's rate is learned from its polls, shrunk toward its resource's lists
-// and its project's other lists. Lists the upstream's webhooks cover are visited at the floor only.
+// still learning their rate. A list's rate is learned from its polls, weighed against how the rates of
+// its resource's lists are spread and how active its project's other lists are. Lists the upstream's
+// webhooks cover are visited at the floor only.
 
 /** How long the changes the mirror saw keep their weight: a change a day old counts e^-1 as much. */
 export const rateMemoryMs = 24 * 3_600_000;
@@ -47,19 +48,62 @@ interface ListHistory extends ChangeHistory {
 }
 
 /**
- * How much a list's expected rate weighs against its own polls: as much as this long an observation.
- * Shorter, one change seen decides more; longer, a list's own polls take longer to tell it apart.
+ * The rates a list may have, from which the lists' distribution of rates is learned: none at all, and
+ * 40 rates evenly spaced on a log scale from once in a thousand days to a hundred times a day.
  */
-const poolWeightMs = 0.05 * 24 * 3_600_000;
+const rateGrid: readonly number[] = [0, ...Array.from({ length: 40 }, (_, k) => Math.pow(10, -3 + (5 * k) / 39) / (24 * 3_600_000))];
+const logGrid: readonly number[] = rateGrid.map((r) => Math.log(r * 24 * 3_600_000));
 
 /**
- * Each list's change rate, its own history shrunk toward what lists like it say (an empirical prior,
- * learned instead of fixed): the pooled rate of the account's lists of the same resource, times how
- * active the list's project is by its other lists (their changes against what their resources' pooled
- * rates expect, so lists of active projects come first). Before anything was observed the prior is the
- * fixed one ({@link changeRate}).
+ * The fit of how the rates are spread takes this many rounds at most (a round takes about a millisecond
+ * for 5,000 lists, and the estimates barely move after the first few dozen), and ends sooner once a round
+ * adds less than {@link fitTolerance} to the lists' mean log-likelihood (it has converged).
+ */
+const fitRounds = 40;
+const fitTolerance = 1e-4;
+
+/**
+ * Each list's change rate: what its own history says, weighed against the rates lists like it have (an
+ * empirical prior, learned instead of fixed). From the histories of a resource's lists the rule learns
+ * how their rates are spread: what share of the lists changes at each rate of {@link rateGrid}, the
+ * shares under which the changes seen are the most likely, no shape assumed (statisticians call this
+ * the nonparametric maximum-likelihood mixture, after Kiefer and Wolfowitz). A list's rate is then its
+ * expected rate given its own history and that spread: a list that changed often has a high rate, one
+ * observed long without a change a low one, and one not observed yet the mean of its resource's lists.
+ * A project whose other lists change more than their resources' pooled rates expect makes its lists'
+ * rates higher by as much (and a quiet one lower): the spread is that of the rates a project of usual
+ * activity would have, each list's time observed counted times its project's activity. Before anything
+ * of a resource was observed its rate is the fixed prior's ({@link changeRate}), times the activity.
  */
 export function learnedRates(lists: readonly ListHistory[]): number[] {
+  const activity = projectActivity(lists);
+  const rates = new Array<number>(lists.length).fill(0);
+  const byResource = new Map<string, { observed: number[]; unobserved: number[] }>();
+  lists.forEach((l, i) => {
+    const members = byResource.get(l.resource) ?? { observed: [], unobserved: [] };
+    (l.observedMs > 0 || l.changes > 0 ? members.observed : members.unobserved).push(i);
+    byResource.set(l.resource, members);
+  });
+  for (const { observed, unobserved } of byResource.values()) {
+    const fit =
+      observed.length === 0
+        ? { rates: [], mean: changeRate(emptyHistory) }
+        : expectedRates(
+            observed.map((i) => lists[i]!.changes),
+            observed.map((i) => activity[i]! * lists[i]!.observedMs),
+          );
+    observed.forEach((i, at) => (rates[i] = activity[i]! * fit.rates[at]!));
+    for (const i of unobserved) rates[i] = activity[i]! * fit.mean;
+  }
+  return rates;
+}
+
+/**
+ * How active each list's project is by its other lists: the changes they saw against those their
+ * resources' pooled rates expected, with the weight of one expected change on either side (1 where the
+ * project has no other list observed).
+ */
+function projectActivity(lists: readonly ListHistory[]): number[] {
   const byResource = new Map<string, { changes: number; observedMs: number }>();
   for (const l of lists) {
     const p = byResource.get(l.resource) ?? { changes: 0, observedMs: 0 };
@@ -68,7 +112,6 @@ export function learnedRates(lists: readonly ListHistory[]): number[] {
     byResource.set(l.resource, p);
   }
   const pooled = (resource: string) => changeRate(byResource.get(resource) ?? emptyHistory);
-  // Per project: the changes its lists saw, and those their resources' pooled rates expected.
   const byProject = new Map<string, { seen: number; expected: number }>();
   for (const l of lists) {
     const p = byProject.get(l.project) ?? { seen: 0, expected: 0 };
@@ -78,11 +121,90 @@ export function learnedRates(lists: readonly ListHistory[]): number[] {
   }
   return lists.map((l) => {
     const p = byProject.get(l.project)!;
-    // The project's other lists, with the weight of one expected change on either side.
-    const activity = (p.seen - l.changes + 1) / (p.expected - pooled(l.resource) * l.observedMs + 1);
-    const prior = pooled(l.resource) * Math.max(0, activity);
-    return (l.changes + prior * poolWeightMs) / (l.observedMs + poolWeightMs);
+    return Math.max(0, (p.seen - l.changes + 1) / (p.expected - pooled(l.resource) * l.observedMs + 1));
   });
+}
+
+/**
+ * Given lists' changes seen and times observed, each list's expected rate under its own history and how
+ * the lists' rates are spread over {@link rateGrid} ({@link fitWeights}), and the spread's mean (the rate
+ * of a list not observed). A list seeing `c` changes in `t` is as likely under rate r as r^c e^(-r t):
+ * only a list that saw none may have none. The likelihoods are computed once, scaled to at most 1 a list.
+ */
+function expectedRates(changes: readonly number[], times: readonly number[]): { rates: number[]; mean: number } {
+  const n = changes.length;
+  const k = rateGrid.length;
+  const like = new Float64Array(n * k);
+  for (let i = 0; i < n; i++) {
+    const c = changes[i]!;
+    const t = times[i]!;
+    let top = -Infinity;
+    for (let j = 0; j < k; j++) {
+      const r = rateGrid[j]!;
+      const log = r === 0 ? (c > 0 ? -Infinity : 0) : c * logGrid[j]! - r * t;
+      like[i * k + j] = log;
+      top = Math.max(top, log);
+    }
+    for (let j = 0; j < k; j++) like[i * k + j] = Math.exp(like[i * k + j]! - top);
+  }
+  const weights = fitWeights(like, n, k);
+  // A list whose likely rates all lost their weight (too far from every other list's) has its own.
+  const rates = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    let [sum, rate, own, ownRate] = [0, 0, 0, 0];
+    for (let j = 0; j < k; j++) {
+      const p = weights[j]! * like[i * k + j]!;
+      sum += p;
+      rate += p * rateGrid[j]!;
+      own += like[i * k + j]!;
+      ownRate += like[i * k + j]! * rateGrid[j]!;
+    }
+    rates[i] = sum > 0 ? rate / sum : ownRate / own;
+  }
+  const mean = rateGrid.reduce((a, r, j) => a + r * weights[j]!, 0);
+  return { rates, mean };
+}
+
+/**
+ * The weights of the rates (`k` of them) under which `n` lists' likelihoods (`like`, a row a list) are
+ * the most likely, by expectation-maximisation: from equal weights, each round a rate's weight becomes
+ * the mean over the lists of the chance it is theirs under the weights before (each round makes the
+ * changes seen more likely). A rate whose weight fell under a billionth is left out of later rounds (it
+ * could not come back by much), and the fit ends when a round adds less than {@link fitTolerance} to
+ * the lists' mean log-likelihood, or after {@link fitRounds} rounds.
+ */
+function fitWeights(like: Float64Array, n: number, k: number): Float64Array {
+  const weights = new Float64Array(k).fill(1 / k);
+  // The rates still in the fit, and the lists' likelihoods under them alone (a row a list).
+  let active = Array.from({ length: k }, (_, j) => j);
+  let rows = like;
+  let last = -Infinity;
+  for (let round = 0; round < fitRounds; round++) {
+    const m = active.length;
+    const w = Float64Array.from(active, (j) => weights[j]!);
+    const next = new Float64Array(m);
+    let logLikelihood = 0;
+    for (let i = 0, row = 0; i < n; i++, row += m) {
+      let sum = 0;
+      for (let a = 0; a < m; a++) sum += w[a]! * rows[row + a]!;
+      if (!(sum > 0)) continue;
+      logLikelihood += Math.log(sum);
+      const share = 1 / sum;
+      for (let a = 0; a < m; a++) next[a]! += rows[row + a]! * share;
+    }
+    active.forEach((j, a) => (weights[j] = (next[a]! * w[a]!) / n));
+    const kept = active.filter((j) => weights[j]! >= 1e-9);
+    if (kept.length < m) {
+      const at = kept.map((j) => active.indexOf(j));
+      const compact = new Float64Array(n * kept.length);
+      for (let i = 0; i < n; i++) at.forEach((a, b) => (compact[i * kept.length + b] = rows[i * m + a]!));
+      for (const j of active) if (!kept.includes(j)) weights[j] = 0;
+      [active, rows] = [kept, compact];
+    }
+    if (logLikelihood / n - last < fitTolerance) break;
+    last = logLikelihood / n;
+  }
+  return weights;
 }
 
 export interface PlanList {

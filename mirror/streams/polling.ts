@@ -364,7 +364,8 @@ export async function planAccountVisits(
   const known = pollingVisitsPerMinute(q.policy, { requestsPerMinute: rpm, everyPass });
   // The rate not known: as many visits a pass as SYNC_POLLS_PER_PASS (or the resources served) say.
   const visitsPerMinute = known ?? pollsPerPass(q.policy, q.resources ?? 1) / (q.policy.incrementalMs / 60_000);
-  // Each list's rate, shrunk toward its resource's lists and its project's other lists.
+  // Each list's rate, from its polls weighed against how its resource's lists' rates are spread and how
+  // active its project's other lists are.
   const rates = learnedRates(
     lists.map((r) => ({ changes: r.seen_changes, observedMs: r.observed_ms, resource: r.resource, project: parseScope(r.scope)[0]![1] })),
   );

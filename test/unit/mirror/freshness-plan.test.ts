@@ -146,8 +146,8 @@ describe('freshness plan', () => {
       { ...seen(0, 3), resource: 'a', project: 'p5' },
     ]);
     const [, , p1a, p2a, p6a, p4a, p5a] = rates.map((r) => r * hour);
-    // Not polled yet, in a project that says nothing: about the rate of the resource's lists (half an hour's), not the fixed prior's once a day.
-    assert.ok(p6a! > 0.4 && p6a! < 0.7, `${p6a}`);
+    // Not polled yet, in a project that says nothing: about the rate of the resource's lists (a change an hour), not the fixed prior's once a day.
+    assert.ok(p6a! > 0.7 && p6a! < 1.4, `${p6a}`);
     // The list of the active project first, that of the quiet one last.
     assert.ok(p1a! > 1.5 * p6a! && p2a! < p6a! / 1.5, `${p1a} ${p6a} ${p2a}`);
     // A list's own polls still decide: the one that changed twice an hour above the one that did not.
@@ -169,7 +169,7 @@ describe('freshness plan', () => {
     assert.equal(enough.met, true);
   });
 
-  it('comes within 1.25x of the best schedule for the true rates over a simulated day, and starves no list', () => {
+  it('comes within 1.19x of the best schedule for the true rates over a simulated second day, and starves no list', () => {
     // 500 lists: a fifth get 80% of 2,000 changes a day, three fifths the rest, a fifth never change (three seeds).
     const runs = [7, 8, 9].map((seed) => simulate({ seed, changesPerDay: 2000, visitsPerMinute: 4.8, days: 2, measureFrom: day }));
     const ratio = runs.reduce((a, r) => a + r.mean / r.optimumSpent, 0) / runs.length;
@@ -177,7 +177,9 @@ describe('freshness plan', () => {
       assert.ok(r.spent <= 4.8 * 1.01, `visits a minute ${r.spent}`);
       assert.ok(r.maxGap <= 2 * r.cycle, `longest gap ${(r.maxGap / minute).toFixed(0)} min, cycle ${(r.cycle / minute).toFixed(0)} min`);
     }
-    assert.ok(ratio <= 1.25, `mean ${ratio.toFixed(2)}x the optimum`);
+    // Learning how the lists' rates are spread is what brings it this close (shrinking each list toward
+    // its resource's pooled rate with a fixed weight came to 1.21x here).
+    assert.ok(ratio <= 1.19, `mean ${ratio.toFixed(3)}x the optimum`);
     const told = [7, 8, 9].map((seed) => simulate({ seed, changesPerDay: 2000, visitsPerMinute: 4.8, days: 2, measureFrom: day, told: true }));
     console.log(
       `second day: ${ratio.toFixed(2)}x the optimum for the visits made; told the rates (the floor kept): ` +
@@ -196,9 +198,17 @@ describe('freshness plan', () => {
     // The same scheduler told the true rates: what the floor and whole passes cost, apart from learning.
     const told = [1, 2, 3, 4, 5, 6].map((seed) => simulate({ seed, changesPerDay: 1200, visitsPerMinute: 3.8, days: 1, measureFrom: 0, told: true }));
     const toldSpent = told.reduce((a, r) => a + r.mean / r.optimumSpent, 0) / told.length;
+    // Told how the rates are spread (the three classes and their shares) but not which list has which:
+    // each list's expected rate given its history. No learner of the spread does better on average.
+    const spread = { rates: [(0.8 * 1200) / 100 / day, (0.2 * 1200) / 300 / day, 0], shares: [0.2, 0.6, 0.2] };
+    const knowing = [1, 2, 3, 4, 5, 6].map((seed) =>
+      simulate({ seed, changesPerDay: 1200, visitsPerMinute: 3.8, days: 1, measureFrom: 0, estimate: (lists) => lists.map((h) => expectedUnder(spread, h)) }),
+    );
+    const knowingSpent = knowing.reduce((a, r) => a + r.mean / r.optimumSpent, 0) / knowing.length;
     console.log(
       `first day: ${allowed.toFixed(2)}x the optimum for the budget allowed, ${spent.toFixed(2)}x for the visits made; ` +
-        `told the rates (the floor kept): ${toldSpent.toFixed(2)}x for the visits it made`,
+        `told the rates (the floor kept): ${toldSpent.toFixed(2)}x for the visits it made; ` +
+        `told only how they are spread: ${knowingSpent.toFixed(2)}x for the visits it made`,
     );
     assert.ok(allowed <= 1.4, `first day: ${allowed.toFixed(2)}x the optimum for the budget allowed`);
     for (const r of runs) assert.ok(r.maxGap <= 2 * r.cycle && r.spent <= 3.8 * 1.01);
@@ -215,13 +225,31 @@ interface Simulated {
   cycle: number;
 }
 
+/** A list's expected rate given its history, its rate one of `rates` with the chances `shares`. */
+function expectedUnder(spread: { rates: number[]; shares: number[] }, h: ChangeHistory): number {
+  const chances = spread.rates.map(
+    (r, k) => spread.shares[k]! * (r === 0 ? (h.changes > 0 ? 0 : 1) : Math.pow(r * day, h.changes) * Math.exp(-r * h.observedMs)),
+  );
+  const sum = chances.reduce((a, b) => a + b, 0);
+  return chances.reduce((a, c, k) => a + c * spread.rates[k]!, 0) / sum;
+}
+
 /**
  * Passes every 15 minutes over `days` of skewed Poisson changes the scheduler is not told (500 lists: a
  * fifth get 80% of the changes, three fifths the rest, a fifth none), from a full pass that verified
  * every list; each change's staleness is from its arrival to its list's next visit (those after
  * `measureFrom` counted).
  */
-function simulate(o: { seed: number; changesPerDay: number; visitsPerMinute: number; days: number; measureFrom: number; told?: boolean }): Simulated {
+function simulate(o: {
+  seed: number;
+  changesPerDay: number;
+  visitsPerMinute: number;
+  days: number;
+  measureFrom: number;
+  told?: boolean;
+  /** How rates are estimated from the histories, instead of {@link learnedRates}. */
+  estimate?: (lists: ChangeHistory[]) => number[];
+}): Simulated {
   const rnd = random(o.seed);
   const n = 500;
   const truth = Array.from({ length: n }, (_, i) => (i < 100 ? (0.8 * o.changesPerDay) / 100 : i < 400 ? (0.2 * o.changesPerDay) / 300 : 0) / day);
@@ -241,7 +269,8 @@ function simulate(o: { seed: number; changesPerDay: number; visitsPerMinute: num
       }
     });
     // As the mirror learns them (one resource, a list a project), or, `told`, the true rates.
-    const rates = learnedRates(state.map((s, i) => ({ ...s.history, resource: 'r', project: String(i) })));
+    const histories = state.map((s, i) => ({ ...s.history, resource: 'r', project: String(i) }));
+    const rates = o.estimate ? o.estimate(histories) : learnedRates(histories);
     const plan = planVisits({
       lists: state.map((s, i) =>
         o.told
