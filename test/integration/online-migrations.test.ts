@@ -237,7 +237,10 @@ describe('online migrations', { timeout: 180_000, skip: historyMissing() }, () =
         ok = res.status === 200 && check(JSON.parse(text) as { data?: unknown[]; id?: unknown });
         if (!ok) why = `${res.status} ${text.slice(0, 200)}`;
       } catch (error) {
+        // fetch says only "fetch failed"; its cause says how (a refused or reset connection, a timeout).
+        const cause = error instanceof Error && error.cause instanceof Error ? error.cause : undefined;
         why = error instanceof Error ? error.message : String(error);
+        if (cause) why += ` (${(cause as NodeJS.ErrnoException).code ?? cause.name}: ${cause.message})`;
       }
       const end = performance.now();
       reads.push({ at: end, ms: end - start, ok });
