@@ -123,35 +123,22 @@ export async function startWorker(
   // The first event a fresh process applies must not wait for its connections to open.
   await warmUp(services.pool, services.prisma, queues === 'main' ? 2 : promptActivitySlots(config));
   const workflowBundle = { codePath: await workflowBundlePath() };
+  // One worker a task queue, with its own activity slots; the identity is the release it runs, for
+  // `mirror doctor` (Temporal lists the identities of a task queue's pollers).
+  const workerFor = (queue: string, slots: number) =>
+    Worker.create({
+      connection,
+      identity: workerIdentity(),
+      namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
+      taskQueue: queue,
+      workflowBundle,
+      activities,
+      maxConcurrentActivityTaskExecutions: slots,
+    });
   const workers: Worker[] = [];
-  if (queues !== 'prompt') {
-    workers.push(
-      await Worker.create({
-        connection,
-        // The release it runs, for `mirror doctor` (Temporal lists the identities of a task queue's pollers).
-        identity: workerIdentity(),
-        namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
-        taskQueue,
-        workflowBundle,
-        activities,
-        maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? activitySlots(config),
-      }),
-    );
-  }
-  if (queues !== 'main') {
-    // The prompt task queue: the change workflows and their event activities, on slots of their own.
-    workers.push(
-      await Worker.create({
-        connection,
-        identity: workerIdentity(),
-        namespace: options.namespace ?? config.TEMPORAL_NAMESPACE,
-        taskQueue: promptTaskQueue(taskQueue),
-        workflowBundle,
-        activities,
-        maxConcurrentActivityTaskExecutions: promptActivitySlots(config),
-      }),
-    );
-  }
+  if (queues !== 'prompt') workers.push(await workerFor(taskQueue, options.maxConcurrentActivities ?? activitySlots(config)));
+  // The prompt task queue: the change workflows and their event activities, on slots of their own.
+  if (queues !== 'main') workers.push(await workerFor(promptTaskQueue(taskQueue), promptActivitySlots(config)));
   if (options.maintenanceSchedule) await lifecycle.ensureMaintenanceSchedule();
   // Either worker stopping (a shutdown, a fatal error) stops the other; the connections close once both have.
   const stop = () => {
