@@ -55,8 +55,11 @@ export interface RateGovernorOptions {
    */
   interactiveMaxWaitMs?: number;
   /**
-   * With a lane (share below 1), how far ahead a background request takes its slot (default 0 ms):
-   * background slots taken before their time would make an interactive request wait behind them.
+   * With a lane (share below 1), how far ahead a background request takes its slot (default 25 ms).
+   * Far ahead, background slots would make an interactive request wait behind them; taken only once
+   * due, every slot was late by a timer's wake-up and a round trip to the store, and the sync got 14-16
+   * of the 17.25 a window its lane allows (bench [10]: total use 0.85-0.94 of the window; 25 ms ahead,
+   * 0.95-0.96 with the application's added wait p99 still under 70 ms of a 100 ms spacing).
    */
   backgroundHorizonMs?: number;
   clock?: Clock;
@@ -109,7 +112,7 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     syncShare,
     reserveRule,
     interactiveMaxWaitMs: Math.max(0, options.interactiveMaxWaitMs ?? 2_000),
-    backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? 0),
+    backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? 25),
   };
 }
 

@@ -56,11 +56,18 @@ export class MemoryRateGovernor extends RateGovernor {
     }
   }
 
-  /** A lane's schedule with its budget's reset interval, as last reported (see Schedule.edge). */
+  /**
+   * A lane's schedule with its budget's reset interval, as last reported (see Schedule.edge); a
+   * budget's with its reset's latest bound (see Schedule.resetAt).
+   */
   private withEdge(spec: BudgetSpec, s: Schedule): Schedule {
-    if (!spec.lane) return s;
-    const edge = resetEdge(this.view(spec).facts);
-    const { edge: _old, ...rest } = s;
+    const { edge: _old, resetAt: _reset, ...rest } = s;
+    const facts = this.view(spec).facts;
+    if (!spec.lane) {
+      const resetAt = facts.resetBound ?? facts.resetsAt;
+      return resetAt !== undefined ? { ...rest, resetAt } : rest;
+    }
+    const edge = resetEdge(facts);
     return edge ? { ...rest, edge } : rest;
   }
 

@@ -247,9 +247,9 @@ export interface Schedule {
   blockedUntil?: number;
   /**
    * A background lane's schedule (see `syncShare`) banks up to one spacing: a slot taken late (the
-   * lane's requests take their slot only once it is due, so every one is late by a timer's wake-up
-   * and a round trip, or waits behind the budget's own schedule when the application just took a
-   * slot) does not push the lane's later slots back. Without it the lateness adds up slot after
+   * lane's requests take their slot only just before it is due, and a timer's wake-up and a round
+   * trip can make them late, or they wait behind the budget's own schedule when the application just
+   * took a slot) does not push the lane's later slots back. Without it the lateness adds up slot after
    * slot: bench [10] measured 14 of the 15.7 a window at share 0.8. Over any span the lane still
    * grants at most one request more than its pace allows.
    */
@@ -265,6 +265,12 @@ export interface Schedule {
    * lane requests in a window of 5 (share 0.5 of 10 per 5 s; governor-window-edge.test.ts).
    */
   edge?: { from: number; to: number; windowMs?: number };
+  /**
+   * A budget's view of its window's reset (the latest bound known), for an early slot: when the
+   * schedule's next slot lies at or past it, the pace left no slot of the current window, and an early
+   * slot comes no sooner than the reset.
+   */
+  resetAt?: number;
 }
 
 /**
@@ -276,7 +282,7 @@ export interface Schedule {
  * `fromDue[i]`: schedule `i` is that of a budget whose lane the request also takes (a background
  * request): its next slot counts from when the request's slot was due (the latest of its schedules'
  * next slots and blocks), not from when it was taken, when that was less than a spacing late. The
- * request takes its slot only once due, late by a timer's wake-up and a round trip to the store;
+ * request takes its slot only just before it is due, and may be late by a timer's wake-up and a round trip to the store;
  * counted from the slot taken, that lateness added up in the budget's own schedule, which then held
  * the sync below its lane: with the application's reserve at its floor (the lane only 1 / 0.95 slower
  * than the budget) the sync got 0.70-0.77 of each window, no more than with a fixed share of 0.8 (100
@@ -285,7 +291,8 @@ export interface Schedule {
  * schedule. It is the request's, not the schedule's: nothing of it is kept.
  *
  * `early` (an interactive request, an application waiting): the slot may come up to one spacing
- * before the schedule's next, right behind the one taken last, and the schedule moves one spacing on
+ * before the schedule's next (not before a reset the pace kept it for, see {@link earlySlot}), right
+ * behind the one taken last, and the schedule moves one spacing on
  * as for any slot. So an application's call does not wait out the spacing of the sync's request just
  * sent (bench [10]: a p99 of two spacings without it); the budget's requests stay as many per window,
  * the background ones behind it going a spacing later, and no two slots but these are closer than a
@@ -298,7 +305,7 @@ export function reserveSlot(
   fromDue: readonly boolean[] = [],
 ): { at: number; schedules: Schedule[] } {
   let due = Number.NEGATIVE_INFINITY;
-  for (const s of schedules) due = Math.max(due, s.nextAt - (early ? s.spacingMs : 0), s.blockedUntil ?? due);
+  for (const s of schedules) due = Math.max(due, early ? earlySlot(s) : s.nextAt, s.blockedUntil ?? due);
   const at = Math.max(now, due);
   const from = (s: Schedule, i: number) => {
     if (s.banks) return Math.max(s.nextAt, at - bankedCredit(s, at));
@@ -306,6 +313,18 @@ export function reserveSlot(
     return Math.max(s.nextAt, at);
   };
   return { at, schedules: schedules.map((s, i) => ({ ...s, nextAt: from(s, i) + s.spacingMs })) };
+}
+
+/**
+ * The earliest an interactive request may take a schedule's slot: a spacing before its next, but not
+ * before the window's reset when the next slot lies past it. The pace spreads what the window has left
+ * so that its last slot comes a spacing before the reset; a spacing early from the slot after it was one
+ * request more than the window held (a 429 a few ms before the reset, with the sync's slots taken
+ * 25 ms ahead in governor-reserve.test.ts).
+ */
+function earlySlot(s: Schedule): number {
+  const early = s.nextAt - s.spacingMs;
+  return s.resetAt !== undefined && s.nextAt >= s.resetAt ? Math.max(early, s.resetAt) : early;
 }
 
 /**

@@ -26,7 +26,12 @@ WITH cur AS (
     FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), due) AS at, due, n FROM (
-    SELECT greatest(max(next_at - CASE WHEN $4::boolean THEN spacing_ms ELSE 0 END * interval '1 millisecond'), max(blocked_until)) AS due,
+    -- An interactive request ($4) may come a spacing early, but not before a reset the pace kept the
+    -- next slot for (earlySlot in connectors/governor/pacing.ts).
+    SELECT greatest(max(CASE WHEN NOT $4::boolean THEN next_at
+                             WHEN resets_at IS NOT NULL AND next_at >= resets_at
+                             THEN greatest(next_at - spacing_ms * interval '1 millisecond', resets_at)
+                             ELSE next_at - spacing_ms * interval '1 millisecond' END), max(blocked_until)) AS due,
            count(*) AS n FROM cur) d
 ), edge AS (
   SELECT c.key, c.spacing_ms, c.key = ANY($6::text[]) AS guessed, c.window_ms,

@@ -73,6 +73,8 @@ export class FixedWindow {
     readonly total: number,
     readonly windowMs: number,
     private readonly reportReset = true,
+    /** Resets are reported rounded up to whole seconds, as epoch-second headers do. */
+    private readonly wholeSeconds = false,
   ) {}
 
   hit(now: number): Hit {
@@ -82,7 +84,7 @@ export class FixedWindow {
     }
     this.count++;
     const window: RateLimitWindow = { total: this.total, remaining: Math.max(0, this.total - this.count) };
-    if (this.reportReset) window.resetsAt = this.start + this.windowMs;
+    if (this.reportReset) window.resetsAt = this.wholeSeconds ? Math.ceil((this.start + this.windowMs) / 1000) * 1000 : this.start + this.windowMs;
     return { status: this.count > this.total ? 429 : 200, window };
   }
 }
@@ -173,6 +175,8 @@ export async function runClasses(o: {
   windowMs?: number;
   /** The governor's timers wake up to this late (ms; a loaded machine), by a seeded random amount. */
   lateMs?: number;
+  /** The upstream reports its resets in whole seconds. */
+  wholeSeconds?: boolean;
 }): Promise<ClassesRun> {
   const clock = new ManualClock();
   const total = o.total ?? 20;
@@ -180,7 +184,7 @@ export async function runClasses(o: {
   const late = seeded(1);
   const governorClock: Clock = o.lateMs ? { now: () => clock.now(), sleep: (ms, signal) => clock.sleep(ms + late() * o.lateMs!, signal) } : clock;
   const governor = new MemoryRateGovernor({ profiles: classesProfiles, clock: governorClock, serviceLimit: { total, windowMs }, syncShare: o.share });
-  const window = new FixedWindow(total, windowMs);
+  const window = new FixedWindow(total, windowMs, true, o.wholeSeconds ?? false);
   const end = clock.now() + (o.durationMs ?? 60_000);
   const counts = new Map<number, { sync: number; app: number }>();
   const result: ClassesRun = { sync: [], app: [], rejected: 0, appWaits: [], refused: 0 };

@@ -223,6 +223,13 @@ describe('reserveSlot', () => {
     // Never before a block.
     assert.equal(reserveSlot([{ ...main, blockedUntil: t0 + 500 }], t0 + 10, true).at, t0 + 500);
   });
+  it('an early request does not take a slot the pace kept past the reset (the window has none left)', () => {
+    // The pace spread the last slot of the window a spacing before the reset: the next is past it.
+    const last = { nextAt: t0 + 43, spacingMs: 70, resetAt: t0 + 2 };
+    assert.equal(reserveSlot([last], t0 - 27, true).at, t0 + 2);
+    // A next slot still inside the window: a spacing early, as before.
+    assert.equal(reserveSlot([{ ...last, resetAt: t0 + 500 }], t0 - 27, true).at, t0 - 27);
+  });
   it('with two windows, waits for the later one and spends one slot of each', () => {
     const service = { nextAt: t0 + 400, spacingMs: 400 };
     const source = { nextAt: t0 + 1000, spacingMs: 1000 };
