@@ -175,32 +175,24 @@ function expectedRates(changes: readonly number[], times: readonly number[]): { 
  */
 function fitWeights(like: Float64Array, n: number, k: number): Float64Array {
   const weights = new Float64Array(k).fill(1 / k);
-  // The rates still in the fit, and the lists' likelihoods under them alone (a row a list).
-  let active = Array.from({ length: k }, (_, j) => j);
-  let rows = like;
+  // The rates still in the fit.
+  let active = Int32Array.from({ length: k }, (_, j) => j);
   let last = -Infinity;
   for (let round = 0; round < fitRounds; round++) {
     const m = active.length;
-    const w = Float64Array.from(active, (j) => weights[j]!);
-    const next = new Float64Array(m);
+    const next = new Float64Array(k);
     let logLikelihood = 0;
-    for (let i = 0, row = 0; i < n; i++, row += m) {
+    for (let i = 0, row = 0; i < n; i++, row += k) {
       let sum = 0;
-      for (let a = 0; a < m; a++) sum += w[a]! * rows[row + a]!;
+      for (let a = 0; a < m; a++) sum += weights[active[a]!]! * like[row + active[a]!]!;
       if (!(sum > 0)) continue;
       logLikelihood += Math.log(sum);
       const share = 1 / sum;
-      for (let a = 0; a < m; a++) next[a]! += rows[row + a]! * share;
+      for (let a = 0; a < m; a++) next[active[a]!]! += like[row + active[a]!]! * share;
     }
-    active.forEach((j, a) => (weights[j] = (next[a]! * w[a]!) / n));
-    const kept = active.filter((j) => weights[j]! >= 1e-9);
-    if (kept.length < m) {
-      const at = kept.map((j) => active.indexOf(j));
-      const compact = new Float64Array(n * kept.length);
-      for (let i = 0; i < n; i++) at.forEach((a, b) => (compact[i * kept.length + b] = rows[i * m + a]!));
-      for (const j of active) if (!kept.includes(j)) weights[j] = 0;
-      [active, rows] = [kept, compact];
-    }
+    for (const j of active) weights[j] = (next[j]! * weights[j]!) / n;
+    for (const j of active) if (weights[j]! < 1e-9) weights[j] = 0;
+    active = active.filter((j) => weights[j]! > 0);
     if (logLikelihood / n - last < fitTolerance) break;
     last = logLikelihood / n;
   }
