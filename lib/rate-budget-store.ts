@@ -44,6 +44,8 @@ export interface BudgetReport {
    */
   anchorInMs: number | null;
   anchorSpanMs: number | null;
+  /** Requests the window has left before its reset, less those the report could not count (Pace.left). Null: unknown. */
+  windowLeft?: number | null;
 }
 
 export interface LeaseTry {

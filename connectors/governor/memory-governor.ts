@@ -50,6 +50,8 @@ export class MemoryRateGovernor extends RateGovernor {
     const s = this.scheduleOf(view.spec);
     s.spacingMs = pace.spacingMs;
     if (pace.blockedUntil !== undefined) s.blockedUntil = Math.max(s.blockedUntil ?? 0, pace.blockedUntil);
+    if (pace.left !== undefined) s.left = pace.left;
+    else delete s.left;
     if (pace.anchor !== undefined) {
       s.nextAt = Math.max(s.nextAt, pace.anchor.notBefore);
       view.nextAt = s.nextAt;

@@ -175,7 +175,12 @@ export class PostgresRateGovernor extends RateGovernor {
     if (anchor) view.nextAt = Math.max(view.nextAt ?? anchor.notBefore, anchor.notBefore);
     this.pending.set(key, {
       facts: view.facts,
-      pace: { spacingMs: pace.spacingMs, ...(blockedUntil > 0 ? { blockedUntil } : {}), ...(anchor ? { anchor } : {}) },
+      pace: {
+        spacingMs: pace.spacingMs,
+        ...(blockedUntil > 0 ? { blockedUntil } : {}),
+        ...(anchor ? { anchor } : {}),
+        ...(pace.left !== undefined ? { left: pace.left } : {}),
+      },
     });
     this.written.set(key, { spacingMs: pace.spacingMs, total: view.facts.total, resetsAt, at: now });
     if (blockedUntil > 0) this.blockPending = true;
@@ -204,6 +209,7 @@ export class PostgresRateGovernor extends RateGovernor {
               blockedInMs: relative(w.pace.blockedUntil),
               anchorInMs: relative(w.pace.anchor?.notBefore),
               anchorSpanMs: w.pace.anchor?.spanMs ?? null,
+              windowLeft: w.pace.left ?? null,
               windowMs: Math.round(w.facts.windowMs),
             })),
           );

@@ -20,7 +20,7 @@ import {
   type RateGovernorOptions,
   type ResolvedOptions,
 } from './budgets.ts';
-import { blockAfterRejection, laneAnchor, laneSpacing, observeWindow, paceFor, type Pace, type WindowFacts } from './pacing.ts';
+import { blockAfterRejection, laneAnchor, laneSpacing, observeWindow, paceFor, windowLeft, type Pace, type WindowFacts } from './pacing.ts';
 import { backgroundShare, emptyAppUse, recentAppUse, windowIndex, type AppUse } from './reserve.ts';
 import { Semaphore } from './semaphore.ts';
 
@@ -246,7 +246,10 @@ export abstract class RateGovernor implements Governor {
     for (const [view, window] of observed) {
       if (window) view.facts = observeWindow(view.facts, window, now, sentAt);
       else if (!rejected) continue;
-      let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen: unseenBy(view, sentAt) }, this.options.pacing);
+      const unseen = unseenBy(view, sentAt);
+      let pace = paceFor({ facts: view.facts, now, nextAt: view.nextAt, unseen }, this.options.pacing);
+      const left = windowLeft(view.facts, now, unseen);
+      if (left !== undefined) pace = { ...pace, left };
       if (rejected && (spent.length === 0 || spent.includes(view))) {
         pace = { ...pace, blockedUntil: Math.max(pace.blockedUntil ?? 0, blockAfterRejection(view.facts, now, this.options.pacing)) };
       }
@@ -268,7 +271,7 @@ export abstract class RateGovernor implements Governor {
         const began = window !== undefined && window.total !== undefined && window.remaining === window.total - 1;
         const found = began && keys.priority !== 'interactive' ? laneAnchor(view.facts, spacingMs, now) : undefined;
         const anchor = found && (lane.nextAt === undefined || found.notBefore > lane.nextAt) ? found : undefined;
-        const { anchor: _none, ...lanePace } = pace;
+        const { anchor: _none, left: _left, ...lanePace } = pace;
         this.applyPace(lane, { ...lanePace, spacingMs, ...(anchor ? { anchor } : {}) }, now);
       }
     }

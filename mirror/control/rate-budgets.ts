@@ -22,14 +22,14 @@ import type { Pool } from '../db/pool.ts';
 // than a spacing after that (reserveSlot's `fromDue` in connectors/governor/pacing.ts).
 const reserveSql = `
 WITH cur AS (
-  SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at, app_counts, app_windows
+  SELECT key, next_at, spacing_ms, blocked_until, window_ms, resets_at, window_left, app_counts, app_windows
     FROM rate_budgets WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
 ), slot AS (
   SELECT greatest(clock_timestamp(), due) AS at, due, n FROM (
-    -- An interactive request ($4) may come a spacing early, but not before a reset the pace kept the
-    -- next slot for (earlySlot in connectors/governor/pacing.ts).
+    -- An interactive request ($4) may come a spacing early, but not before the reset of a window its
+    -- reserved slots spent (earlySlot in connectors/governor/pacing.ts).
     SELECT greatest(max(CASE WHEN NOT $4::boolean THEN next_at
-                             WHEN resets_at IS NOT NULL AND next_at >= resets_at
+                             WHEN resets_at IS NOT NULL AND window_left <= 0
                              THEN greatest(next_at - spacing_ms * interval '1 millisecond', resets_at)
                              ELSE next_at - spacing_ms * interval '1 millisecond' END), max(blocked_until)) AS due,
            count(*) AS n FROM cur) d
@@ -56,6 +56,8 @@ WITH cur AS (
                         WHEN b.key = ANY($8::text[]) AND slot.at - slot.due < b.spacing_ms * interval '1 millisecond' THEN greatest(b.next_at, slot.due)
                         ELSE greatest(b.next_at, slot.at) END
                    + b.spacing_ms * interval '1 millisecond',
+         -- A slot before the reset is one fewer the window has left.
+         window_left = CASE WHEN slot.at < b.resets_at THEN b.window_left - 1 ELSE b.window_left END,
          -- An interactive request ($7) counts in its window (countAppUse in connectors/governor/reserve.ts).
          app_counts[win.i] = CASE WHEN NOT $7::boolean THEN b.app_counts[win.i] WHEN b.app_windows[win.i] = win.n THEN b.app_counts[win.i] + 1 ELSE 1 END,
          app_windows[win.i] = CASE WHEN $7::boolean THEN win.n ELSE b.app_windows[win.i] END
@@ -97,6 +99,7 @@ UPDATE rate_budgets b
        -- A window learned shorter by any process is every process's (see learnWindowMs).
        window_ms = least(b.window_ms, u.window_ms),
        remaining = u.remaining,
+       window_left = u.window_left,
        resets_at = ${reportedReset},
        -- A lane's anchor (LaneAnchor in connectors/governor/pacing.ts), by the tighter of the bounds.
        next_at = CASE WHEN u.anchor_span_ms IS NULL THEN b.next_at
@@ -106,8 +109,8 @@ UPDATE rate_budgets b
        blocked_until = CASE WHEN u.blocked_in_ms IS NULL THEN b.blocked_until
                             ELSE greatest(b.blocked_until, clock_timestamp() + u.blocked_in_ms * interval '1 millisecond') END,
        updated_at = clock_timestamp()
-  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[])
-       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms, anchor_in_ms, anchor_span_ms)
+  FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[], $10::int[])
+       AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms, anchor_in_ms, anchor_span_ms, window_left)
   JOIN locked l ON l.key = u.key
  WHERE b.key = u.key`;
 
@@ -209,6 +212,7 @@ export class PostgresRateBudgets implements RateBudgetStore {
       reports.map((r) => r.windowMs),
       reports.map((r) => r.anchorInMs),
       reports.map((r) => r.anchorSpanMs),
+      reports.map((r) => r.windowLeft ?? null),
     ]);
   }
 

@@ -221,19 +221,38 @@ describe('PostgresRateGovernor shared by two processes', () => {
     assert.equal(byKey(await background()).get(main)!.reserved, false);
   });
 
-  it('lets no early request take a slot the pace kept past the reset, in the shared rows', async () => {
+  it('lets no early request take a slot of a window its reserved slots spent, in the shared rows', async () => {
     const store = new PostgresRateBudgets(pools[0]!);
     const main = 'source:account-7:crmcloud';
     await store.ensureBudgets([{ key: main, total: 20, windowMs: 2_000, spacingMs: 100 }]);
-    // One request left, the window resets in 300 ms: the pace puts the slot after it past the reset.
-    await store.report([
-      { key: main, total: 20, remaining: 1, resetsInMs: 300, spacingMs: 400, blockedInMs: null, windowMs: 2_000, anchorInMs: null, anchorSpanMs: null },
-    ]);
+    const report = (windowLeft: number) =>
+      store.report([
+        {
+          key: main,
+          total: 20,
+          remaining: windowLeft,
+          resetsInMs: 300,
+          spacingMs: 400,
+          blockedInMs: null,
+          windowMs: 2_000,
+          anchorInMs: null,
+          anchorSpanMs: null,
+          windowLeft,
+        },
+      ]);
+    // One request left before the reset in 300 ms; a background request takes it.
+    await report(1);
     const last = (await store.reserve([main], 0, {}))[0]!;
     assert.ok(last.reserved && last.nextInMs > 300, `the next slot in ${last.nextInMs} ms`);
     // An application's call right behind it waits for the reset, not a spacing early.
     const early = (await store.reserve([main], 1_000, { early: true, interactive: true }))[0]!;
     assert.ok(early.reserved && early.waitMs > 200, `the early slot in ${early.waitMs} ms (the reset in about 300)`);
+    // With two left, the same next slot past the reset, the call goes a spacing early: at once.
+    await pools[0]!.query(`UPDATE rate_budgets SET next_at = clock_timestamp(), blocked_until = NULL WHERE key = $1`, [main]);
+    await report(2);
+    await store.reserve([main], 0, {});
+    const room = (await store.reserve([main], 1_000, { early: true, interactive: true }))[0]!;
+    assert.ok(room.reserved && room.waitMs < 50, `the early slot in ${room.waitMs} ms`);
   });
 
   it("moves a lane's schedule to its anchor, by the tightest reset bound any process wrote", async () => {

@@ -223,12 +223,18 @@ describe('reserveSlot', () => {
     // Never before a block.
     assert.equal(reserveSlot([{ ...main, blockedUntil: t0 + 500 }], t0 + 10, true).at, t0 + 500);
   });
-  it('an early request does not take a slot the pace kept past the reset (the window has none left)', () => {
-    // The pace spread the last slot of the window a spacing before the reset: the next is past it.
-    const last = { nextAt: t0 + 43, spacingMs: 70, resetAt: t0 + 2 };
-    assert.equal(reserveSlot([last], t0 - 27, true).at, t0 + 2);
-    // A next slot still inside the window: a spacing early, as before.
-    assert.equal(reserveSlot([{ ...last, resetAt: t0 + 500 }], t0 - 27, true).at, t0 - 27);
+  it('an early request takes no slot of a window its reserved slots spent, and counts the ones it takes', () => {
+    // The last report left one request before the reset; a background slot took it.
+    const one = { nextAt: t0 - 27, spacingMs: 102, resetAt: t0 + 2, left: 1 };
+    const taken = reserveSlot([one], t0 - 27);
+    assert.equal(taken.schedules[0]!.left, 0);
+    // An application's call right behind it waits for the reset instead of going a spacing early.
+    assert.equal(reserveSlot(taken.schedules, t0 - 20, true).at, t0 + 2);
+    // With room left in the window, a spacing early as before, though the next slot lies past the reset.
+    const room = reserveSlot([{ ...one, left: 3 }], t0 - 27).schedules;
+    assert.equal(reserveSlot(room, t0 - 20, true).at, t0 - 20);
+    // Past the reset the count is not the window's: nothing is taken from it.
+    assert.equal(reserveSlot([{ ...one, left: 0 }], t0 + 5).schedules[0]!.left, 0);
   });
   it('with two windows, waits for the later one and spends one slot of each', () => {
     const service = { nextAt: t0 + 400, spacingMs: 400 };

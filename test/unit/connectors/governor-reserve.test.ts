@@ -59,12 +59,9 @@ describe('the governor with the adaptive reserve (20 per 2 s, a sync at the limi
     assert.ok(mean(r.app) >= 4.9, `the application got ${r.app.join(' ')} per window`);
     const sync = mean(r.sync) / 20;
     const share = 1 - (0.25 + defaultReserveRule.margin);
-    // Over the whole run the lane grants at most one request more than its pace (a banked slot).
-    const over = r.sync.reduce((a, b) => a + b, 0) - share * 20 * r.sync.length;
-    assert.ok(
-      over <= 1 && sync >= share * 0.98 - 0.05,
-      `the sync spent ${sync.toFixed(3)} of each window (${over.toFixed(1)} over the share): ${r.sync.join(' ')}`,
-    );
+    // Within a hundredth of the window: this upstream's windows begin with their first request, so a
+    // window spans a little more than its length of the lane's even pace.
+    assert.ok(sync <= share + 0.01 && sync >= share * 0.98 - 0.05, `the sync spent ${sync.toFixed(3)} of each window: ${r.sync.join(' ')}`);
   });
 
   it('keeps only the floor with no application', async () => {
