@@ -55,11 +55,14 @@ export interface RateGovernorOptions {
    */
   interactiveMaxWaitMs?: number;
   /**
-   * With a lane (share below 1), how far ahead a background request takes its slot (default 25 ms).
-   * Far ahead, background slots would make an interactive request wait behind them; taken only once
-   * due, every slot was late by a timer's wake-up and a round trip to the store, and the sync got 14-16
-   * of the 17.25 a window its lane allows (bench [10]: total use 0.85-0.94 of the window; 25 ms ahead,
-   * 0.95-0.96 with the application's added wait p99 still under 70 ms of a 100 ms spacing).
+   * With a lane (share below 1), how far ahead a background request takes its slot: 25 ms with the
+   * adaptive reserve, 0 with a fixed share (the defaults). Far ahead, background slots would make an
+   * interactive request wait behind them; taken only once due, every slot was late by a timer's wake-up
+   * and a round trip to the store, and the sync got 14-16 of the 17.25 a window its lane allows (bench
+   * [10]: total use 0.85-0.94 of the window; 25 ms ahead, 0.95 with the application's added wait p99
+   * under 30 ms of a 100 ms spacing). A fixed share is a hard cap, kept as it was measured: its slots
+   * are taken once due (a slot taken ahead is not re-checked against a lane anchor that an answer sets
+   * meanwhile; the adaptive reserve's margin absorbs such a request).
    */
   backgroundHorizonMs?: number;
   clock?: Clock;
@@ -112,7 +115,7 @@ export function resolveOptions(options: RateGovernorOptions): ResolvedOptions {
     syncShare,
     reserveRule,
     interactiveMaxWaitMs: Math.max(0, options.interactiveMaxWaitMs ?? 2_000),
-    backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? 25),
+    backgroundHorizonMs: Math.max(0, options.backgroundHorizonMs ?? (syncShare === undefined ? 25 : 0)),
   };
 }
 
