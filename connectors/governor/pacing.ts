@@ -292,18 +292,17 @@ export interface Schedule {
  * `fromDue[i]`: schedule `i` is that of a budget whose lane the request also takes (a background
  * request): its next slot counts from when the request's slot was due (the latest of its schedules'
  * next slots and blocks), not from when it was taken, when that was less than a spacing late. The
- * request takes its slot only just before it is due, and may be late by a timer's wake-up and a round trip to the store;
- * counted from the slot taken, that lateness added up in the budget's own schedule, which then held
- * the sync below its lane: with the application's reserve at its floor (the lane only 1 / 0.95 slower
+ * request takes its slot only just before it is due, and may be late by a timer's wake-up and a
+ * round trip to the store; counted from the slot taken, that lateness added up in the budget's own
+ * schedule, which then held the sync below its lane: with the application's reserve at its floor (the lane only 1 / 0.95 slower
  * than the budget) the sync got 0.70-0.77 of each window, no more than with a fixed share of 0.8 (100
  * per 2 s, ten sync loops of a worker on the Postgres store, two cores shared by many processes;
  * 0.87-0.94 so). Unlike a lane it banks no idle time: a slot never comes before the budget's own
  * schedule. It is the request's, not the schedule's: nothing of it is kept.
  *
  * `early` (an interactive request, an application waiting): the slot may come up to one spacing
- * before the schedule's next (not before a reset the pace kept it for, see {@link earlySlot}), right
- * behind the one taken last, and the schedule moves one spacing on
- * as for any slot. So an application's call does not wait out the spacing of the sync's request just
+ * before the schedule's next (not into a window its reserved slots spent, see {@link earlySlot}),
+ * right behind the one taken last, and the schedule moves one spacing on as for any slot. So an application's call does not wait out the spacing of the sync's request just
  * sent (bench [10]: a p99 of two spacings without it); the budget's requests stay as many per window,
  * the background ones behind it going a spacing later, and no two slots but these are closer than a
  * spacing.

@@ -111,7 +111,8 @@ export abstract class RateGovernor implements Governor {
     const laned = this.laned();
     // Background requests also take a slot in the lane of each budget with a known limit (paced
     // 1/share slower), and take it only just before its time (backgroundHorizonMs), so an interactive
-    // request never waits behind a queue of them. A budget without a limit (an upstream that reports none) has no lane.
+    // request never waits behind a queue of them. A budget without a limit (an upstream that reports
+    // none) has no lane.
     const laneViews = !interactive && laned ? views.filter((v) => v.facts.total !== undefined) : [];
     const lanes = laneViews.length > 0;
     const specs = [...views.map((v) => v.spec), ...laneViews.map((v) => laneOf(v.spec, this.shareOf(v, this.clock.now())))];
