@@ -208,10 +208,19 @@ describe('chaos: accounts over time', { timeout: scaled(600_000, 1_200_000) }, (
           { timeoutMs: 30_000, intervalMs: 100 },
         );
         const mirroredMs = Date.now() - createdAt;
-        const { rows: events } = await m.services.pool.query<{ outcome: string | null }>(
-          'SELECT outcome FROM inbox_events WHERE account_id = $1 AND target = $2',
-          [victim.accountId, created.id],
-        );
+        // The inbox writes a batch's records, then marks its events applied: wait for the mark too.
+        const eventOutcomes = async () =>
+          (
+            await m.services.pool.query<{ outcome: string | null }>('SELECT outcome FROM inbox_events WHERE account_id = $1 AND target = $2', [
+              victim.accountId,
+              created.id,
+            ])
+          ).rows;
+        await waitFor('its webhook event to be marked', async () => (await eventOutcomes()).every((e) => e.outcome !== null), {
+          timeoutMs: 10_000,
+          intervalMs: 50,
+        });
+        const events = await eventOutcomes();
         assert.deepEqual(
           events.map((e) => e.outcome),
           ['upserted'],
