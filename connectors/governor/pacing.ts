@@ -232,6 +232,14 @@ export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, 
   const otherWindow = previous.remaining !== undefined && previous.total !== undefined && reported.total !== previous.total;
   const windowMs = otherWindow ? Math.min(previous.windowMs, freshSpan(reported, sentAt) ?? Infinity) : learnWindowMs(previous, reported, sentAt);
   const lengthGuessed = previous.lengthGuessed === true && windowMs === previous.windowMs && (otherWindow || resetDistance(previous, reported) === undefined);
+  // An answer from a window before the one known (sent before that window began, back after an answer
+  // from it): what it says of its window is past, and taken as current it would move the reset back,
+  // so a lane's slot at the next window's start would be counted in the window before. Only the
+  // length it may teach is kept.
+  if (!otherWindow && isEarlierWindow(previous, reported)) {
+    const { lengthGuessed: _guessed, ...known } = previous;
+    return { ...known, windowMs, ...(lengthGuessed ? { lengthGuessed } : {}) };
+  }
   let resetBound: number | undefined;
   if (reported.resetsAt !== undefined) {
     if (sameWindow) resetBound = previous.resetBound;
@@ -246,6 +254,15 @@ export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, 
     ...(resetBound !== undefined && resetBound < (reported.resetsAt ?? Infinity) ? { resetBound } : {}),
     ...(lengthGuessed ? { lengthGuessed } : {}),
   };
+}
+
+/**
+ * The reported reset lies at least a resolution (a second, or a shorter window) before the known one:
+ * the limit's windows only follow each other, so the answer came from an earlier window.
+ */
+function isEarlierWindow(previous: WindowFacts, reported: RateLimitWindow): boolean {
+  if (reported.resetsAt === undefined || previous.resetsAt === undefined) return false;
+  return reported.resetsAt <= previous.resetsAt - Math.min(1_000, previous.windowMs);
 }
 
 /** One budget's schedule (a GCRA: the next slot is at least one spacing after the last one). */

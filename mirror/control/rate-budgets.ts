@@ -112,7 +112,13 @@ UPDATE rate_budgets b
   FROM unnest($1::text[], $2::int[], $3::int[], $4::float8[], $5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[], $10::int[])
        AS u(key, total, remaining, resets_in_ms, spacing_ms, blocked_in_ms, window_ms, anchor_in_ms, anchor_span_ms, window_left)
   JOIN locked l ON l.key = u.key
- WHERE b.key = u.key`;
+ WHERE b.key = u.key
+   -- A report of a window before the one stored (the answer to a request sent before it began, back
+   -- late) changes nothing: its reset would move the stored one back (isEarlierWindow in
+   -- connectors/governor/pacing.ts). A report of another limit (another total) is not one.
+   AND NOT (b.resets_at IS NOT NULL AND u.resets_in_ms IS NOT NULL AND u.total IS NOT DISTINCT FROM b.total
+            AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond'
+                <= b.resets_at - least(1000, b.window_ms) * interval '1 millisecond')`;
 
 const ensureLeasesSql = `
 INSERT INTO rate_leases (key, slot) SELECT $1, s FROM generate_series(0, $2::int - 1) AS s

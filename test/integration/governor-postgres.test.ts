@@ -255,6 +255,34 @@ describe('PostgresRateGovernor shared by two processes', () => {
     assert.ok(room.reserved && room.waitMs < 50, `the early slot in ${room.waitMs} ms`);
   });
 
+  it('keeps the stored window when a process reports the window before it late', async () => {
+    const store = new PostgresRateBudgets(pools[0]!);
+    const lane = 'source:account-8:crmcloud|background';
+    await store.ensureBudgets([{ key: lane, total: 10, windowMs: 5_000, spacingMs: 1_020 }]);
+    const report = (r: { total: number; remaining: number; resetsInMs: number }) =>
+      store.report([{ key: lane, spacingMs: 1_020, blockedInMs: null, windowMs: 5_000, anchorInMs: null, anchorSpanMs: null, windowLeft: r.remaining, ...r }]);
+    const row = async () =>
+      (
+        await pools[0]!.query<{ resets_in_ms: number; remaining: number; window_left: number }>(
+          `SELECT (extract(epoch FROM resets_at - clock_timestamp()) * 1000)::float8 AS resets_in_ms, remaining, window_left
+             FROM rate_budgets WHERE key = $1`,
+          [lane],
+        )
+      ).rows[0]!;
+    // A window that began just now is stored; then an answer from the window before it (its reset 100 ms
+    // ago, its last request counted) is reported by another process.
+    await report({ total: 10, remaining: 9, resetsInMs: 4_900 });
+    await report({ total: 10, remaining: 0, resetsInMs: -100 });
+    const kept = await row();
+    assert.ok(kept.resets_in_ms > 4_000, `the stored reset moved back, to ${Math.round(kept.resets_in_ms)} ms from now`);
+    assert.deepEqual([kept.remaining, kept.window_left], [9, 9]);
+    // A later reset is taken; so is another limit's (another total, as an hourly one beside it).
+    await report({ total: 10, remaining: 8, resetsInMs: 9_900 });
+    assert.ok((await row()).resets_in_ms > 9_000);
+    await report({ total: 3_600, remaining: 3_000, resetsInMs: 1_000 });
+    assert.equal((await row()).remaining, 3_000);
+  });
+
   it("moves a lane's schedule to its anchor, by the tightest reset bound any process wrote", async () => {
     const store = new PostgresRateBudgets(pools[0]!);
     const lane = 'source:account-6:crmcloud|background';

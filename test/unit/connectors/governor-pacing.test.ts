@@ -138,6 +138,23 @@ describe('observeWindow', () => {
     assert.deepEqual(observeWindow({ windowMs: 60_000, total: 150 }, { total: 600, remaining: 5 }), { windowMs: 60_000, total: 600, remaining: 5 });
   });
 
+  it('keeps the known window when an answer from the window before it comes back late', () => {
+    // A 5 s window first seen at t0 + 100 (reset by t0 + 5,100); then the answer to a request sent in
+    // the window before, slow to come back: its reset, 5 s earlier, is past, and its count is that window's.
+    const known = { windowMs: 5_000, total: 10, remaining: 9, resetsAt: t0 + 6_000, resetBound: t0 + 5_100 };
+    assert.deepEqual(observeWindow(known, { total: 10, remaining: 0, resetsAt: t0 + 1_000 }, t0 + 900, t0 - 1_000), known);
+    // The length it teaches is still taken: a request that began its window bounds the length.
+    const guessed = { windowMs: 60_000, total: 10, remaining: 9, resetsAt: t0 + 6_000, lengthGuessed: true };
+    assert.deepEqual(observeWindow(guessed, { total: 10, remaining: 9, resetsAt: t0 + 1_000 }, t0 + 900, t0 - 4_000), {
+      windowMs: 5_000,
+      total: 10,
+      remaining: 9,
+      resetsAt: t0 + 6_000,
+    });
+    // Less than a resolution earlier: the same reset, rounded another way; taken.
+    assert.equal(observeWindow(known, { total: 10, remaining: 8, resetsAt: t0 + 5_500 }, t0 + 900).remaining, 8);
+  });
+
   it('bounds the reset of a window by its first answer seen plus the window, tighter than whole seconds', () => {
     // A 2 s window first seen in an answer at t0 + 120: it resets by t0 + 2,120, though the header
     // (whole seconds, rounded up) says t0 + 3,000.
