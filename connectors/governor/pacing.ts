@@ -236,7 +236,7 @@ export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, 
   // from it): what it says of its window is past, and taken as current it would move the reset back,
   // so a lane's slot at the next window's start would be counted in the window before. Only the
   // length it may teach is kept.
-  if (!otherWindow && isEarlierWindow(previous, reported)) {
+  if (!otherWindow && isEarlierWindow(previous, reported, receivedAt)) {
     const { lengthGuessed: _guessed, ...known } = previous;
     return { ...known, windowMs, ...(lengthGuessed ? { lengthGuessed } : {}) };
   }
@@ -258,10 +258,13 @@ export function observeWindow(previous: WindowFacts, reported: RateLimitWindow, 
 
 /**
  * The reported reset lies at least a resolution (a second, or a shorter window) before the known one:
- * the limit's windows only follow each other, so the answer came from an earlier window.
+ * the limit's windows only follow each other, so the answer came from an earlier window. A known reset
+ * further ahead than a window (and a second of rounding) from `receivedAt` is no window's: a report
+ * replaces it, so a wrong one cannot make every later report look earlier.
  */
-function isEarlierWindow(previous: WindowFacts, reported: RateLimitWindow): boolean {
+function isEarlierWindow(previous: WindowFacts, reported: RateLimitWindow, receivedAt: number | undefined): boolean {
   if (reported.resetsAt === undefined || previous.resetsAt === undefined) return false;
+  if (receivedAt !== undefined && previous.resetsAt > receivedAt + previous.windowMs + 1_000) return false;
   return reported.resetsAt <= previous.resetsAt - Math.min(1_000, previous.windowMs);
 }
 

@@ -115,8 +115,10 @@ UPDATE rate_budgets b
  WHERE b.key = u.key
    -- A report of a window before the one stored (the answer to a request sent before it began, back
    -- late) changes nothing: its reset would move the stored one back (isEarlierWindow in
-   -- connectors/governor/pacing.ts). A report of another limit (another total) is not one.
+   -- connectors/governor/pacing.ts). A report of another limit (another total) is not one, and a
+   -- stored reset further ahead than a window and a second is no window's: a report replaces it.
    AND NOT (b.resets_at IS NOT NULL AND u.resets_in_ms IS NOT NULL AND u.total IS NOT DISTINCT FROM b.total
+            AND b.resets_at <= clock_timestamp() + (b.window_ms + 1000) * interval '1 millisecond'
             AND clock_timestamp() + u.resets_in_ms * interval '1 millisecond'
                 <= b.resets_at - least(1000, b.window_ms) * interval '1 millisecond')`;
 

@@ -281,6 +281,10 @@ describe('PostgresRateGovernor shared by two processes', () => {
     assert.ok((await row()).resets_in_ms > 9_000);
     await report({ total: 3_600, remaining: 3_000, resetsInMs: 1_000 });
     assert.equal((await row()).remaining, 3_000);
+    // A stored reset further ahead than a window is no window's (a clock that jumped): replaced.
+    await report({ total: 10, remaining: 9, resetsInMs: 600_000 });
+    await report({ total: 10, remaining: 7, resetsInMs: 4_000 });
+    assert.equal((await row()).remaining, 7);
   });
 
   it("moves a lane's schedule to its anchor, by the tightest reset bound any process wrote", async () => {

@@ -153,6 +153,9 @@ describe('observeWindow', () => {
     });
     // Less than a resolution earlier: the same reset, rounded another way; taken.
     assert.equal(observeWindow(known, { total: 10, remaining: 8, resetsAt: t0 + 5_500 }, t0 + 900).remaining, 8);
+    // A known reset further ahead than a window is no window's (a clock that jumped): replaced.
+    const far = { ...known, resetsAt: t0 + 600_000, resetBound: t0 + 600_000 };
+    assert.equal(observeWindow(far, { total: 10, remaining: 8, resetsAt: t0 + 5_000 }, t0 + 900).resetsAt, t0 + 5_000);
   });
 
   it('bounds the reset of a window by its first answer seen plus the window, tighter than whole seconds', () => {
