@@ -86,9 +86,15 @@ export function resetSlack(windowMs: number, options: PacingOptions = defaultPac
  */
 function pacedSpan(facts: WindowFacts, now: number): number {
   if (!facts.lengthGuessed) return facts.windowMs;
+  const known = countToReset(facts, now);
+  return known ? Math.min(facts.windowMs, known.resetsAt - now) : facts.windowMs;
+}
+
+/** The count a report left and the reset it runs to (its latest bound), when both are known and the reset lies ahead. */
+function countToReset(facts: WindowFacts, now: number): { remaining: number; resetsAt: number } | undefined {
   const resetsAt = facts.resetBound ?? facts.resetsAt;
-  if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return facts.windowMs;
-  return Math.min(facts.windowMs, resetsAt - now);
+  if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return undefined;
+  return { remaining: facts.remaining, resetsAt };
 }
 
 /**
@@ -123,14 +129,15 @@ interface PaceInput {
 export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing): Pace {
   const { facts, now } = input;
   const base = baseSpacing(facts, options);
-  const resetsAt = facts.resetBound ?? facts.resetsAt;
-  if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return { spacingMs: base };
+  const known = countToReset(facts, now);
+  if (!known) return { spacingMs: base };
+  const { resetsAt } = known;
   const from = Math.max(now, input.nextAt ?? now);
   // A guessed length yields to the reset in sight, for spending what is left before it; past the
   // reset (a block, a schedule beyond it) the guess holds until the headers teach the length.
   const span = pacedSpan(facts, now);
   const slack = resetSlack(span, options);
-  const left = facts.remaining - (input.unseen ?? 0);
+  const left = known.remaining - (input.unseen ?? 0);
   // A spent window blocks until its reset even when the schedule already reaches past it: an
   // interactive request may take its slot a spacing before the schedule's next, and that spacing is
   // the new one (the window switched to another of the system's limits, paced 1 s apart: 25 ms).
@@ -142,9 +149,8 @@ export function paceFor(input: PaceInput, options: PacingOptions = defaultPacing
 
 /** What a report leaves of its window before the reset, less our requests it cannot have counted; unknown without a reset ahead. */
 export function windowLeft(facts: WindowFacts, now: number, unseen: number): number | undefined {
-  const resetsAt = facts.resetBound ?? facts.resetsAt;
-  if (resetsAt === undefined || facts.remaining === undefined || resetsAt <= now) return undefined;
-  return facts.remaining - unseen;
+  const known = countToReset(facts, now);
+  return known && known.remaining - unseen;
 }
 
 /**
